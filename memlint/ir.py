@@ -1,0 +1,183 @@
+"""The common IR: where every setting came from, and the frozen Scenario the memory model reads.
+
+Adapters never build a Scenario themselves. Each returns a `Partial`: a flat mapping from scenario
+keys (the vocabulary of DESIGN.md, listed in `memlint.keys`) to `Setting`s, i.e. a value plus its
+`Provenance`. `memlint.scenario` merges partials (later sources win, conflicts are diagnostics),
+converts and validates the values, and builds the typed, frozen `Scenario` below.
+
+Model architecture travels in Hugging Face `config.json` vocabulary: an adapter that knows the
+architecture (config.json, a Megatron script, a torchtitan flavor) emits `model.<hf_key>` settings,
+e.g. `model.hidden_size`. Nested HF keys use dots: `model.vision_config.hidden_size`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a value was set: file, 1-based line and column, and the key as the source spells it."""
+
+    file: Optional[str] = None
+    line: Optional[int] = None
+    column: Optional[int] = None
+    key: Optional[str] = None
+
+    def describe(self) -> str:
+        parts = [self.file or "<command line>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        text = ":".join(parts)
+        return f"{text} ({self.key})" if self.key else text
+
+
+COMMAND_LINE = Provenance(file=None, key=None)
+DEFAULT = Provenance(file=None, key="<default>")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One scenario value as a source gave it (not yet converted) and where it came from."""
+
+    value: Any
+    prov: Provenance
+
+
+@dataclass
+class Partial:
+    """What one adapter read from one file: settings by scenario key, plus its diagnostics.
+
+    `extra` holds facts that are not scenario keys but that rules of that format need (for example
+    DeepSpeed's bucket sizes or the raw batch triple); keys are namespaced by the adapter
+    (`deepspeed.reduce_bucket_size`) and values are `Setting`s too.
+    """
+
+    source: str
+    fmt: str
+    settings: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    diagnostics: list = field(default_factory=list)
+    # Files this one refers to (a deepspeed_config_file, an HF config next to a script).
+    references: list = field(default_factory=list)
+    # Line numbers with `# memlint: disable=...` comments: line -> set of codes/names ("all").
+    suppressions: dict = field(default_factory=dict)
+
+    def set(self, key: str, value: Any, prov: Provenance) -> None:
+        self.settings[key] = Setting(value, prov)
+
+    def set_extra(self, key: str, value: Any, prov: Provenance) -> None:
+        self.extra[key] = Setting(value, prov)
+
+
+def frozen_mapping(data: Mapping) -> Mapping:
+    return MappingProxyType(dict(data))
+
+
+# ---------------------------------------------------------------------------------------------
+# The typed scenario. Values are plain Python; `Scenario.where(key)` gives a value's Provenance.
+
+
+@dataclass(frozen=True)
+class Model:
+    """The model: its HF-style config (merged from every source) and optional count overrides."""
+
+    config: Mapping[str, Any]
+    name: Optional[str] = None          # path or preset name it came from
+    total_params: Optional[int] = None  # override when only totals are known (seed articles)
+    expert_params: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Training:
+    framework: str = "megatron"
+    micro_batch: int = 1
+    global_batch: Optional[int] = None
+    grad_accum: Optional[int] = None
+    seq_len: int = 4096
+    precision: str = "bf16"
+    param_dtype: str = "bf16"
+    grad_dtype: str = "fp32"
+    master_weights: bool = True
+    optimizer_state_dtype: str = "fp32"
+    optimizer: str = "adamw"
+    optimizer_impl: Optional[str] = None
+    attention: str = "flash"
+    recompute: str = "none"
+    recompute_every: int = 1
+    lora_rank: int = 0
+    lora_targets: str = "qkvo"
+    lora_dropout: float = 0.0
+    base_quant: str = "none"
+    images_per_sample: int = 0
+    tokens_per_image: int = 0
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    world_size: Optional[int] = None
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: Optional[int] = None
+    sp: bool = False
+    zero: int = 0
+    fsdp: str = "none"
+    dp_shard: Optional[int] = None
+    dp_replicate: int = 1
+    reshard_after_forward: bool = True
+    offload_optimizer: str = "none"
+    offload_params: str = "none"
+    offload_activations: bool = False
+    # Uneven pipeline splits (Megatron decoder-first/last-pipeline-num-layers).
+    first_stage_layers: Optional[int] = None
+    last_stage_layers: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu: str = "H100-80GB"
+    gpu_memory: int = 80 * 1024**3
+    gpus_per_node: int = 8
+    device: str = "cuda"
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """A profile name plus every named assumption of it (overridable one by one)."""
+
+    profile: str = "precise"
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: Optional[Model]
+    training: Training
+    parallelism: Parallelism
+    hardware: Hardware
+    assumptions: Assumptions
+    # scenario key -> Provenance of the value in force (absent: the default applied)
+    provenance: Mapping[str, Provenance] = field(default_factory=dict)
+    sources: tuple = ()
+    # format-specific facts adapters recorded (see Partial.extra), merged
+    extra: Mapping[str, Setting] = field(default_factory=dict)
+
+    def where(self, key: str) -> Optional[Provenance]:
+        """The Provenance of the value of `key`, or None when the default applied."""
+        return self.provenance.get(key)
+
+    def is_set(self, key: str) -> bool:
+        return key in self.provenance

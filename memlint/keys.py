@@ -1,0 +1,255 @@
+"""The scenario-key vocabulary (DESIGN.md, "Scenario keys"): one table, shared by `--set`, native
+scenario files, `[tool.memlint.scenario]`, adapters and the JSON output.
+
+Each key names the IR section and field it fills and a converter that turns what a source wrote
+(a JSON number, a YAML bool, a string from the command line) into the typed value, or raises
+`ValueError` with a message fit for a diagnostic.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    section: str  # training | parallelism | hardware | model | assumptions
+    field: str
+    convert: Callable[[Any], Any]
+    doc: str
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+    else:
+        raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def to_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = _number(value)
+    if number != int(number):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return int(number)
+
+
+def positive_int(value: Any) -> int:
+    number = to_int(value)
+    if number <= 0:
+        raise ValueError(f"must be a positive whole number, got {value!r}")
+    return number
+
+
+def non_negative_int(value: Any) -> int:
+    number = to_int(value)
+    if number < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return number
+
+
+def non_negative_float(value: Any) -> float:
+    number = _number(value)
+    if number < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return number
+
+
+def probability(value: Any) -> float:
+    number = _number(value)
+    if not 0.0 <= number < 1.0:
+        raise ValueError(f"must be in [0, 1), got {value!r}")
+    return number
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str]:
+    aliases = aliases or {}
+
+    def convert(value: Any) -> str:
+        text = str(value).strip().lower() if not isinstance(value, bool) else str(value).lower()
+        text = aliases.get(text, text)
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {value!r}")
+        return text
+
+    convert.options = options  # type: ignore[attr-defined]
+    return convert
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024, "m": 10**6, "mb": 10**6,
+          "mi": 1024**2, "mib": 1024**2, "g": 10**9, "gb": 10**9, "gi": 1024**3, "gib": 1024**3,
+          "t": 10**12, "tb": 10**12, "ti": 1024**4, "tib": 1024**4}
+
+
+def to_bytes(value: Any) -> int:
+    """'80GiB' -> 85899345920, '141GB' -> 141e9, 1024 -> 1024 (plain numbers are bytes)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = _number(value)
+        if number <= 0:
+            raise ValueError(f"must be positive, got {value!r}")
+        return int(number)
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"expected a size like 80GiB or 141GB, got {value!r}")
+    number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
+    if number <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return int(number)
+
+
+def to_str(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def optional_positive_int(value: Any) -> Optional[int]:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "auto")):
+        return None
+    return positive_int(value)
+
+
+def shard_degree(value: Any) -> Optional[int]:
+    """torchtitan's data_parallel_shard_degree: -1 means 'fill the remaining GPUs'."""
+    if to_int(value) == -1:
+        return -1
+    return optional_positive_int(value)
+
+
+PRECISIONS = ("bf16", "fp16", "pure-bf16", "amp-bf16", "fp32", "fp8")
+DTYPES = ("fp32", "bf16", "fp16", "fp8")
+_dtype = choice(*DTYPES, aliases={"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
+                                  "half": "fp16", "float": "fp32"})
+
+_KEYS = [
+    # model
+    Key("model", "model", "name", to_str, "path to an HF config.json or a preset name"),
+    Key("model.total_params", "model", "total_params", positive_int,
+        "override the total parameter count (when only totals are known)"),
+    Key("model.expert_params", "model", "expert_params", non_negative_int,
+        "override the routed-expert parameter count (part of model.total_params)"),
+    # training
+    Key("framework", "training", "framework", choice("megatron", "deepspeed", "fsdp2", "hf"),
+        "whose conventions apply (dtypes, loss, buffers)"),
+    Key("micro_batch", "training", "micro_batch", positive_int, "micro batch per GPU"),
+    Key("global_batch", "training", "global_batch", positive_int, "global batch (samples)"),
+    Key("grad_accum", "training", "grad_accum", positive_int, "gradient accumulation steps"),
+    Key("seq_len", "training", "seq_len", positive_int, "sequence length in tokens"),
+    Key("precision", "training", "precision",
+        choice(*PRECISIONS, aliases={"mixed": "bf16", "bfloat16": "bf16", "float16": "fp16",
+                                     "float32": "fp32", "amp_bf16": "amp-bf16",
+                                     "pure_bf16": "pure-bf16"}),
+        "bf16/fp16 mixed precision with fp32 master weights, pure-bf16, amp-bf16, fp32, fp8"),
+    Key("param_dtype", "training", "param_dtype", _dtype, "dtype of the working parameters"),
+    Key("grad_dtype", "training", "grad_dtype", _dtype, "dtype of the kept gradients"),
+    Key("master_weights", "training", "master_weights", to_bool,
+        "whether the optimizer keeps an fp32 master copy"),
+    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _dtype,
+        "dtype of optimizer moments"),
+    Key("optimizer", "training", "optimizer",
+        choice("adamw", "adam", "muon", "adafactor", "sgd", "fp8_adam",
+               aliases={"fp8-adam": "fp8_adam", "sgd_momentum": "sgd"}),
+        "optimizer"),
+    Key("optimizer_impl", "training", "optimizer_impl",
+        choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
+        "PyTorch optimizer implementation (default: the device's default)"),
+    Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
+        "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
+    Key("recompute", "training", "recompute", choice("none", "selective", "full"),
+        "activation recomputation"),
+    Key("recompute_every", "training", "recompute_every", positive_int,
+        "selective recompute: keep a full activation set every K layers"),
+    Key("lora_rank", "training", "lora_rank", non_negative_int, "LoRA rank (0: no LoRA)"),
+    Key("lora_targets", "training", "lora_targets",
+        choice("qkvo", "all-linear", aliases={"all_linear": "all-linear", "all": "all-linear"}),
+        "LoRA target modules"),
+    Key("lora_dropout", "training", "lora_dropout", probability, "LoRA dropout probability"),
+    Key("base_quant", "training", "base_quant",
+        choice("none", "int8", "nf4", aliases={"4bit": "nf4", "8bit": "int8"}),
+        "quantization of the frozen base (QLoRA: nf4)"),
+    Key("images_per_sample", "training", "images_per_sample", non_negative_int,
+        "images per sample (VLMs)"),
+    Key("tokens_per_image", "training", "tokens_per_image", non_negative_int,
+        "visual tokens per image (VLMs; default from the vision config)"),
+    # parallelism
+    Key("world_size", "parallelism", "world_size", positive_int, "total number of GPUs"),
+    Key("tp", "parallelism", "tp", positive_int, "tensor parallel size"),
+    Key("pp", "parallelism", "pp", positive_int, "pipeline parallel size"),
+    Key("vpp", "parallelism", "vpp", positive_int, "virtual pipeline stages per rank"),
+    Key("dp", "parallelism", "dp", positive_int, "data parallel size"),
+    Key("cp", "parallelism", "cp", positive_int, "context parallel size"),
+    Key("ep", "parallelism", "ep", positive_int, "expert parallel size"),
+    Key("etp", "parallelism", "etp", positive_int, "expert tensor parallel size (default: tp)"),
+    Key("sp", "parallelism", "sp", to_bool, "sequence parallelism"),
+    Key("zero", "parallelism", "zero", choice("0", "1", "2", "3"), "ZeRO stage 0-3"),
+    Key("fsdp", "parallelism", "fsdp", choice("none", "full", "hybrid", "shard_grad_op"),
+        "FSDP sharding: none, full, hybrid (HSDP), shard_grad_op"),
+    Key("dp_shard", "parallelism", "dp_shard", shard_degree, "FSDP shard group size (-1: fill)"),
+    Key("dp_replicate", "parallelism", "dp_replicate", positive_int, "HSDP replicate degree"),
+    Key("reshard_after_forward", "parallelism", "reshard_after_forward", to_bool,
+        "FSDP: free unsharded params after forward"),
+    Key("offload_optimizer", "parallelism", "offload_optimizer", choice("none", "cpu", "nvme"),
+        "optimizer state offload"),
+    Key("offload_params", "parallelism", "offload_params", choice("none", "cpu", "nvme"),
+        "parameter offload"),
+    Key("offload_activations", "parallelism", "offload_activations", to_bool,
+        "activation offload to CPU"),
+    Key("first_stage_layers", "parallelism", "first_stage_layers", non_negative_int,
+        "layers on the first pipeline stage (uneven split)"),
+    Key("last_stage_layers", "parallelism", "last_stage_layers", non_negative_int,
+        "layers on the last pipeline stage (uneven split)"),
+    # hardware
+    Key("gpu", "hardware", "gpu", to_str, "GPU name (H100-80GB, H200, A100-40GB, B200, MI300X, ...)"),
+    Key("gpu_memory", "hardware", "gpu_memory", to_bytes, "GPU memory (80GiB, 141GB, bytes)"),
+    Key("gpus_per_node", "hardware", "gpus_per_node", positive_int, "GPUs per node"),
+    Key("device", "hardware", "device", choice("cuda", "cpu"),
+        "where PyTorch runs (its defaults differ on cpu)"),
+    # assumptions
+    Key("profile", "assumptions", "profile", choice("precise", "seed"),
+        "memory model profile: precise (measured reality) or seed (the articles)"),
+]
+
+KEYS: dict = {key.name: key for key in _KEYS}
+
+
+def is_model_key(name: str) -> bool:
+    """`model.<hf_key>` overrides any HF config key (besides the count overrides above)."""
+    return name.startswith("model.") and name not in KEYS
+
+
+def suggest(name: str, candidates) -> Optional[str]:
+    """The closest known name, for did-you-mean messages."""
+    import difflib
+
+    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return found[0] if found else None
