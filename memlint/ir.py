@@ -99,10 +99,11 @@ class Training:
     grad_accum: Optional[int] = None
     seq_len: int = 4096
     precision: str = "bf16"
-    param_dtype: str = "bf16"
-    grad_dtype: str = "fp32"
-    master_weights: bool = True
-    optimizer_state_dtype: str = "fp32"
+    # None: derived from precision + framework by memlint.memory.states.dtypes()
+    param_dtype: Optional[str] = None
+    grad_dtype: Optional[str] = None
+    master_weights: Optional[bool] = None
+    optimizer_state_dtype: Optional[str] = None
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
     attention: str = "flash"
@@ -122,7 +123,7 @@ class Parallelism:
     tp: int = 1
     pp: int = 1
     vpp: int = 1
-    dp: int = 1
+    dp: Optional[int] = None  # None: derived from world_size (memlint.memory.topology)
     cp: int = 1
     ep: int = 1
     etp: Optional[int] = None

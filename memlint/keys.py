@@ -146,6 +146,13 @@ def shard_degree(value: Any) -> Optional[int]:
     return optional_positive_int(value)
 
 
+def zero_stage(value: Any) -> int:
+    stage = to_int(value)
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {value!r}")
+    return stage
+
+
 PRECISIONS = ("bf16", "fp16", "pure-bf16", "amp-bf16", "fp32", "fp8")
 DTYPES = ("fp32", "bf16", "fp16", "fp8")
 _dtype = choice(*DTYPES, aliases={"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
@@ -211,7 +218,7 @@ _KEYS = [
     Key("ep", "parallelism", "ep", positive_int, "expert parallel size"),
     Key("etp", "parallelism", "etp", positive_int, "expert tensor parallel size (default: tp)"),
     Key("sp", "parallelism", "sp", to_bool, "sequence parallelism"),
-    Key("zero", "parallelism", "zero", choice("0", "1", "2", "3"), "ZeRO stage 0-3"),
+    Key("zero", "parallelism", "zero", zero_stage, "ZeRO stage 0-3"),
     Key("fsdp", "parallelism", "fsdp", choice("none", "full", "hybrid", "shard_grad_op"),
         "FSDP sharding: none, full, hybrid (HSDP), shard_grad_op"),
     Key("dp_shard", "parallelism", "dp_shard", shard_degree, "FSDP shard group size (-1: fill)"),

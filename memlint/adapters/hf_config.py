@@ -1,0 +1,65 @@
+"""HF `config.json` adapter: every key becomes a `model.<key>` setting with its position.
+
+Nested configs (VLMs' `text_config` / `vision_config`) become dotted keys
+(`model.vision_config.hidden_size`). The architecture itself is interpreted by
+`memlint.memory.params.architecture`, so that configs from any source (this file, a Megatron
+script, a torchtitan flavor) go through one reader.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+from memlint.diagnostics import PARSE_ERROR, Severity, make
+from memlint.ir import Partial, Provenance
+from memlint.loaders import load_json, read_text
+
+FORMAT = "hf_config"
+_SENTINELS = ('"model_type"', '"architectures"', '"num_hidden_layers"', '"n_layer"')
+
+
+def detect(path: str, text: str) -> bool:
+    name = os.path.basename(path).lower()
+    if not name.endswith(".json"):
+        return False
+    if name == "config.json":
+        return True
+    head = text[:4096]
+    return sum(sentinel in head for sentinel in _SENTINELS) >= 2 or (
+        '"model_type"' in text and '"zero_optimization"' not in text
+        and '"train_batch_size"' not in text and '"train_micro_batch_size_per_gpu"' not in text)
+
+
+def flatten(data: dict, prefix: str = "") -> Iterator[tuple]:
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and key.endswith("_config"):
+            yield from flatten(value, name + ".")
+        else:
+            yield name, value
+
+
+def load(path: str, text: str) -> Partial:
+    partial = Partial(source=path, fmt=FORMAT)
+    doc = load_json(path, text, allow_comments=False)
+    partial.diagnostics.extend(doc.diagnostics)
+    if doc.data is None:
+        return partial
+    if not isinstance(doc.data, dict):
+        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                        "an HF config.json must be a JSON object",
+                                        Provenance(path, 1, 1, None)))
+        return partial
+    for key, value in flatten(doc.data):
+        path_tuple = tuple(key.split("."))
+        partial.set(f"model.{key}", value, doc.prov(path_tuple, key))
+    return partial
+
+
+def load_path(path: str) -> Partial:
+    text, diagnostics = read_text(path)
+    if text is None:
+        partial = Partial(source=path, fmt=FORMAT)
+        partial.diagnostics.extend(diagnostics)
+        return partial
+    return load(path, text)

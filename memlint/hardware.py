@@ -1,0 +1,60 @@
+"""GPU catalog: name -> usable memory capacity in bytes, and lookup by loose spelling.
+
+Capacities are the memory the device reports to CUDA/ROCm (vendor data sheets; binary GiB where the
+vendor's "80GB" HBM is 80 GiB as `torch.cuda.get_device_properties().total_memory` shows it, less
+nothing: the runtime's own use is the memory model's `runtime` component).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+GiB = 1024**3
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    capacity_bytes: int
+    interconnect: str  # intra-node link
+    aliases: tuple = ()
+
+
+# total_memory as PyTorch reports it on each device (data sheets: H100 SXM 80 GB HBM3, H200 141 GB
+# HBM3e, B200 180 GB HBM3e usable, A100 40/80 GB, MI300X 192 GB, MI325X 256 GB, L40S 48 GB).
+CATALOG = (
+    GPU("H100-80GB", 80 * GiB, "NVLink4 900 GB/s", ("h100", "h100-sxm", "h100-80g", "h100-80gb-hbm3")),
+    GPU("H100-94GB", 94 * GiB, "NVLink4 900 GB/s", ("h100-nvl", "h100-94g")),
+    GPU("H200", 141 * 10**9, "NVLink4 900 GB/s", ("h200-141gb", "h200-sxm", "gh200")),
+    GPU("B200", 180 * 10**9, "NVLink5 1.8 TB/s", ("b200-180gb", "gb200")),
+    GPU("B300", 288 * 10**9, "NVLink5 1.8 TB/s", ("b300-288gb", "gb300")),
+    GPU("A100-80GB", 80 * GiB, "NVLink3 600 GB/s", ("a100-80g", "a100-sxm4-80gb")),
+    GPU("A100-40GB", 40 * GiB, "NVLink3 600 GB/s", ("a100", "a100-40g", "a100-sxm4-40gb")),
+    GPU("V100-32GB", 32 * GiB, "NVLink2 300 GB/s", ("v100", "v100-32g")),
+    GPU("V100-16GB", 16 * GiB, "NVLink2 300 GB/s", ("v100-16g",)),
+    GPU("L40S", 48 * GiB, "PCIe 4.0", ("l40s-48gb",)),
+    GPU("A10G", 24 * GiB, "PCIe 4.0", ("a10", "a10g-24gb")),
+    GPU("RTX-4090", 24 * GiB, "PCIe 4.0", ("4090", "rtx4090")),
+    GPU("MI300X", 192 * GiB, "Infinity Fabric 896 GB/s", ("mi300x-192gb", "mi300")),
+    GPU("MI325X", 256 * GiB, "Infinity Fabric 896 GB/s", ("mi325x-256gb",)),
+    GPU("MI250X", 128 * GiB, "Infinity Fabric", ("mi250x-128gb", "mi250")),
+)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\s_]+", "-", text.strip().lower())
+
+
+_INDEX = {}
+for _gpu in CATALOG:
+    for _name in (_gpu.name,) + _gpu.aliases:
+        _INDEX[_norm(_name)] = _gpu
+
+
+def lookup(name: str) -> Optional[GPU]:
+    return _INDEX.get(_norm(name))
+
+
+def known_names() -> list:
+    return [gpu.name for gpu in CATALOG]

@@ -1,0 +1,105 @@
+"""Named assumptions of the memory model, and the two profiles that set them (DESIGN.md).
+
+A profile is only a named set of assumption values; the model has one code path and reads these
+values where the two profiles differ. Each assumption is overridable with `--set NAME=VALUE`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from memlint.keys import non_negative_float, non_negative_int, to_bool
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    convert: Callable[[Any], Any]
+    doc: str
+    source: str
+
+
+_LIST = [
+    Assumption("activations.model", lambda v: _choice(v, ("seed", "precise")),
+               "seed: the articles' C_act coefficients per B·T·d; precise: per-architecture saved "
+               "tensors", "DESIGN.md, memory model"),
+    Assumption("activations.c_act", non_negative_float,
+               "seed: activation bytes per B·T·d per layer with FlashAttention",
+               "seed 000 CH 1.4.2 (Korthikanti et al. 2022)"),
+    Assumption("activations.c_act_full_recompute", non_negative_float,
+               "seed: activation bytes per B·T·d per layer under full recompute",
+               "seed 000 CH 5.2"),
+    Assumption("activations.c_attn_scores", non_negative_float,
+               "seed: bytes per B·H·T² per layer when attention scores are materialized",
+               "seed 000 CH 1.4.2 (5·H·T/d term)"),
+    Assumption("activations.tp_divides", to_bool,
+               "whether tensor parallelism divides activations (seed: no, 000 CH 2.1; "
+               "precise: yes, Korthikanti et al. 2022 Table 2)", "Korthikanti et al. 2022"),
+    Assumption("pipeline.inflight_microbatches", to_bool,
+               "count the micro-batches a pipeline stage holds at once (1F1B / interleaved)",
+               "Narayanan et al. 2021; Megatron-LM schedules.py"),
+    Assumption("logits.enabled", to_bool, "count logits and loss buffers on the last stage",
+               "transformers ForCausalLMLoss; Megatron fused cross entropy"),
+    Assumption("parallel.ep_in_dp", to_bool,
+               "expert parallelism is carved out of data parallelism (Megatron: world = "
+               "tp·pp·cp·dp, expert dp = world/(etp·ep·pp)); seed: world = tp·pp·ep·dp",
+               "Megatron-LM parallel_state.py; seed 000 CH 7.2"),
+    Assumption("runtime.cuda_context_bytes", non_negative_int,
+               "CUDA context + cuBLAS/cuDNN workspaces per process", "measured, see memory/extras.py"),
+    Assumption("runtime.nccl_bytes_per_group", non_negative_int,
+               "NCCL communicator buffers per process group a rank joins",
+               "NCCL default NCCL_BUFFSIZE 4 MiB x channels, see memory/extras.py"),
+    Assumption("runtime.allocator_fraction", non_negative_float,
+               "caching-allocator reserve/fragmentation as a fraction of tensor bytes",
+               "PyTorch caching allocator, see memory/extras.py"),
+    Assumption("units", lambda v: _choice(v, ("GiB", "GB")),
+               "default units of the text report", "seed 000 uses decimal GB"),
+]
+
+ASSUMPTIONS: dict = {a.name: a for a in _LIST}
+
+
+def _choice(value: Any, options: tuple) -> str:
+    text = str(value).strip()
+    for option in options:
+        if text.lower() == option.lower():
+            return option
+    raise ValueError(f"expected one of {', '.join(options)}, got {value!r}")
+
+
+MiB = 1024**2
+
+PROFILES: dict = {
+    "seed": {
+        "activations.model": "seed",
+        "activations.c_act": 34.0,
+        "activations.c_act_full_recompute": 2.0,
+        "activations.c_attn_scores": 5.0,
+        "activations.tp_divides": False,
+        "pipeline.inflight_microbatches": False,
+        "logits.enabled": False,
+        "parallel.ep_in_dp": False,
+        "runtime.cuda_context_bytes": 0,
+        "runtime.nccl_bytes_per_group": 0,
+        "runtime.allocator_fraction": 0.0,
+        "units": "GB",
+    },
+    "precise": {
+        "activations.model": "precise",
+        "activations.c_act": 34.0,
+        "activations.c_act_full_recompute": 2.0,
+        "activations.c_attn_scores": 5.0,
+        "activations.tp_divides": True,
+        "pipeline.inflight_microbatches": True,
+        "logits.enabled": True,
+        "parallel.ep_in_dp": True,
+        "runtime.cuda_context_bytes": 600 * MiB,
+        "runtime.nccl_bytes_per_group": 64 * MiB,
+        "runtime.allocator_fraction": 0.05,
+        "units": "GiB",
+    },
+}
+
+
+def profile_defaults(profile: str) -> dict:
+    return PROFILES.get(profile, PROFILES["precise"])

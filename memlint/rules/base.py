@@ -1,0 +1,84 @@
+"""The rule contract (STYLE.md, "memlint shape").
+
+A rule is a small class: `code` (ML + 3 digits, the hundreds digit is the family), `name`
+(kebab-case), default `severity`, `options` (name -> (type, default)), and a docstring with the four
+sections *What it checks* / *Why it matters* / *How to fix* / *Example*. `check(ctx)` yields
+`Finding`s: a message plus the scenario keys (or adapter `extra` keys) at fault. The engine turns
+those keys into file/line/column through the Scenario's provenance, stamps code, name and the
+configured severity, and applies select/ignore/suppressions.
+
+Rules do no parsing, I/O, formatting or memory maths: they read the Scenario and Estimate terms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from memlint.diagnostics import Severity
+
+
+@dataclass(frozen=True)
+class Finding:
+    message: str
+    keys: tuple = ()                  # scenario keys / extra keys whose provenance to point at
+    severity: Optional[Severity] = None  # overrides the rule's default for this finding
+    data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule sees: the merged scenario, its estimate (None without a model) and options."""
+
+    scenario: Any                 # memlint.ir.Scenario
+    estimate: Any = None          # memlint.memory.terms.Estimate or None
+    options: Mapping = field(default_factory=dict)
+    formats: tuple = ()           # formats of the sources (deepspeed, megatron, ...)
+
+    def extra(self, key: str, default: Any = None) -> Any:
+        setting = self.scenario.extra.get(key)
+        return default if setting is None else setting.value
+
+    def has_extra(self, key: str) -> bool:
+        return key in self.scenario.extra
+
+
+class Rule:
+    code: str = ""
+    name: str = ""
+    severity: Severity = Severity.WARNING
+    options: dict = {}
+    # Formats whose sources make this rule relevant; empty means every scenario.
+    formats: tuple = ()
+    # Preview rules are off unless selected explicitly.
+    preview: bool = False
+
+    def check(self, ctx: Context) -> Iterable[Finding]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @property
+    def family(self) -> str:
+        return self.code[:3]
+
+    @property
+    def doc(self) -> str:
+        import inspect
+
+        return inspect.cleandoc(self.__doc__ or "")
+
+    def sections(self) -> dict:
+        """The docstring split into its sections (title -> text)."""
+        out: dict = {}
+        current = "summary"
+        lines: list = []
+        for line in self.doc.splitlines():
+            stripped = line.strip()
+            if stripped.endswith(":") and stripped[:-1] in DOC_SECTIONS:
+                out[current] = "\n".join(lines).strip()
+                current, lines = stripped[:-1], []
+            else:
+                lines.append(line)
+        out[current] = "\n".join(lines).strip()
+        return out
+
+
+DOC_SECTIONS = ("What it checks", "Why it matters", "How to fix", "Example")

@@ -1,0 +1,220 @@
+"""Merging: adapter outputs + `--model` + `--set` overrides + `[tool.memlint]` -> one Scenario.
+
+Order (lowest to highest priority): defaults, the model's config.json, each file in the order
+given (a later file overrides an earlier one, and a disagreement between two files is a
+`conflicting-sources` warning), then `--set` and `--model` from the command line. Values are
+converted through the key table in `memlint.keys`; a bad value or unknown key is a diagnostic that
+points at the place that set it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from typing import Any, Iterable, Optional
+
+from memlint import keys as K
+from memlint.diagnostics import (CONFLICT, INVALID_VALUE, UNKNOWN_KEY, Severity, make)
+from memlint.ir import (COMMAND_LINE, Assumptions, Hardware, Model, Parallelism, Partial,
+                        Provenance, Scenario, Setting, Training, frozen_mapping)
+
+SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
+
+
+def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:
+    """'tp=8' -> ('tp', '8'). Raises ValueError for text without '='."""
+    if "=" not in text:
+        raise ValueError(f"expected key=value, got {text!r}")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ValueError(f"expected key=value, got {text!r}")
+    return key, value.strip()
+
+
+def overrides_partial(assignments: Iterable[str], model: Optional[str] = None) -> Partial:
+    """The command line (`--set key=value`, `--model PATH`) as a Partial of its own."""
+    partial = Partial(source="<command line>", fmt="cli")
+    for text in assignments:
+        key, value = parse_assignment(text)
+        partial.set(key, value, Provenance(None, None, None, f"--set {key}"))
+    if model:
+        partial.set("model", model, Provenance(None, None, None, "--model"))
+    return partial
+
+
+def merge(partials: list) -> tuple[dict, dict, list]:
+    """Later partials override earlier ones. Two files disagreeing is a warning."""
+    settings: dict = {}
+    extra: dict = {}
+    owner: dict = {}
+    diagnostics: list = []
+    for partial in partials:
+        for key, setting in partial.settings.items():
+            previous = settings.get(key)
+            if (previous is not None and partial.fmt != "cli" and owner[key] != partial.source
+                    and owner[key] != "<model>" and _differs(previous.value, setting.value)):
+                diagnostics.append(make(
+                    CONFLICT, Severity.WARNING,
+                    f"{key} = {setting.value!r} here overrides {previous.value!r} from "
+                    f"{previous.prov.describe()}", setting.prov, key=key))
+            settings[key] = setting
+            owner[key] = partial.source
+        extra.update(partial.extra)
+    return settings, extra, diagnostics
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if str(a).strip().lower() == str(b).strip().lower():
+        return False
+    try:
+        return float(a) != float(b)
+    except (TypeError, ValueError):
+        return True
+
+
+def _unflatten(settings: dict) -> dict:
+    config: dict = {}
+    for key, setting in settings.items():
+        parts = key.split(".")[1:]
+        node = config
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[parts[-1]] = setting.value
+    return config
+
+
+def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = None) -> Partial:
+    """`model=PATH|PRESET` -> the model's settings (`model.<hf_key>`), as a Partial."""
+    from memlint.adapters import hf_config
+    from memlint.catalog import presets
+
+    preset = presets.get(name)
+    if preset is not None:
+        partial = Partial(source=f"preset:{name}", fmt="preset")
+        for key, value in hf_config.flatten(preset):
+            partial.set(f"model.{key}", value, prov)
+        return partial
+    path = name
+    if base_dir and not os.path.isabs(path) and prov.file is not None:
+        path = os.path.join(base_dir, path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    if not os.path.exists(path):
+        partial = Partial(source=name, fmt="hf_config")
+        known = ", ".join(sorted(presets.names())[:12])
+        partial.diagnostics.append(make(
+            INVALID_VALUE, Severity.ERROR,
+            f"model {name!r} is neither a config.json path nor a known preset "
+            f"(presets include: {known}; `memlint rules` lists none of them, see README)", prov,
+            key="model"))
+        return partial
+    return hf_config.load_path(path)
+
+
+def build(partials: list, base_dir: Optional[str] = None) -> tuple[Scenario, list]:
+    """Merge partials (lowest priority first) and build the typed Scenario."""
+    diagnostics: list = []
+    for partial in partials:
+        diagnostics.extend(partial.diagnostics)
+    settings, extra, conflicts = merge(partials)
+    diagnostics.extend(conflicts)
+
+    # The model source ranks below every explicit model.* key: load it and merge underneath.
+    model_partial = None
+    if "model" in settings:
+        model_setting = settings["model"]
+        model_partial = load_model_source(str(model_setting.value), model_setting.prov, base_dir)
+        model_partial.source = "<model>"
+        diagnostics.extend(model_partial.diagnostics)
+        for key, setting in model_partial.settings.items():
+            settings.setdefault(key, setting)
+
+    values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
+                                          "model")}
+    provenance: dict = {}
+    model_settings: dict = {}
+    assumption_names = _assumption_names()
+    for key in sorted(settings):
+        setting = settings[key]
+        if K.is_model_key(key):
+            model_settings[key] = setting
+            provenance[key] = setting.prov
+            continue
+        spec = K.KEYS.get(key)
+        if spec is None and key in assumption_names:
+            try:
+                values["assumptions"][key] = assumption_names[key](setting.value)
+                provenance[key] = setting.prov
+            except ValueError as exc:
+                diagnostics.append(make(INVALID_VALUE, Severity.ERROR, f"{key}: {exc}",
+                                        setting.prov, key=key))
+            continue
+        if spec is None:
+            hint = K.suggest(key, list(K.KEYS) + list(assumption_names))
+            tail = f"; did you mean {hint!r}?" if hint else ""
+            diagnostics.append(make(UNKNOWN_KEY, Severity.ERROR,
+                                    f"unknown scenario key {key!r}{tail}", setting.prov, key=key))
+            continue
+        try:
+            converted = spec.convert(setting.value)
+        except ValueError as exc:
+            diagnostics.append(make(INVALID_VALUE, Severity.ERROR, f"{key}: {exc}", setting.prov,
+                                    key=key))
+            continue
+        values[spec.section][spec.field] = converted
+        provenance[key] = setting.prov
+
+    model = None
+    if model_settings or "name" in values["model"]:
+        model = Model(config=frozen_mapping(_unflatten(model_settings)), **values["model"])
+    elif values["model"]:
+        model = Model(config=frozen_mapping({}), **values["model"])
+
+    hardware_values = values["hardware"]
+    if "gpu" in hardware_values and "gpu_memory" not in hardware_values:
+        from memlint.hardware import lookup
+
+        gpu = lookup(hardware_values["gpu"])
+        if gpu is None:
+            from memlint.hardware import known_names
+
+            diagnostics.append(make(
+                INVALID_VALUE, Severity.ERROR,
+                f"unknown GPU {hardware_values['gpu']!r}; known: {', '.join(known_names())} "
+                "(or give gpu_memory=80GiB)", provenance["gpu"], key="gpu"))
+        else:
+            hardware_values["gpu"] = gpu.name
+            hardware_values["gpu_memory"] = gpu.capacity_bytes
+    elif "gpu_memory" in hardware_values and "gpu" not in hardware_values:
+        hardware_values["gpu"] = "custom"
+
+    profile = values["assumptions"].pop("profile", "precise")
+    from memlint.memory.assumptions import profile_defaults
+
+    assumption_values = dict(profile_defaults(profile))
+    assumption_values.update(values["assumptions"])
+
+    scenario = Scenario(
+        model=model,
+        training=Training(**values["training"]),
+        parallelism=Parallelism(**values["parallelism"]),
+        hardware=Hardware(**hardware_values),
+        assumptions=Assumptions(profile=profile, values=frozen_mapping(assumption_values)),
+        provenance=frozen_mapping(provenance),
+        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)),
+        extra=frozen_mapping(extra),
+    )
+    return scenario, diagnostics
+
+
+def _assumption_names() -> dict:
+    from memlint.memory.assumptions import ASSUMPTIONS
+
+    return {name: spec.convert for name, spec in ASSUMPTIONS.items()}
+
+
+def section_fields(section: str) -> list:
+    return [f.name for f in fields(SECTIONS[section])]
