@@ -1,0 +1,105 @@
+"""The Estimate: per pipeline stage, the named Terms whose sum is that stage's peak.
+
+Every number memlint prints is a sum of `Term`s; each carries its formula, the inputs substituted
+into it, and a one-line source, so `--explain` can show the derivation and tests can pin it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# The fixed component vocabulary of the JSON output (DESIGN.md).
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "vision",
+              "runtime")
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    component: str
+    bytes: int
+    formula: str
+    inputs: dict = field(default_factory=dict)
+    source: str = ""
+
+    def __post_init__(self):
+        if self.component not in COMPONENTS:
+            raise ValueError(f"unknown component {self.component!r}")
+        if not isinstance(self.bytes, int) or isinstance(self.bytes, bool):
+            raise TypeError(f"term {self.name}: bytes must be an int, got {self.bytes!r}")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "component": self.component, "bytes": self.bytes,
+                "formula": self.formula, "inputs": dict(self.inputs), "source": self.source}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What a stage holds at one moment of the step (forward end, backward, optimizer step)."""
+
+    name: str
+    terms: tuple
+
+    @property
+    def total(self) -> int:
+        return sum(term.bytes for term in self.terms)
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    stage: int
+    layers: int
+    phase: str            # the phase of the peak
+    terms: tuple          # the terms at the peak; they add up to total_bytes exactly
+    phases: tuple = ()    # every phase considered (Phase), for --explain
+    host_terms: tuple = ()  # CPU/NVMe memory of offload, reported apart from GPU memory
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(term.bytes for term in self.terms)
+
+    def components(self) -> dict:
+        out = {name: 0 for name in COMPONENTS}
+        for term in self.terms:
+            out[term.component] += term.bytes
+        return {name: value for name, value in out.items() if value or name in COMPONENTS[:4]}
+
+    def term(self, name: str) -> Optional[Term]:
+        for term in self.terms:
+            if term.name == name:
+                return term
+        return None
+
+    def to_dict(self) -> dict:
+        return {"stage": self.stage, "layers": self.layers, "phase": self.phase,
+                "components": self.components(), "total_bytes": self.total_bytes,
+                "terms": [t.to_dict() for t in self.terms],
+                "phases": {p.name: p.total for p in self.phases},
+                "host_terms": [t.to_dict() for t in self.host_terms]}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    profile: str
+    sources: tuple
+    params: dict          # total, trainable, embedding, lm_head, experts, vision (+ more)
+    gpu_name: str
+    capacity_bytes: int
+    stages: tuple         # StageEstimate per pipeline stage
+    notes: tuple = ()     # assumptions worth telling the user (strings)
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(stage.total_bytes for stage in self.stages)
+
+    @property
+    def peak_stage(self) -> StageEstimate:
+        return max(self.stages, key=lambda s: (s.total_bytes, -s.stage))
+
+    def to_dict(self) -> dict:
+        return {"sources": list(self.sources), "profile": self.profile,
+                "params": dict(self.params),
+                "gpu": {"name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
+                "stages": [s.to_dict() for s in self.stages],
+                "peak_bytes": self.peak_bytes,
+                "notes": list(self.notes)}
