@@ -134,7 +134,8 @@ class Architecture:
     qkv_bias: bool = False       # q/k/v projections carry a bias (qwen2, gpt2, gpt_neox)
     output_bias: bool = False    # attention output projection bias (gpt2, gpt_neox)
     mlp_bias: bool = False       # MLP linears carry biases (gpt2, gpt_neox)
-    qk_norm: str = ""            # "" | "head" (RMSNorm over head_dim: qwen3) | "full" (olmoe)
+    qk_norm: str = ""            # "" | "head" (RMSNorm over head_dim: qwen3) | "full" (olmoe:
+    #                              RMSNorm over all query / key channels)
     norms_per_layer: int = 2     # gemma2: 4 (pre/post attention and feed-forward)
     fused_qkv: bool = False      # one qkv matrix (phi3, gpt2, gpt_neox): same count, one GEMM
     parallel_attention: bool = False  # gpt_neox use_parallel_residual: attn and MLP side by side
@@ -423,8 +424,8 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
         head_dim = hidden // heads
     else:
         kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
-        if fam in ("phi3",):
-            head_dim = hidden // heads
+        if fam in ("qwen2_vl_text", "qwen2_5_vl_text"):
+            head_dim = hidden // heads  # the Qwen2-VL text attention ignores head_dim
         else:
             head_dim = r.int("head_dim", default=hidden // heads, minimum=1)
     if fam == "gpt2":
@@ -678,8 +679,8 @@ def _attention_params(arch: Architecture) -> int:
         params += d
     if arch.qk_norm == "head":
         params += 2 * arch.head_dim
-    elif arch.qk_norm == "full":
-        params += q_out + kv_out
+    elif arch.qk_norm == "full":  # olmoe: over d and over (d / n_h)·n_kv, whatever head_dim is
+        params += d + (d // arch.heads) * arch.kv_heads
     return params
 
 
