@@ -7,6 +7,7 @@ torch 2.13.0+cpu and transformers 5.24.0:
     python3 -m venv /tmp/tfenv && /tmp/tfenv/bin/pip install torch==2.13.0 transformers accelerate
     /tmp/tfenv/bin/python bench/param_truth.py fixtures/hf/*.json          # totals + components
     /tmp/tfenv/bin/python bench/param_truth.py --compare fixtures/hf/*.json  # vs memlint
+    /tmp/tfenv/bin/python bench/param_truth.py --compare --published        # PUBLISHED dicts
 
 Each model is built on the meta device (no memory, no weights): `AutoModelForCausalLM`, or
 `AutoModelForImageTextToText` for the VLMs. A `quantization_config` is dropped first: memlint
@@ -63,11 +64,24 @@ def truth(path: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("configs", nargs="+")
+    parser.add_argument("configs", nargs="*")
+    parser.add_argument("--published", action="store_true",
+                        help="also the PUBLISHED configs of tests/memory/test_params.py")
     parser.add_argument("--compare", action="store_true", help="also run memlint and diff")
     args = parser.parse_args()
     failures = 0
-    for path in args.configs:
+    paths = list(args.configs)
+    tmp = tempfile.TemporaryDirectory()
+    if args.published:
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        sys.path.insert(0, os.path.join(root, "tests", "memory"))
+        sys.path.insert(0, root)
+        from test_params import PUBLISHED  # noqa: E402  (dev-only)
+        for name, config in PUBLISHED.items():
+            paths.append(os.path.join(tmp.name, f"{name}.json"))
+            with open(paths[-1], "w", encoding="utf-8") as handle:
+                json.dump(config, handle)
+    for path in paths:
         got = truth(path)
         line = {"file": os.path.basename(path), **got}
         if args.compare:

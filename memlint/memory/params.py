@@ -454,7 +454,8 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
         bias = r.bool("attention_bias", default=True)
         arch.update(gated_mlp=False, norm="layernorm", qkv_bias=bias, output_bias=bias,
                     mlp_bias=True, fused_qkv=True,
-                    parallel_attention=r.bool("use_parallel_residual", default=True))
+                    parallel_attention=r.bool("use_parallel_residual", default=True),
+                    embedding_dropout=arch["hidden_dropout"])  # emb_dropout uses hidden_dropout
     elif fam in ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text"):
         arch.update(qkv_bias=True)
     elif fam == "qwen2_moe":
