@@ -81,8 +81,9 @@ class Shapes:
     d: int       # hidden
     dq: int      # query width = heads · head_dim (MLA: heads · (nope + rope))
     dk: int      # key width
-    dv: int      # value width
+    dv: int      # value width (keys/values of all kv heads)
     heads: int
+    do: int      # attention output width = heads · v_head_dim (the o-proj input)
     ffn: int     # dense MLP intermediate
     gated: bool
     layernorm: bool
@@ -104,8 +105,9 @@ def shapes(arch, moe_layer: bool) -> Shapes:
         dq = arch.heads * arch.head_dim
         dk = dv = arch.kv_heads * arch.head_dim
         latent = 0
+    do = arch.heads * (arch.mla.v_head_dim if arch.mla is not None else arch.head_dim)
     moe = arch.moe if (moe_layer and arch.moe is not None) else None
-    return Shapes(d=arch.hidden, dq=dq, dk=dk, dv=dv, heads=arch.heads, ffn=arch.ffn,
+    return Shapes(d=arch.hidden, dq=dq, dk=dk, dv=dv, heads=arch.heads, do=do, ffn=arch.ffn,
                   gated=arch.gated_mlp, layernorm=arch.norm == "layernorm",
                   moe_ffn=moe.expert_ffn if moe else 0, top_k=moe.top_k if moe else 0,
                   experts=moe.num_experts if moe else 0, shared_ffn=moe.shared_ffn if moe else 0,
@@ -132,13 +134,13 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     if sh.mla_latent:
         items.append(Item("MLA latents", c * sh.mla_latent / rep))
     if flash:
-        items.append(Item("attention output (flash) + log-sum-exp", (c * sh.dv + 4 * sh.heads) / tp))
+        items.append(Item("attention output (flash) + log-sum-exp", (c * sh.do + 4 * sh.heads) / tp))
     else:
         if not selective:
             scores = c * sh.heads + (sh.heads if attention_dropout else 0) + (
                 c * sh.heads if attention_dropout else 0)
             items.append(Item("attention scores, softmax, dropout (T×T)", 0.0, scores / tp))
-        items.append(Item("attention output (o-proj input)", c * sh.dv / tp))
+        items.append(Item("attention output (o-proj input)", c * sh.do / tp))
     if hidden_dropout:
         items.append(Item("attention dropout mask", sh.d / rep))
     items.append(Item("norm2 input", c * sh.d / rep))
@@ -207,13 +209,13 @@ def hf_layer_items(sh: Shapes, c: int, attention: str, autocast: bool, device: s
         if dropout_attn > 0:
             items.append(Item("attention dropout mask and output", 0.0,
                               (mask_bytes + c) * sh.heads))
-        items.append(Item("attention output (transposed copy, o-proj input)", c * sh.dv))
+        items.append(Item("attention output (transposed copy, o-proj input)", c * sh.do))
     else:
         items.append(Item("attention output + log-sum-exp (memory-efficient SDPA)",
-                          c * sh.dv + 4 * sh.heads))
+                          c * sh.do + 4 * sh.heads))
         if c != 4 and device == "cpu":
             items.append(Item("attention output relayout copy (CPU reduced-precision kernel)",
-                              c * sh.dv))
+                              c * sh.do))
     if sh.layernorm or c == 4:
         pass  # residual stream counted with the norms
     if dropout_hidden > 0:
