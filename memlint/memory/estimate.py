@@ -365,20 +365,30 @@ class _Model:
             moe_layer = arch.moe is not None and index < len(arch.moe_layers) and arch.moe_layers[index]
             sh = act.shapes(arch, moe_layer)
             if tr.framework == "hf":
-                items = act.hf_layer_items(sh, self.dt.compute if not self.dt.autocast else 2,
-                                           tr.attention, self.dt.autocast,
-                                           self.scenario.hardware.device,
-                                           arch.attention_dropout, arch.hidden_dropout)
+                items = act.hf_layer_items(sh, self.hf_run(plan.first and index == plan.layers[0]))
             else:
                 items = act.fused_layer_items(
                     sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
                     arch.hidden_dropout > 0, arch.attention_dropout > 0,
                     tr.recompute == "selective" and tr.recompute_every <= 1)
-            if self.lora:
-                items = items + extras.lora_activation_items(self, sh)
+                if self.lora:
+                    items = items + extras.lora_activation_items(self, sh)
             total += sum(i.per_token + i.per_token_pair * seq_local for i in items)
             items_seen = items
         return total / max(1, len(plan.layers)), items_seen
+
+    def hf_run(self, first_layer: bool) -> "act.HFRun":
+        """The transformers run settings of one layer (memory/activations.py HFRun)."""
+        tr, arch = self.tr, self.arch
+        return act.HFRun(
+            c=self.dt.param if self.dt.autocast else self.dt.compute, autocast=self.dt.autocast,
+            attention=tr.attention, device=self.scenario.hardware.device,
+            dropout_attn=arch.attention_dropout, dropout_hidden=arch.hidden_dropout,
+            base_trainable=not self.lora,
+            lora_rank=tr.lora_rank if self.lora else 0,
+            lora_targets=tr.lora_targets if self.lora else "", lora_dropout=tr.lora_dropout,
+            fused_qkv=arch.fused_qkv, softmax_fp32=arch.model_type != "gpt2",
+            first_frozen_input=self.lora and first_layer)
 
     def logits_terms(self, plan: StagePlan, phase: str) -> list:
         if not plan.last or not self.assume["logits.enabled"]:
