@@ -344,6 +344,7 @@ class _Model:
                     formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
                     inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                     source="activation checkpointing re-runs one layer's forward in its backward"))
+        terms += extras.autocast_weight_terms(self, plan)
         if plan.first:
             terms += extras.embedding_activation_terms(self, tokens, seq_local, inflight)
             if self.arch.vision is not None and tr.images_per_sample:

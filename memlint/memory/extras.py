@@ -130,6 +130,34 @@ def embedding_activation_terms(model, tokens: int, seq_local: int, inflight: flo
     return terms
 
 
+def autocast_weight_terms(model, plan) -> list:
+    """bf16 copies of the linear weights made by torch.autocast.
+
+    Each autocast-enabled linear casts its fp32 weight to bf16; casts of leaf tensors that need a
+    grad are cached until the outermost autocast context exits (aten/src/ATen/autocast_mode.cpp
+    `cached_cast`), and `mm` keeps the bf16 weight for the input gradient, so every layer's copy
+    lives from its forward to its backward (frozen LoRA bases too: not cached, but kept by `mm`).
+    Routed experts run through `grouped_mm`, which autocast does not cover (transformers
+    integrations/moe.py), so they have none; the LM head has one on the last stage.
+    """
+    if not model.dt.autocast or model.tr.framework != "hf" or model.seed:
+        return []
+    counts, arch = model.counts, model.arch
+    linear = 0
+    for index in plan.layers:
+        layer = counts.layers[index]
+        router = 0 if (arch.moe is not None and arch.moe.router_bias) else layer.router
+        linear += layer.attention + layer.mlp + layer.shared_experts + router
+    head = 0
+    if plan.last:
+        head = counts.lm_head or counts.embedding
+    n = math.ceil((linear + head) / model.topo.tp)
+    return [Term("activations.autocast_weight_copies", "activations", 2 * n,
+                 f"bf16 copies of linear weights: ({linear:,} in layers + {head:,} LM head) × 2 B",
+                 {"layer_linear_params": linear, "head_params": head},
+                 "torch.autocast cached_cast (autocast_mode.cpp); mm keeps its weight")]
+
+
 def lora_activation_items(model, sh) -> list:
     """LoRA adapters save their input (shared with the base linear), the rank-r intermediate and,
     with dropout, the dropped copy of the input (peft `lora.Linear.forward`)."""
