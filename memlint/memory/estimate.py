@@ -352,8 +352,8 @@ class _Model:
         return terms
 
     def activation_source(self) -> str:
-        if self.tr.framework == "hf":
-            return "transformers modeling code, op by op (memory/activations.py hf_layer_items)"
+        if self.tr.framework in ("hf", "fsdp2"):
+            return "eager PyTorch modules (transformers / torchtitan), op by op, op by op (memory/activations.py hf_layer_items)"
         return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
 
     def layer_bytes_per_token(self, plan: StagePlan, recompute: bool):
@@ -365,7 +365,7 @@ class _Model:
         for index in plan.layers:
             moe_layer = arch.moe is not None and index < len(arch.moe_layers) and arch.moe_layers[index]
             sh = act.shapes(arch, moe_layer)
-            if tr.framework == "hf":
+            if tr.framework in ("hf", "fsdp2"):
                 items = act.hf_layer_items(sh, self.hf_run(plan.first and index == plan.layers[0]))
             else:
                 items = act.fused_layer_items(
