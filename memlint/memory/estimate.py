@@ -345,6 +345,7 @@ class _Model:
                     inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                     source="activation checkpointing re-runs one layer's forward in its backward"))
         terms += extras.autocast_weight_terms(self, plan)
+        terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
             terms += extras.embedding_activation_terms(self, tokens, seq_local, inflight)
             if self.arch.vision is not None and tr.images_per_sample:

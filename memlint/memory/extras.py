@@ -121,13 +121,28 @@ def embedding_activation_terms(model, tokens: int, seq_local: int, inflight: flo
     if not arch.learned_positions:
         per_seq = (2 * arch.head_dim * (model.dt.compute if not model.dt.autocast else 4) + 8)
     else:
-        per_seq = 8
+        # position ids (int64) and the wpe output, shape (1, T, d), broadcast over the batch
+        per_seq = 8 + c * arch.hidden
     value = int((hidden + per_seq * seq_local + 8 * tokens) * inflight)
     terms.append(Term("activations.embedding", "activations", value,
                       f"embedding output {c} B × d {arch.hidden} × {tokens:,} tokens + rotary/position "
                       f"tables {per_seq} B × T {seq_local} + token ids 8 B × tokens",
                       {"tokens": tokens, "seq": seq_local}, "transformers embedding + rotary"))
     return terms
+
+
+def attention_mask_terms(model, plan, batch: int, seq_local: int) -> list:
+    """Eager attention adds a materialized 4-D causal mask, B × 1 × T × T in the model's dtype,
+    built once per forward (transformers masking_utils `eager_mask`); SDPA and flash take
+    `is_causal` instead."""
+    if model.tr.attention != "eager" or model.tr.framework not in ("hf", "fsdp2") or model.seed:
+        return []
+    c = model.dt.param if model.dt.autocast else model.dt.compute
+    value = c * batch * seq_local * seq_local
+    return [Term("activations.attention_mask", "activations", value,
+                 f"4-D causal mask {c} B × B {batch} × T² {seq_local}²",
+                 {"batch": batch, "seq": seq_local, "bytes": c},
+                 "transformers masking_utils eager_mask")]
 
 
 def autocast_weight_terms(model, plan) -> list:
