@@ -115,7 +115,8 @@ def _title(subschema: dict) -> Optional[str]:
 def _leaf_errors(error) -> list:
     """Descend into anyOf/oneOf when the value's type matched one branch (an object with a bad
     key, say): report that branch's own errors rather than 'not valid under any schema'."""
-    if error.validator not in ("anyOf", "oneOf") or not error.context:
+    if (error.validator not in ("anyOf", "oneOf") or not error.context
+            or not isinstance(error.instance, (dict, list))):
         return [error]
     branches: dict = {}
     for sub in error.context:
@@ -160,7 +161,15 @@ def _message(error, path: tuple) -> str:
             expected = "one of " + ", ".join(json.dumps(v) for v in error.validator_value)
         if kind == "type" and error.parent is not None and error.parent.validator in ("anyOf", "oneOf"):
             expected = _title(error.parent.schema) or expected
-        return f"{name}: expected {expected or 'a valid value'}, got {shown}"
+        hint = ""
+        if isinstance(value, str) and expected and "whole number" in expected:
+            try:
+                float(value)
+                hint = (" (DeepSpeed's pydantic model reads a whole number from a JSON number or a "
+                        "string of digits, not from a string like this: drop the quotes)")
+            except ValueError:
+                pass
+        return f"{name}: expected {expected or 'a valid value'}, got {shown}{hint}"
     if kind == "minimum":
         return f"{name}: must be >= {error.validator_value}, got {shown}"
     if kind == "maximum":
@@ -365,6 +374,8 @@ def _map(doc: Document, partial: Partial) -> None:
     data = doc.data
     prov = doc.prov
     partial.set("framework", "deepspeed", Provenance(doc.path, None, None, "<deepspeed config>"))
+    # Marks a DeepSpeed config that parsed; rules that report what the file lacks point here.
+    partial.set_extra("deepspeed.config", doc.path, Provenance(doc.path, 1, 1, "<deepspeed config>"))
 
     for source, key, convert in _SCENARIO_TABLE:
         try:
@@ -563,6 +574,13 @@ def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:
                 # The pipeline engine checkpoints every `interval` layers of a PipelineModule
                 # (runtime/pipe/engine.py): full recomputation, driven by the config itself.
                 partial.set("recompute", "full", where)
+
+
+# Blocks DeepSpeed validates with DeepSpeedConfigModel (non-strict), which drops "auto" values so
+# that the field's default applies. Elsewhere "auto" reaches DeepSpeed as a string.
+AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel",
+                       "compile", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
+                       "hybrid_engine")
 
 
 def _auto_paths(data: Any, path: tuple = ()) -> list:
