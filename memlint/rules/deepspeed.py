@@ -508,13 +508,13 @@ class AutoOutsideHfTrainer(Rule):
         kept = [a for a in autos if a not in dropped]
         parts = []
         if kept:
-            parts.append(f"passes {_listed(kept)} on as the string \"auto\", which fails,")
+            parts.append(f"passes {_listed(kept)} on as the string \"auto\", which fails")
         if dropped:
             parts.append(f"drops {_listed(dropped)} (validated blocks), so their defaults apply")
         yield Finding(
             f"{len(autos)} value{'s are' if len(autos) > 1 else ' is'} \"auto\", which only the "
             "HF Trainer / accelerate fill in; launched directly, DeepSpeed "
-            + " and ".join(parts),
+            + ", and ".join(parts),
             ("deepspeed.auto_keys",), data={"auto_keys": list(autos)})
 
 
