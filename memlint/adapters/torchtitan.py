@@ -280,6 +280,10 @@ def _derive_parallel(facts: Facts, partial: Partial, anchor) -> None:
 
 
 def _derive_recompute(facts: Facts, partial: Partial) -> None:
+    if _setting(partial, "recompute") in ("selective", "full"):
+        # torchtitan applies activation checkpointing to each block before fully_shard, so the
+        # recompute runs inside the FSDP unit on the parameters the backward already gathered
+        partial.set_extra("recompute.scope", "inside-unit", partial.settings["recompute"].prov)
     if _setting(partial, "recompute") != "selective":
         return
     found = facts.find("selective_ac_option", "activation_checkpoint")
@@ -673,6 +677,7 @@ class ScriptReader:
         self.overrides = Facts()
         self.launches = 0
         self.world: Optional[tuple] = None
+        self.per_node: Optional[tuple] = None
         self.config_file: Optional[tuple] = None
         self.module: Optional[tuple] = None
         self.config: Optional[tuple] = None
@@ -744,6 +749,7 @@ class ScriptReader:
                                                  "world_size left unset", prov, key="NGPU"))
             return
         self.world = (count, prov)
+        self.per_node = (int(value), prov)
 
     def _options(self, args: list, line: str, first: int, cursor: int, scope: dict,
                  torchrun: bool) -> None:
@@ -945,5 +951,8 @@ def _load_script(path: str, text: str, partial: Partial) -> None:
     if reader.world is not None:
         count, prov = reader.world
         partial.set("world_size", count, prov or Provenance(path, None, None, "NGPU"))
+        # torchrun starts nproc_per_node ranks on each node (run_train.sh passes NGPU)
+        partial.set("gpus_per_node", reader.per_node[0],
+                    reader.per_node[1] or Provenance(path, None, None, "NGPU"))
     base.update(reader.overrides)
     apply(base, partial, anchor, os.path.dirname(path))
