@@ -709,7 +709,7 @@ class ScriptReader:
             index = 1
         while index < len(tokens) and _ENV.match(tokens[index]):
             name, value = _ENV.match(tokens[index]).groups()
-            prov, cursor = self._prov(line, first, tokens[index], cursor, name)
+            prov, cursor = self._prov(line, first, f"{name}=", cursor, name)
             value, _ = _expand(value, self.env)
             local_env[name] = value
             self.env_prov[name] = prov
