@@ -65,9 +65,14 @@ class Command:
 
 
 class _Lexer:
-    def __init__(self, text: str):
+    def __init__(self, text: str, shell: bool = True):
         self.text = text
         self.n = len(text)
+        # argument files are not shell: parentheses (`--moe-layer-freq ([1]*2+[0])*2`) and
+        # `&`, `|`, `;`, `<`, `>` are ordinary characters there
+        self.separators = "\n;&|()" if shell else "\n"
+        self.stop = " \t\r\n;&|<>()" if shell else " \t\r\n"
+        self.shell = shell
 
     def commands(self) -> list:
         text, n = self.text, self.n
@@ -82,7 +87,7 @@ class _Lexer:
                 i += 1
             elif c == "\\" and text.startswith("\n", i + 1):
                 i += 2
-            elif c in "\n;&|()":
+            elif c in self.separators:
                 if current:
                     out.append(Command(current, start))
                 current = []
@@ -90,12 +95,12 @@ class _Lexer:
             elif c == "#":
                 end = text.find("\n", i)
                 i = n if end < 0 else end
-            elif c in "<>" or (c.isdigit() and re.match(r"\d+[<>]", text[i:i + 3])):
+            elif self.shell and (c in "<>" or (c.isdigit() and re.match(r"\d+[<>]", text[i:i + 3]))):
                 match = re.match(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?", text[i:])
                 i += match.end() if match else 1
                 skip_next = not (match and match.group(1))
             else:
-                word, i = self.word(i, stop=" \t\r\n;&|<>()")
+                word, i = self.word(i, stop=self.stop)
                 if skip_next:
                     skip_next = False
                     continue
@@ -122,7 +127,7 @@ class _Lexer:
         while i < limit:
             c = text[i]
             if c in stop:
-                if c == "(" and end is None:
+                if c == "(" and end is None and self.shell:
                     match = _ASSIGN.match(self._plain(segs))
                     if match and match.end() == len(self._plain(segs)) and self._all_plain(segs):
                         elements, i = self.array(i + 1)
@@ -334,9 +339,11 @@ class Script:
         return index + 1, offset - self.line_starts[index] + 1
 
 
-def parse(text: str) -> Script:
-    """Lex a script into commands. Raises ShellError (with an offset) on broken quoting."""
-    lexer = _Lexer(text)
+def parse(text: str, shell: bool = True) -> Script:
+    """Lex a script into commands. Raises ShellError (with an offset) on broken quoting.
+
+    shell=False reads a plain argument list (quotes and comments only, no operators)."""
+    lexer = _Lexer(text, shell)
     commands = lexer.commands()
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
     return Script(text, commands, starts)

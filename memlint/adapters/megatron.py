@@ -411,7 +411,7 @@ def _line_words(path: str, line: str, number: int, col0: int, read: Optional[_Re
                 ) -> list:
     """Words of one line (POSIX quoting, `#` comments), without variable expansion."""
     try:
-        script = _shell.parse(line)
+        script = _shell.parse(line, shell=False)
     except _shell.ShellError as exc:
         if read is not None:
             read.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"{exc}",
@@ -531,6 +531,16 @@ def read_script(path: str, text: str) -> _Read:
             continue
         launched = True
         _launcher_words(fields[:entry], read, whole=False)
+        if any(t == "srun" for t, _, _ in fields[:entry]) and not (
+                {"nproc_per_node", "ntasks"} & set(read.launcher)):
+            # one process per srun task: the allocation's #SBATCH counts give the world size
+            for option, var in (("nodes", "SLURM_NNODES"),
+                                ("ntasks_per_node", "SLURM_NTASKS_PER_NODE"),
+                                ("ntasks", "SLURM_NTASKS")):
+                value = env.get(var)
+                if value is not None and option not in read.launcher:
+                    read.launcher[option] = (value.text, prov(value.origins[0], f"#SBATCH ({var})"),
+                                             ())
         split_argv(after, read)
     if not launched:
         read.diagnostics.append(make(
