@@ -159,8 +159,8 @@ class LayersPipelineDivisibility(Rule):
 
             --num-layers 80
             --pipeline-model-parallel-size 6
-            --decoder-first-pipeline-num-layers 15
-            --decoder-last-pipeline-num-layers 15
+            --decoder-first-pipeline-num-layers 14
+            --decoder-last-pipeline-num-layers 14
     """
 
     code = "ML203"
