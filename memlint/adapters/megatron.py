@@ -669,11 +669,11 @@ def _launcher_words(words: list, read: _Read, whole: bool) -> None:
     i = 0
     while i < len(words):
         text, prov, unresolved = words[i]
-        name, value, vprov, vunres = text, None, prov, unresolved
+        name, value, vunres = text, None, unresolved
         if "=" in text and text.startswith("-"):
             name, value = text.split("=", 1)
         elif i + 1 < len(words) and text in _LAUNCH_OPTIONS:
-            value, vprov, vunres = words[i + 1][0], words[i + 1][1], words[i + 1][2]
+            value, vunres = words[i + 1][0], words[i + 1][2]
             i += 1
         option = _LAUNCH_OPTIONS.get(name)
         if option is not None and value is not None:
@@ -941,7 +941,7 @@ class _Interp:
                              Provenance(prov.file, prov.line, prov.column, label))
 
     def model(self) -> None:
-        p, v = self.partial, self.value
+        v = self.value
         for flag in ("--num-layers", "--hidden-size", "--num-attention-heads",
                      "--max-position-embeddings", "--kv-channels", "--mtp-num-layers"):
             spec = FLAG_BY_NAME[flag]
@@ -1013,7 +1013,6 @@ class _Interp:
                 else:
                     self.set(target, default, "--multi-latent-attention",
                              f"{target[6:]} (Megatron default {default})")
-        del p
 
     def vocab(self) -> None:
         v = self.value
@@ -1152,8 +1151,6 @@ class _Interp:
             if sizes:
                 self.set("global_batch", max(sizes), "--step-batch-size-schedule",
                          "global_batch (largest of --step-batch-size-schedule)")
-        if self.on("--rampup-batch-size") and not self.on("--global-batch-size"):
-            pass
 
     def precision(self) -> None:
         v = self.value

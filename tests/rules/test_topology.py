@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from memlint.rules import topology as T
-from tests.rules._megatron_helpers import examples, run, where
+from _megatron_helpers import examples, run, where
 
 L8 = "# launcher: torchrun --nproc_per_node 8 --nnodes 1\n"
 
