@@ -1029,8 +1029,9 @@ class _Interp:
             raw, flag = v("--vocab-size"), "--vocab-size"
         else:
             for candidate in ("--tokenizer-model", "--tokenizer-name-or-path", "--tokenizer-type"):
-                text = v(candidate)
-                if not isinstance(text, str):
+                arg = self.arg(candidate)
+                text = arg.values[0] if arg is not None and arg.values else None
+                if not isinstance(text, str):  # the literal part helps: ${DATA}/nemotron_2_256k
                     continue
                 for pattern, size, why in TOKENIZER_VOCAB:
                     if pattern.search(text):
@@ -1050,7 +1051,8 @@ class _Interp:
                       "--vocab-size or `--set model.vocab_size=N`", self.prov(anchor))
         elif note:
             self.diag(UNRESOLVED, Severity.INFO,
-                      f"vocabulary size taken as {raw} from {flag} {v(flag)} ({note})",
+                      f"vocabulary size taken as {raw} from {flag} {self.arg(flag).values[0]} "
+                      f"({note})",
                       self.prov(flag))
         unit = multiple * tp
         padded = int(math.ceil(raw / unit) * unit)
