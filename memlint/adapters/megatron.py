@@ -1370,7 +1370,27 @@ def load(path: str, text: str, strict: bool = False) -> Partial:
     partial.references.extend(read.references)
     if read.args or read.launcher:
         _Interp(path, read, partial, strict).run()
+        _mark_default_world_size(partial, text)
     return partial
+
+
+# A node count taken from a scheduler variable's default (`NNODES=${SLURM_NNODES:-1}`) is what the
+# script does when run by hand, not what it does under the scheduler it was written for.
+_NODE_DEFAULT = re.compile(
+    r"\$\{(?:SLURM_NNODES|SLURM_JOB_NUM_NODES|NNODES|NUM_NODES|NODES|PET_NNODES|WORLD_SIZE|"
+    r"NODE_COUNT)\s*:?-", re.I)
+
+
+def _mark_default_world_size(partial: Partial, text: str) -> None:
+    world = partial.settings.get("world_size")
+    if world is None or not _NODE_DEFAULT.search(text):
+        return
+    partial.set_extra("world_size.assumed", True, world.prov)
+    partial.diagnostics.append(make(
+        UNRESOLVED, Severity.INFO,
+        f"world size {world.value} uses the default node count of a scheduler variable; the "
+        "checks that need it assume that default (give `--set world_size=N` for the real run)",
+        world.prov))
 
 
 def load_path(path: str, strict: bool = False) -> Partial:

@@ -85,7 +85,17 @@ class WorldSizeDivisibility(Rule):
             if "ep" in keys or "dp_shard" in keys:
                 continue
             order = ("tp", "pp", "cp", "world_size", "dp", "ep")
-            yield Finding(message, tuple(k for k in order if k in keys))
+            yield _world_finding(ctx, message, tuple(k for k in order if k in keys))
+
+
+def _world_finding(ctx: Context, message: str, keys: tuple) -> Finding:
+    """A world-size finding; only a warning when the world size is a launcher default (a
+    scheduler variable's fallback, e.g. `${SLURM_NNODES:-1}`), not the run's real size."""
+    if ctx.extra("world_size.assumed"):
+        return Finding(message + " (with the world size the launcher defaults to when run by "
+                       "hand; the scheduler may start more: confirm with --set world_size=N)",
+                       keys, severity=Severity.WARNING)
+    return Finding(message, keys)
 
 
 class ExpertParallelDivisibility(Rule):
@@ -129,7 +139,7 @@ class ExpertParallelDivisibility(Rule):
             return
         for message, keys in resolve(ctx.scenario).problems:
             if "ep" in keys:
-                yield Finding(message, ("ep", "etp", "world_size", "dp"))
+                yield _world_finding(ctx, message, ("ep", "etp", "world_size", "dp"))
 
 
 class LayersPipelineDivisibility(Rule):
