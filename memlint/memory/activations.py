@@ -65,6 +65,13 @@ def basics_layer_bytes(b: int, s: int, d: int, heads: int, kv_heads: int, ffn: i
             "scores": 5 * b * s * s * heads}
 
 
+def kv_for_backward_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int,
+                          dtype_bytes: int = 2) -> int:
+    """K and V kept for the attention backward: 2 tensors × L × H_kv × D × tokens × 2 B
+    (seed 000 CH 4.1, 8.2). Already inside C_act = 34; exposed to size visual tokens' share."""
+    return 2 * dtype_bytes * layers * kv_heads * head_dim * tokens
+
+
 def cp_needed(activation_bytes_at_cp1: float, available_bytes: float) -> int:
     """Smallest context-parallel size that fits: cp >= activations / available (seed 000 CH 4.3)."""
     if available_bytes <= 0:

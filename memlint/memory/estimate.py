@@ -297,6 +297,8 @@ class _Model:
                 inputs={"layers": layers, "c_act_sum": units, "micro_batch": tr.micro_batch,
                         "seq_per_cp": seq_local, "hidden": arch.hidden, "tp": tp_div},
                 source="seed 000 CH 1.4, 2.2, 4.1, 5.2"))
+            if plan.first and self.arch.vision is not None and tr.images_per_sample:
+                terms += extras.vision_activation_terms(self, 1)
             return terms
         inflight = 1.0
         if self.assume["pipeline.inflight_microbatches"]:
