@@ -241,8 +241,8 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
         """RMSNorm (fp32 upcast) or LayerNorm feeding `consumers` linears."""
         out = []
         if first:
-            return out  # input needs no grad: the norm saves nothing
-        if sh.layernorm:
+            pass  # input needs no grad (frozen embedding): the norm itself keeps nothing
+        elif sh.layernorm:
             stat = 8 if (run.device == "cuda" or run.autocast) else 2 * c
             out.append(Item(f"{name}: LayerNorm input, mean, rstd", r * width + stat))
         else:
