@@ -365,19 +365,29 @@ class _Model:
         seq_local = math.ceil(self.seq / topo.cp)
         total = 0.0
         items_seen = []
+        # transformers modules run eagerly (HF Trainer, accelerate FSDP2); a tensor-parallel FSDP2
+        # run (torchtitan) has TP/SP-sharded activations, which the fused model describes.
+        eager_modules = tr.framework == "hf" or (tr.framework == "fsdp2" and topo.tp == 1)
+        cache: dict = {}
         for index in plan.layers:
-            moe_layer = arch.moe is not None and index < len(arch.moe_layers) and arch.moe_layers[index]
-            sh = act.shapes(arch, moe_layer)
-            if tr.framework in ("hf", "fsdp2"):
-                items = act.hf_layer_items(sh, self.hf_run(plan.first and index == plan.layers[0]))
-            else:
-                items = act.fused_layer_items(
-                    sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
-                    arch.hidden_dropout > 0, arch.attention_dropout > 0,
-                    tr.recompute == "selective" and tr.recompute_every <= 1)
-                if self.lora:
-                    items = items + extras.lora_activation_items(self, sh)
-            total += sum(i.per_token + i.per_token_pair * seq_local for i in items)
+            moe_layer = bool(arch.moe is not None and index < len(arch.moe_layers)
+                             and arch.moe_layers[index])
+            first = plan.first and index == plan.layers[0]
+            key = (moe_layer, first and eager_modules)
+            if key not in cache:
+                sh = act.shapes(arch, moe_layer)
+                if eager_modules:
+                    items = act.hf_layer_items(sh, self.hf_run(first))
+                else:
+                    items = act.fused_layer_items(
+                        sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
+                        arch.hidden_dropout > 0, arch.attention_dropout > 0,
+                        tr.recompute == "selective" and tr.recompute_every <= 1)
+                    if self.lora:
+                        items = items + extras.lora_activation_items(self, sh)
+                cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
+            items, per_token = cache[key]
+            total += per_token
             items_seen = items
         return total / max(1, len(plan.layers)), items_seen
 
