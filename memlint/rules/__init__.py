@@ -60,8 +60,18 @@ _EXAMPLE_HEAD = re.compile(r"^\s*(Bad|Good)\s*\(\s*([^;)]+?)\s*(?:;\s*([^)]*))?\
 
 def doc_examples(rule: Rule) -> list:
     """The machine-checkable snippets of a rule's Example section (may be empty)."""
-    text = rule.sections().get("Example", "")
-    lines = text.splitlines()
+    import textwrap
+
+    doc_lines = rule.doc.splitlines()
+    starts = [i for i, line in enumerate(doc_lines) if line.strip() == "Example:"]
+    if not starts:
+        return []
+    body_lines = []
+    for line in doc_lines[starts[0] + 1:]:
+        if line.strip().endswith(":") and line.strip()[:-1] in DOC_SECTIONS:
+            break
+        body_lines.append(line)
+    lines = textwrap.dedent("\n".join(body_lines)).splitlines()
     out = []
     index = 0
     while index < len(lines):

@@ -28,7 +28,8 @@ class ParseError(Reserved):
 
     Why it matters:
         The launcher would fail on the same file after the job waited in the queue, often minutes
-        to hours on a busy cluster; and an unreadable file means none of its settings were linted.
+        to hours on a busy cluster, and then fail on all N ranks at once (512 tracebacks on 64
+        nodes); and an unreadable file means none of its settings were linted.
 
     How to fix:
         Fix the syntax at the reported line and column. For a file memlint does not recognise,
@@ -264,7 +265,8 @@ class DuplicateKey(Reserved):
 
     Why it matters:
         JSON and YAML loaders keep the last value silently, so the value you read at the top of
-        the file is not the one the launcher uses.
+        the file is not the one the launcher uses: 1 line of difference, and a micro batch of 4
+        becomes 16.
 
     How to fix:
         Remove one of the two.
