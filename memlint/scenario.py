@@ -31,11 +31,40 @@ def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]
     return key, value.strip()
 
 
+def literal(text: str):
+    """A command-line value as the JSON literal it spells (numbers, true/false/null, lists),
+    else the string itself: `model.hidden_size=4096` must mean the number, as in config.json."""
+    import json
+
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none"):
+        return None
+    try:
+        number = float(stripped)
+    except ValueError:
+        number = None
+    if number is not None and number == number and abs(number) != float("inf"):
+        if number.is_integer() and "." not in stripped:
+            return int(number)
+        return number
+    if stripped[:1] in "[{":
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            return text
+    return text
+
+
 def overrides_partial(assignments: Iterable[str], model: Optional[str] = None) -> Partial:
     """The command line (`--set key=value`, `--model PATH`) as a Partial of its own."""
     partial = Partial(source="<command line>", fmt="cli")
     for text in assignments:
         key, value = parse_assignment(text)
+        if K.is_model_key(key):
+            value = literal(value)
         partial.set(key, value, Provenance(None, None, None, f"--set {key}"))
     if model:
         partial.set("model", model, Provenance(None, None, None, "--model"))
@@ -97,8 +126,11 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
         for key, value in hf_config.flatten(preset):
             partial.set(f"model.{key}", value, prov)
         return partial
-    path = name
-    if base_dir and not os.path.isabs(path) and prov.file is not None:
+    path = os.path.expanduser(name)
+    if not os.path.isabs(path) and prov.file is not None:
+        # a path written in a config file is relative to that file
+        path = os.path.join(os.path.dirname(os.path.abspath(prov.file)), path)
+    elif base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")

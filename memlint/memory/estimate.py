@@ -1,0 +1,443 @@
+"""estimate(scenario) -> Estimate: per pipeline stage, the named Terms of its peak.
+
+The flow: resolve the architecture and exact parameter counts (`params`), the parallel layout
+(`topology`), the framework's dtypes (`states.dtypes`), split layers and parameters over pipeline
+stages (stage 0 carries the embedding and any vision tower, the last stage the LM head and loss),
+then compute each stage's terms in each phase of a step and keep the phase with the most bytes:
+- forward end: weights, optimizer states, persistent gradient buffers, all saved activations;
+- backward start: the same with the loss backward's temporaries (logits gradients);
+- backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
+- optimizer step: every gradient, the states and the optimizer implementation's temporaries.
+Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
+only from the backward on; Megatron's and DeepSpeed's buffers exist all along.
+
+The `seed` profile is the same code with the articles' assumptions (memory/assumptions.py): one
+phase holding everything, C_act coefficients, uniform parameter split, no logits or runtime.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from memlint.memory import activations as act
+from memlint.memory import extras, states
+from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
+                                   architecture, count_params)
+from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+from memlint.memory.topology import Topology, resolve
+
+
+class EstimateError(ValueError):
+    """The scenario cannot be estimated; `key` names the scenario key at fault."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    stage: int
+    layers: tuple           # indices of decoder layers on this stage
+    first: bool
+    last: bool
+
+
+def stage_layers(total: int, pp: int, first: Optional[int], last: Optional[int]) -> list:
+    """Layers per pipeline stage; an uneven first/last stage is honoured (Megatron's
+    decoder-first/last-pipeline-num-layers), the rest split as evenly as possible."""
+    if pp <= 1:
+        return [total]
+    counts = [0] * pp
+    remaining = total
+    middle = list(range(pp))
+    if first is not None:
+        counts[0] = min(first, remaining)
+        remaining -= counts[0]
+        middle.remove(0)
+    if last is not None and pp - 1 in middle:
+        counts[-1] = min(last, remaining)
+        remaining -= counts[-1]
+        middle.remove(pp - 1)
+    if middle:
+        base, extra = divmod(remaining, len(middle))
+        for i, stage in enumerate(middle):
+            counts[stage] = base + (1 if i < extra else 0)
+    elif remaining:
+        counts[-1] += remaining
+    return counts
+
+
+def _lora_params(arch: Architecture, rank: int, targets: str) -> list:
+    """Exact LoRA adapter parameters per layer (A: in×r, B: r×out per target linear; GQA-aware)."""
+    d = arch.hidden
+    if arch.mla is not None:
+        m = arch.mla
+        q_out = arch.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        kv_out = arch.heads * (m.qk_nope_head_dim + m.v_head_dim)
+        qkvo = [(d, q_out), (d, m.kv_lora_rank + m.qk_rope_head_dim), (arch.heads * m.v_head_dim, d)]
+        del kv_out
+    else:
+        dq = arch.heads * arch.head_dim
+        dkv = arch.kv_heads * arch.head_dim
+        qkvo = [(d, dq), (d, dkv), (d, dkv), (dq, d)]
+    per_layer = []
+    for i in range(arch.layers):
+        linears = list(qkvo)
+        if targets == "all-linear":
+            moe_layer = arch.moe is not None and i < len(arch.moe_layers) and arch.moe_layers[i]
+            if moe_layer:
+                ffn = arch.moe.expert_ffn
+                count = arch.moe.num_experts * (3 if arch.gated_mlp else 2)
+                linears += [(d, ffn)] * (count * 2 // 3 if arch.gated_mlp else count // 2)
+                linears += [(ffn, d)] * (count // 3 if arch.gated_mlp else count // 2)
+            else:
+                ffn = arch.ffn
+                linears += [(d, ffn)] * (2 if arch.gated_mlp else 1) + [(ffn, d)]
+        per_layer.append(sum(rank * (a + b) for a, b in linears))
+    return per_layer
+
+
+class _Model:
+    """Everything the stage estimates share, computed once."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.tr = scenario.training
+        self.par = scenario.parallelism
+        self.assume = scenario.assumptions
+        self.profile = scenario.assumptions.profile
+        self.seed = self.profile == "seed"
+        model = scenario.model
+        if model is None:
+            raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
+        try:
+            self.arch = architecture(model.config)
+        except ConfigError as exc:
+            raise EstimateError(f"model.{exc.key}", str(exc)) from None
+        self.counts: ParamCounts = count_params(self.arch)
+        self.topo: Topology = resolve(scenario)
+        self.dt = states.dtypes(self.tr, self.profile)
+        self.total_override = model.total_params
+        self.expert_override = model.expert_params
+        self.uniform = self.seed or self.total_override is not None
+        layers = stage_layers(self.arch.layers, self.par.pp, self.par.first_stage_layers,
+                              self.par.last_stage_layers)
+        plans, start = [], 0
+        for i, n in enumerate(layers):
+            plans.append(StagePlan(i, tuple(range(start, start + n)), i == 0, i == len(layers) - 1))
+            start += n
+        self.plans = plans
+        self.lora = self.tr.lora_rank > 0
+        self.lora_per_layer = (_lora_params(self.arch, self.tr.lora_rank, self.tr.lora_targets)
+                               if self.lora else [0] * self.arch.layers)
+        if self.seed and self.lora:
+            # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
+            self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
+        visual = self.tr.images_per_sample * self.visual_tokens_per_image()
+        self.seq = self.tr.seq_len + visual
+        self.microbatches = self._microbatches()
+
+    # -- facts ---------------------------------------------------------------------------------
+    def visual_tokens_per_image(self) -> int:
+        if self.tr.tokens_per_image:
+            return self.tr.tokens_per_image
+        if self.arch.vision is not None:
+            return self.arch.vision.tokens_per_image
+        return 0
+
+    def _microbatches(self) -> int:
+        if self.tr.grad_accum:
+            return self.tr.grad_accum
+        if self.tr.global_batch:
+            return max(1, self.tr.global_batch // (self.tr.micro_batch * self.topo.dp))
+        return 0
+
+    def total_params(self) -> int:
+        return self.total_override if self.total_override is not None else self.counts.total
+
+    def expert_params(self) -> int:
+        if self.expert_override is not None:
+            return self.expert_override
+        if self.total_override is not None:
+            return 0
+        return self.counts.experts
+
+    def params_block(self) -> dict:
+        counts = self.counts
+        total = self.total_params()
+        lora = sum(self.lora_per_layer) if self.lora else 0
+        return {"total": total + lora, "trainable": lora if self.lora else total,
+                "embedding": counts.embedding + counts.position_embedding,
+                "lm_head": counts.lm_head, "experts": self.expert_params(),
+                "vision": counts.vision + counts.projector}
+
+    # -- parameters per stage ------------------------------------------------------------------
+    def stage_param_groups(self, plan: StagePlan) -> dict:
+        """{'dense': n, 'experts': n} per GPU of this stage after tp/pp/ep (before ZeRO/FSDP)."""
+        topo = self.topo
+        if self.uniform:
+            total = self.total_params()
+            experts = self.expert_params()
+            share = len(plan.layers) / max(1, self.arch.layers)
+            dense = (total - experts) * share
+            expert_part = experts * share
+            expert_div = topo.tp * topo.ep if self.seed else topo.etp * topo.ep
+            return {"dense": int(round(dense / topo.tp)),
+                    "experts": int(round(expert_part / expert_div))}
+        dense = 0
+        experts = 0
+        for index in plan.layers:
+            layer: LayerParams = self.counts.layers[index]
+            dense += layer.total - layer.experts
+            experts += layer.experts
+        if plan.first:
+            dense += self.counts.embedding + self.counts.position_embedding
+        if plan.last:
+            dense += self.counts.final_norm
+            if self.counts.lm_head:
+                dense += self.counts.lm_head
+            elif self.par.pp > 1:
+                # tied embeddings under PP: the last stage keeps its own copy of the word
+                # embedding for the output layer (Megatron-LM `setup_embeddings_and_output_layer`)
+                dense += self.counts.embedding
+        return {"dense": math.ceil(dense / topo.tp),
+                "experts": math.ceil(experts / (topo.etp * topo.ep))}
+
+    def vision_params(self, plan: StagePlan) -> int:
+        if not plan.first or self.arch.vision is None:
+            return 0
+        return self.arch.vision.params + self.arch.vision.projector_params
+
+    # -- terms ---------------------------------------------------------------------------------
+    def state_terms(self, plan: StagePlan):
+        """(weights, gradients, optimizer, host) term lists for one stage."""
+        par, topo, dt, tr = self.par, self.topo, self.dt, self.tr
+        groups_raw = self.stage_param_groups(plan)
+        vision = self.vision_params(plan)
+        groups = [states.ShardedCount("dense", groups_raw["dense"], topo.shard)]
+        if groups_raw["experts"]:
+            groups.append(states.ShardedCount("experts", groups_raw["experts"], topo.expert_shard))
+        weights, gradients, optimizer, host = [], [], [], []
+        if self.lora:
+            trainable_count = sum(self.lora_per_layer[i] for i in plan.layers)
+            trainable = [states.ShardedCount("lora", trainable_count, topo.shard)]
+            frozen_bytes = extras.frozen_bytes_per_param(tr.base_quant, dt.param, self.seed)
+            weights += states.weight_terms(
+                [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
+                par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
+            weights += states.weight_terms(trainable, dt, par.zero, par.fsdp, par.offload_params)
+            gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
+            optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
+                                                par.offload_optimizer,
+                                                adafactor_factored=trainable_count)
+        else:
+            weights += states.weight_terms(groups, dt, par.zero, par.fsdp, par.offload_params)
+            gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
+            optimizer += states.optimizer_terms(
+                groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
+                muon_matrix_fraction=self.muon_matrix_fraction(),
+                adafactor_factored=self.adafactor_factored(plan))
+        if vision:
+            vision_terms = extras.vision_state_terms(vision, dt, tr.optimizer, topo.shard,
+                                                     par.zero, par.fsdp, self.lora)
+            weights += vision_terms
+        host += extras.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
+                                          par.offload_params, self.lora)
+        return weights, gradients, optimizer, host
+
+    def muon_matrix_fraction(self) -> float:
+        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
+        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4)."""
+        if self.uniform:
+            return 1.0
+        counts = self.counts
+        matrices = sum(l.attention + l.mlp + l.experts + l.shared_experts for l in counts.layers)
+        return matrices / max(1, counts.total)
+
+    def adafactor_factored(self, plan: StagePlan) -> int:
+        """Adafactor's factored second moment: rows + columns of each 2-D parameter (transformers
+        Adafactor, beta1=None), approximated per layer from the architecture."""
+        arch = self.arch
+        d = arch.hidden
+        per_layer = 0
+        dq = arch.heads * arch.head_dim
+        dkv = arch.kv_heads * arch.head_dim
+        per_layer += (d + dq) * 2 + (d + dkv) * 2 + 2 * d
+        per_layer += 3 * (d + arch.ffn) if arch.moe is None else (
+            arch.moe.num_experts * 3 * (d + arch.moe.expert_ffn) + d + arch.moe.num_experts)
+        total = per_layer * len(plan.layers)
+        if plan.first:
+            total += arch.vocab + d
+        if plan.last:
+            total += (arch.vocab + d) if not arch.tied else 0
+        return total
+
+    def activation_terms(self, plan: StagePlan, phase: str) -> list:
+        """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
+        tr, par, topo, arch = self.tr, self.par, self.topo, self.arch
+        layers = len(plan.layers)
+        tokens = tr.micro_batch * math.ceil(self.seq / topo.cp)
+        seq_local = math.ceil(self.seq / topo.cp)
+        terms = []
+        if self.assume["activations.model"] == "seed":
+            flash = tr.attention in ("flash", "sdpa")
+            coeff = act.seed_layer_coefficient(self.assume["activations.c_act"],
+                                               self.assume["activations.c_attn_scores"],
+                                               arch.heads, self.seq, arch.hidden, flash)
+            units = act.seed_stage_units(layers, tr.recompute, tr.recompute_every, coeff,
+                                         self.assume["activations.c_act_full_recompute"])
+            tp_div = topo.tp if self.assume["activations.tp_divides"] else 1
+            value = int(round(units * tokens * arch.hidden / tp_div))
+            terms.append(Term(
+                name="activations", component="activations", bytes=value,
+                formula=(f"{units:g} (C_act × layers) × B {tr.micro_batch} × T/cp {seq_local} × "
+                         f"d {arch.hidden}" + (f" / tp {tp_div}" if tp_div > 1 else "")),
+                inputs={"layers": layers, "c_act_sum": units, "micro_batch": tr.micro_batch,
+                        "seq_per_cp": seq_local, "hidden": arch.hidden, "tp": tp_div},
+                source="seed 000 CH 1.4, 2.2, 4.1, 5.2"))
+            if plan.first and self.arch.vision is not None and tr.images_per_sample:
+                terms += extras.vision_activation_terms(self, 1)
+            return terms
+        inflight = 1.0
+        if self.assume["pipeline.inflight_microbatches"]:
+            inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches)
+        per_layer_full, items_full = self.layer_bytes_per_token(plan, recompute=False)
+        if tr.recompute == "full":
+            items = act.recompute_items(self.dt.compute, arch.hidden, topo.tp, par.sp)
+            per_layer = sum(i.per_token for i in items)
+            kept = layers
+            full_layers = 0
+        elif tr.recompute == "selective" and tr.recompute_every > 1:
+            full_layers = math.ceil(layers / tr.recompute_every)
+            kept = layers - full_layers
+            per_layer = sum(i.per_token for i in act.recompute_items(
+                self.dt.compute, arch.hidden, topo.tp, par.sp))
+        else:
+            full_layers, kept, per_layer = layers, 0, 0.0
+        stage_tokens = tokens * inflight
+        if full_layers:
+            full_bytes = int(per_layer_full * tokens) * full_layers
+            terms.append(Term(
+                name="activations", component="activations",
+                bytes=int(round(full_bytes * inflight)),
+                formula=(f"{full_layers} layers × {per_layer_full / max(1, 1):,.1f} B/token × "
+                         f"{tokens:,} tokens (B {tr.micro_batch} × T/cp {seq_local})"
+                         + (f" × {inflight:g} in-flight micro-batches" if inflight != 1 else "")),
+                inputs={"layers": full_layers, "bytes_per_token_per_layer": per_layer_full,
+                        "tokens": tokens, "inflight": inflight,
+                        "saved": {i.name: round(i.per_token + i.per_token_pair * seq_local, 2)
+                                  for i in items_full}},
+                source=self.activation_source()))
+        if kept:
+            terms.append(Term(
+                name="activations.checkpoints", component="activations",
+                bytes=int(round(per_layer * stage_tokens * kept)),
+                formula=(f"{kept} checkpointed layers × {per_layer:g} B/token (layer input) × "
+                         f"{tokens:,} tokens" + (f" × {inflight:g} in flight" if inflight != 1 else "")),
+                inputs={"layers": kept, "bytes_per_token": per_layer, "tokens": tokens,
+                        "inflight": inflight},
+                source="seed 000 CH 5.2; torch.utils.checkpoint keeps each layer's input"))
+            if phase == "backward_recompute":
+                terms.append(Term(
+                    name="activations.recomputed_layer", component="activations",
+                    bytes=int(per_layer_full * tokens),
+                    formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
+                    inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
+                    source="activation checkpointing re-runs one layer's forward in its backward"))
+        if plan.first:
+            terms += extras.embedding_activation_terms(self, tokens, seq_local, inflight)
+            if self.arch.vision is not None and tr.images_per_sample:
+                terms += extras.vision_activation_terms(self, inflight)
+        return terms
+
+    def activation_source(self) -> str:
+        if self.tr.framework == "hf":
+            return "transformers modeling code, op by op (memory/activations.py hf_layer_items)"
+        return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
+
+    def layer_bytes_per_token(self, plan: StagePlan, recompute: bool):
+        """Average bytes per token per layer of this stage (dense and MoE layers differ)."""
+        arch, tr, par, topo = self.arch, self.tr, self.par, self.topo
+        seq_local = math.ceil(self.seq / topo.cp)
+        total = 0.0
+        items_seen = []
+        for index in plan.layers:
+            moe_layer = arch.moe is not None and index < len(arch.moe_layers) and arch.moe_layers[index]
+            sh = act.shapes(arch, moe_layer)
+            if tr.framework == "hf":
+                items = act.hf_layer_items(sh, self.dt.compute if not self.dt.autocast else 2,
+                                           tr.attention, self.dt.autocast,
+                                           self.scenario.hardware.device,
+                                           arch.attention_dropout, arch.hidden_dropout)
+            else:
+                items = act.fused_layer_items(
+                    sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
+                    arch.hidden_dropout > 0, arch.attention_dropout > 0,
+                    tr.recompute == "selective" and tr.recompute_every <= 1)
+            if self.lora:
+                items = items + extras.lora_activation_items(self, sh)
+            total += sum(i.per_token + i.per_token_pair * seq_local for i in items)
+            items_seen = items
+        return total / max(1, len(plan.layers)), items_seen
+
+    def logits_terms(self, plan: StagePlan, phase: str) -> list:
+        if not plan.last or not self.assume["logits.enabled"]:
+            return []
+        return extras.logits_terms(self, phase)
+
+    def runtime_terms(self) -> list:
+        return extras.runtime_terms(self)
+
+
+def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients, optimizer):
+    terms = list(weights) + list(optimizer)
+    if model.seed:
+        terms += list(gradients)
+        terms += model.activation_terms(plan, phase)
+        terms += extras.dequant_terms(model, plan)
+        return terms
+    grads_now = model.dt.grads_persistent or phase == "optimizer"
+    if grads_now:
+        terms += list(gradients)
+    if phase != "optimizer":
+        terms += model.activation_terms(plan, phase)
+        terms += model.logits_terms(plan, phase)
+        terms += extras.buffer_terms(model, plan, phase)
+        terms += extras.dequant_terms(model, plan)
+    else:
+        terms += extras.optimizer_step_terms(model, plan)
+        terms += extras.buffer_terms(model, plan, phase)
+    return terms
+
+
+def estimate(scenario) -> Estimate:
+    model = _Model(scenario)
+    stages = []
+    runtime = [] if model.seed else model.runtime_terms()
+    for plan in model.plans:
+        weights, gradients, optimizer, host = model.state_terms(plan)
+        if model.seed:
+            names = ["backward"]
+        else:
+            names = ["forward_end", "backward_start", "optimizer"]
+            if model.tr.recompute != "none":
+                names.insert(2, "backward_recompute")
+        phases = []
+        for name in names:
+            terms = _phase_terms(model, plan, name, weights, gradients, optimizer)
+            terms = [t for t in terms if t.bytes or t.component in ("weights",)]
+            if runtime:
+                terms = terms + extras.allocator_terms(model, terms) + runtime
+            phases.append(Phase(name, tuple(terms)))
+        peak = max(phases, key=lambda p: p.total)
+        stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
+                                    terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))
+    notes = [model.dt.note]
+    if model.seed:
+        notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
+    return Estimate(profile=model.profile, sources=tuple(scenario.sources),
+                    params=model.params_block(), gpu_name=scenario.hardware.gpu,
+                    capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
+                    notes=tuple(notes))

@@ -1,0 +1,341 @@
+"""Everything real runs hold besides weights, gradients, states and layer activations.
+
+Logits and loss buffers, the embedding's activations, optimizer-step temporaries, FSDP / ZeRO-3
+gather buffers, QLoRA's dequantization buffer and quantized base, LoRA adapter activations, the
+vision encoder, CPU/NVMe offload (host memory) and the runtime (CUDA context, NCCL, allocator).
+Each function returns `Term`s with formula, inputs and source.
+"""
+from __future__ import annotations
+
+import math
+
+from memlint.memory import activations as act
+from memlint.memory.terms import Term
+
+MiB = 1024**2
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------------------------
+# quantized frozen base (QLoRA)
+
+
+def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> float:
+    """Bytes per frozen base parameter.
+
+    nf4 (bitsandbytes, blocksize 64 with double quantization): 0.5 B + an 8-bit absmax per 64
+    weights + an fp32 scale per 256 absmax blocks = 0.5 + 1/64 + 4/16384 B (Dettmers et al. 2023,
+    QLoRA section 3). The seed article counts 0.5 (seed 000 CH 9.4). int8 (LLM.int8): 1 B + an fp32
+    scale per row, ~1 B.
+    """
+    if base_quant == "nf4":
+        return 0.5 if seed else 0.5 + 1 / 64 + 4 / (64 * 256)
+    if base_quant == "int8":
+        return 1.0
+    return float(param_bytes)
+
+
+def dequant_terms(model, plan) -> list:
+    """QLoRA dequantizes one linear at a time to the compute dtype: the largest linear's
+    weight in bf16 (seed 000 CH 9.4: 2·d² per layer for a d×d projection)."""
+    if model.tr.base_quant == "none" or not plan.layers:
+        return []
+    arch = model.arch
+    if model.seed:
+        size = arch.hidden * arch.hidden
+        formula = f"2 B × d² = 2 × {arch.hidden}²"
+    else:
+        widths = [arch.hidden * arch.heads * arch.head_dim, arch.hidden * arch.ffn]
+        if arch.moe is not None:
+            widths.append(arch.hidden * arch.moe.expert_ffn)
+        size = max(widths) // model.topo.tp
+        formula = f"2 B × largest linear {size:,} elements"
+    return [Term("buffers.dequantized_weight", "buffers", 2 * size, formula,
+                 {"elements": size}, "seed 000 CH 9.4; bitsandbytes dequantize per matmul")]
+
+
+# ---------------------------------------------------------------------------------------------
+# vision tower
+
+
+def vision_state_terms(params: int, dt, optimizer: str, shard: int, zero: int, fsdp: str,
+                       lora: bool) -> list:
+    """ViT + projector on stage 0, replicated across TP (seed 000 CH 8.3-8.4): weights, and when
+    trained, gradients and optimizer states (sharded by ZeRO/FSDP like the rest)."""
+    from memlint.memory.states import MOMENTS
+
+    terms = []
+    w_shard = shard if (zero >= 3 or fsdp in ("full", "hybrid")) else 1
+    terms.append(Term("vision.weights", "vision", _ceil_div(params, w_shard) * dt.param,
+                      f"vision params {params:,} × {dt.param} B" + (f" / {w_shard}" if w_shard > 1 else ""),
+                      {"params": params, "shard": w_shard}, "seed 000 CH 8.3"))
+    if lora:
+        return terms
+    g_shard = shard if (zero >= 2 or fsdp != "none") else 1
+    o_shard = shard if (zero >= 1 or fsdp != "none") else 1
+    terms.append(Term("vision.gradients", "vision", _ceil_div(params, g_shard) * dt.grad,
+                      f"vision params {params:,} × {dt.grad} B" + (f" / {g_shard}" if g_shard > 1 else ""),
+                      {"params": params, "shard": g_shard}, "seed 000 CH 8.3"))
+    per = dt.master + MOMENTS[optimizer] * dt.state
+    terms.append(Term("vision.optimizer", "vision", _ceil_div(params, o_shard) * per,
+                      f"vision params {params:,} × {per} B" + (f" / {o_shard}" if o_shard > 1 else ""),
+                      {"params": params, "shard": o_shard, "bytes_per_param": per},
+                      "seed 000 CH 8.3"))
+    return terms
+
+
+def vision_activation_terms(model, inflight: float) -> list:
+    """ViT activations: C_act · L_vit · B · N_img · d_vit (seed 000 CH 8.3), N_img the visual
+    tokens of all images of a sample."""
+    vision = model.arch.vision
+    tokens = model.tr.micro_batch * model.tr.images_per_sample * model.visual_tokens_per_image()
+    c_act = model.assume["activations.c_act"]
+    if model.tr.recompute == "full":
+        c_act = model.assume["activations.c_act_full_recompute"]
+    value = int(round(c_act * vision.layers * tokens * vision.hidden * inflight))
+    return [Term("vision.activations", "vision", value,
+                 f"{c_act:g} × L_vit {vision.layers} × B·N_img {tokens:,} × d_vit {vision.hidden}"
+                 + (f" × {inflight:g} in flight" if inflight != 1 else ""),
+                 {"layers": vision.layers, "tokens": tokens, "hidden": vision.hidden},
+                 "seed 000 CH 8.3")]
+
+
+# ---------------------------------------------------------------------------------------------
+# embedding, LoRA adapters, logits
+
+
+def embedding_activation_terms(model, tokens: int, seq_local: int, inflight: float) -> list:
+    """The embedding output (the first layer's input), RoPE cos/sin tables and position ids, and
+    the input token ids (int64)."""
+    arch = model.arch
+    c = model.dt.compute if not model.dt.autocast else 4
+    terms = []
+    hidden = c * arch.hidden * tokens
+    if arch.embedding_dropout > 0:
+        mask = 1 if model.scenario.hardware.device == "cuda" else c
+        hidden += (c + mask) * arch.hidden * tokens
+    per_seq = 0
+    if not arch.learned_positions:
+        per_seq = (2 * arch.head_dim * (model.dt.compute if not model.dt.autocast else 4) + 8)
+    else:
+        per_seq = 8
+    value = int((hidden + per_seq * seq_local + 8 * tokens) * inflight)
+    terms.append(Term("activations.embedding", "activations", value,
+                      f"embedding output {c} B × d {arch.hidden} × {tokens:,} tokens + rotary/position "
+                      f"tables {per_seq} B × T {seq_local} + token ids 8 B × tokens",
+                      {"tokens": tokens, "seq": seq_local}, "transformers embedding + rotary"))
+    return terms
+
+
+def lora_activation_items(model, sh) -> list:
+    """LoRA adapters save their input (shared with the base linear), the rank-r intermediate and,
+    with dropout, the dropped copy of the input (peft `lora.Linear.forward`)."""
+    rank = model.tr.lora_rank
+    c = model.dt.compute
+    targets = 4 if model.tr.lora_targets == "qkvo" else (7 if sh.gated else 6)
+    items = [act.Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
+    if model.tr.lora_dropout > 0:
+        mask = 1 if model.scenario.hardware.device == "cuda" else c
+        items.append(act.Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
+    return items
+
+
+def logits_terms(model, phase: str) -> list:
+    """Logits and the loss.
+
+    transformers (ForCausalLMLoss): logits in the compute dtype are held by the model output,
+    upcast to fp32 and log-softmaxed (the fp32 log-probabilities are saved); at the start of the
+    loss backward the log-probabilities, their gradient and the fp32 logits' gradient are alive
+    (3 × 4 B × V per token). Megatron's vocab-parallel cross entropy keeps the fp32 softmax and
+    writes the gradient into it (megatron/core/tensor_parallel/cross_entropy.py).
+    """
+    arch, tr, topo = model.arch, model.tr, model.topo
+    tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
+    vocab = math.ceil(arch.vocab / topo.tp)
+    c = model.dt.compute
+    if tr.framework in ("hf", "fsdp2"):
+        if phase == "backward_start":
+            per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
+        else:
+            per, formula = c + 4, f"logits {c} B + fp32 log-probs 4 B"
+    else:
+        if phase == "backward_start":
+            per, formula = c + 8, f"logits {c} B + fp32 softmax 4 B + fp32 gradient 4 B"
+        else:
+            per, formula = c + 4, f"logits {c} B + fp32 softmax 4 B"
+    value = per * vocab * tokens
+    return [Term("logits", "logits", value,
+                 f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
+                 {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens},
+                 "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py")]
+
+
+# ---------------------------------------------------------------------------------------------
+# optimizer step temporaries
+
+
+def optimizer_step_terms(model, plan) -> list:
+    """Temporaries of `optimizer.step()`.
+
+    PyTorch AdamW for-loop (`_single_tensor_adamw`): `exp_avg_sq.sqrt() / bias_correction2_sqrt`
+    makes two temporaries of the current parameter: 2 × the largest parameter. foreach
+    (`_multi_tensor_adamw`): `_foreach_sqrt` of every second moment: 1 × all states' size. fused:
+    none. SGD with momentum: in place. transformers Adafactor: fp32 update and squared-grad
+    temporaries of the current parameter (2 × largest, + 2 more when params are not fp32).
+    Megatron/DeepSpeed fused optimizers work in place.
+    """
+    tr, dt = model.tr, model.dt
+    if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
+        return []
+    impl = tr.optimizer_impl
+    if impl is None:
+        impl = "foreach" if model.scenario.hardware.device == "cuda" else "for-loop"
+    largest, total = _largest_and_total_trainable(model, plan)
+    shard = model.topo.shard if (model.par.zero >= 1 or model.par.fsdp != "none") else 1
+    if tr.optimizer in ("adamw", "adam", "fp8_adam"):
+        if impl == "fused":
+            return []
+        if impl == "foreach":
+            n = _ceil_div(total, shard)
+            return [Term("optimizer.step_temporaries", "optimizer", n * dt.state,
+                         f"foreach sqrt of all second moments: {n:,} × {dt.state} B",
+                         {"params": n, "impl": impl}, "torch/optim/adamw.py _multi_tensor_adamw")]
+        n = _ceil_div(largest, shard)
+        return [Term("optimizer.step_temporaries", "optimizer", 2 * n * dt.state,
+                     f"for-loop: 2 temporaries of the largest parameter {n:,} × {dt.state} B",
+                     {"params": n, "impl": impl}, "torch/optim/adamw.py _single_tensor_adamw")]
+    if tr.optimizer == "adafactor":
+        copies = 2 if dt.param == 4 else 4
+        n = _ceil_div(largest, shard)
+        return [Term("optimizer.step_temporaries", "optimizer", copies * n * 4,
+                     f"Adafactor: {copies} fp32 temporaries of the largest parameter {n:,}",
+                     {"params": n, "copies": copies}, "transformers optimization.Adafactor.step")]
+    if tr.optimizer == "muon" and impl != "fused":
+        n = _ceil_div(largest, shard)
+        return [Term("optimizer.step_temporaries", "optimizer", 3 * n * dt.state,
+                     f"Newton-Schulz iterates of the largest matrix: 3 × {n:,} × {dt.state} B",
+                     {"params": n}, "Muon (Jordan et al. 2024) newton_schulz5")]
+    return []
+
+
+def _largest_and_total_trainable(model, plan) -> tuple:
+    if model.lora:
+        per = [model.lora_per_layer[i] for i in plan.layers]
+        arch = model.arch
+        largest_linear = model.tr.lora_rank * max(arch.hidden, arch.ffn)
+        return largest_linear, sum(per)
+    counts = model.counts
+    arch = model.arch
+    candidates = []
+    if plan.first:
+        candidates.append(counts.embedding)
+    if plan.last and counts.lm_head:
+        candidates.append(counts.lm_head)
+    if plan.layers:
+        candidates.append(arch.hidden * arch.ffn)
+        if arch.moe is not None:
+            candidates.append(arch.hidden * arch.moe.expert_ffn * 2)
+    largest = math.ceil(max(candidates or [0]) / model.topo.tp)
+    groups = model.stage_param_groups(plan)
+    return largest, groups["dense"] + groups["experts"]
+
+
+# ---------------------------------------------------------------------------------------------
+# FSDP / ZeRO-3 gather buffers
+
+
+def buffer_terms(model, plan, phase: str) -> list:
+    """Unsharded parameters that FSDP2 / ZeRO-3 hold around a step.
+
+    FSDP2 with one unit per decoder layer plus the root (embedding, final norm, LM head): the root
+    stays unsharded from forward through backward, and one layer's all-gather is prefetched; with
+    reshard_after_forward=False every layer stays unsharded from its forward to its backward
+    (torch/distributed/fsdp/_fully_shard; checked against ../shared/calibration/fsdp2-records.json).
+    Parameters are gathered in the compute dtype (bf16 under a MixedPrecisionPolicy).
+    """
+    par, topo = model.par, model.topo
+    sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
+    if not sharded or topo.shard <= 1 or phase == "optimizer":
+        return []
+    counts = model.counts
+    gather = 2 if model.dt.compute == 2 else 4
+    layer_params = [counts.layers[i].total for i in plan.layers]
+    largest_layer = math.ceil(max(layer_params or [0]) / topo.tp)
+    root = 0
+    if plan.first:
+        root += counts.embedding + counts.position_embedding
+    if plan.last:
+        root += counts.final_norm + counts.lm_head
+    root = math.ceil(root / topo.tp)
+    terms = []
+    if par.reshard_after_forward:
+        terms.append(Term("buffers.root_unsharded", "buffers", root * gather,
+                          f"root unit (embedding, norm, head) {root:,} × {gather} B",
+                          {"params": root}, "FSDP2 root is not resharded after forward"))
+        terms.append(Term("buffers.allgather_prefetch", "buffers", largest_layer * gather,
+                          f"one prefetched layer {largest_layer:,} × {gather} B",
+                          {"params": largest_layer}, "FSDP2 backward prefetch of the next unit"))
+    else:
+        unsharded = math.ceil(sum(layer_params) / topo.tp) + root
+        terms.append(Term("buffers.unsharded_params", "buffers", unsharded * gather,
+                          f"all units kept unsharded after forward {unsharded:,} × {gather} B",
+                          {"params": unsharded}, "reshard_after_forward=False"))
+    return terms
+
+
+# ---------------------------------------------------------------------------------------------
+# offload (host memory) and runtime
+
+
+def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offload_params: str,
+                       lora: bool) -> list:
+    """CPU/NVMe side of offload: optimizer offload keeps fp32 master + moments and an fp32
+    gradient copy on the host (DeepSpeed ZeRO-Offload, Ren et al. 2021); param offload keeps the
+    parameter shards there."""
+    from memlint.memory.states import MOMENTS
+
+    terms = []
+    total = sum(_ceil_div(g.params, g.shard) for g in groups)
+    if offload_optimizer != "none" and not lora:
+        per = 4 + MOMENTS[optimizer] * 4 + 4
+        terms.append(Term(f"host.optimizer_{offload_optimizer}", "optimizer", total * per,
+                          f"{total:,} params × (4 master + {MOMENTS[optimizer]}×4 moments + 4 grad) B",
+                          {"params": total}, "ZeRO-Offload (Ren et al. 2021)"))
+    if offload_params != "none":
+        terms.append(Term(f"host.params_{offload_params}", "weights", total * dt.param,
+                          f"{total:,} params × {dt.param} B", {"params": total},
+                          "ZeRO-Infinity param offload"))
+    return terms
+
+
+def runtime_terms(model) -> list:
+    """What a real GPU process adds beyond tensors: the CUDA context with cuBLAS/cuDNN workspaces
+    and NCCL communicator buffers, one per process group with more than one rank."""
+    if model.scenario.hardware.device == "cpu":
+        return []
+    assume, topo = model.assume, model.topo
+    terms = [Term("runtime.cuda_context", "runtime", int(assume["runtime.cuda_context_bytes"]),
+                  "CUDA context + library workspaces (assumption runtime.cuda_context_bytes)",
+                  {}, "PyTorch on H100: ~500-700 MiB outside the caching allocator")]
+    groups = sum(1 for size in (topo.tp, topo.pp, topo.cp, topo.dp, topo.ep) if size > 1)
+    if groups:
+        per = int(assume["runtime.nccl_bytes_per_group"])
+        terms.append(Term("runtime.nccl", "runtime", per * groups,
+                          f"{groups} process groups × {per // MiB} MiB",
+                          {"groups": groups, "bytes_per_group": per},
+                          "NCCL buffers: NCCL_BUFFSIZE 4 MiB × channels per communicator"))
+    return terms
+
+
+def allocator_terms(model, terms) -> list:
+    """The caching allocator's rounding and fragmentation, a fraction of the tensor bytes."""
+    if model.scenario.hardware.device == "cpu":
+        return []
+    fraction = float(model.assume["runtime.allocator_fraction"])
+    tensors = sum(t.bytes for t in terms if t.component != "runtime")
+    return [Term("runtime.allocator", "runtime", int(tensors * fraction),
+                 f"{fraction:g} × tensor bytes {tensors:,}", {"fraction": fraction},
+                 "PyTorch caching allocator (block rounding, fragmentation)")]

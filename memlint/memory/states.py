@@ -1,0 +1,166 @@
+"""Model states: weights, gradients and optimizer states per GPU, under TP/PP/EP/ZeRO/FSDP/offload/LoRA.
+
+Bytes per parameter follow the framework's dtype conventions (`dtypes()`); sharding divides each
+parameter group by its own group size (Megatron-LM `theoretical_memory_usage.py` splits params the
+same way: TP-sharded, expert-sharded). Seed article 000 CH 1-3 and 003 sections 2 and 4 give the
+formulas: weights 2N, AdamW 12N (fp32 master + m + v), gradients 2N (bf16) or 4N (fp32), ZeRO-1/2/3
+dividing optimizer / gradients / weights by dp.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memlint.memory.terms import Term
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    param: int          # bytes per working parameter
+    grad: int           # bytes per kept gradient
+    master: int         # bytes per fp32 master copy (0: none)
+    state: int          # bytes per optimizer-moment element
+    compute: int        # bytes per activation element (matmul outputs)
+    autocast: bool      # amp: fp32 params, low-precision compute
+    grads_persistent: bool  # gradient buffers allocated for the whole run (Megatron, DeepSpeed)
+    note: str
+
+
+def dtypes(training, profile: str) -> Dtypes:
+    """Per-parameter dtypes of the scenario, then any explicit overrides.
+
+    Sources: Megatron-LM keeps fp32 main grads (`--accumulate-allreduce-grads-in-fp32`, default for
+    bf16) and fp32 master weights in its optimizer; DeepSpeed ZeRO keeps bf16/fp16 grads and fp32
+    master + moments (deepspeed/runtime/zero/stage_1_and_2.py); FSDP2's MixedPrecisionPolicy keeps
+    fp32 sharded params (which are the master) and fp32 reduced grads; the HF Trainer's bf16 flag is
+    autocast over fp32 params. The seed profile keeps the articles' 2 + 2 + 12 bytes.
+    """
+    precision = training.precision
+    framework = training.framework
+    persistent = framework in ("megatron", "deepspeed")
+    if precision == "fp32":
+        base = Dtypes(4, 4, 0, 4, 4, False, persistent, "fp32 params, grads and states")
+    elif precision == "pure-bf16":
+        base = Dtypes(2, 2, 0, 2, 2, False, persistent, "bf16 params, grads and states, no master")
+    elif precision == "amp-bf16":
+        base = Dtypes(4, 4, 0, 4, 2, True, persistent, "fp32 params/grads/states, bf16 autocast")
+    elif profile == "seed":
+        base = Dtypes(2, 2, 4, 4, 2, False, persistent,
+                      "seed: 2 bytes weights + 2 bytes grads + 12 bytes optimizer")
+    elif framework == "megatron":
+        base = Dtypes(2, 4, 4, 4, 2, False, True,
+                      "Megatron: bf16 params, fp32 main grads, fp32 master and moments")
+    elif framework == "fsdp2":
+        base = Dtypes(4, 4, 0, 4, 2, False, False,
+                      "FSDP2 MixedPrecisionPolicy: fp32 sharded params (the master) and grads, "
+                      "bf16 compute copies")
+    elif framework == "hf":
+        base = Dtypes(4, 4, 0, 4, 2, True, False, "HF Trainer bf16: autocast over fp32 params")
+    else:
+        base = Dtypes(2, 2, 4, 4, 2, False, persistent,
+                      "DeepSpeed: low-precision params and grads, fp32 master and moments")
+    param = DTYPE_BYTES[training.param_dtype] if training.param_dtype else base.param
+    grad = DTYPE_BYTES[training.grad_dtype] if training.grad_dtype else base.grad
+    master = base.master if training.master_weights is None else (4 if training.master_weights else 0)
+    state = (DTYPE_BYTES[training.optimizer_state_dtype] if training.optimizer_state_dtype
+             else base.state)
+    if training.optimizer == "fp8_adam" and not training.optimizer_state_dtype:
+        state = 1
+    return Dtypes(param, grad, master, state, base.compute, base.autocast, base.grads_persistent,
+                  base.note)
+
+
+# Optimizer moments per trainable parameter, in units of the state dtype.
+# AdamW/Adam: m and v. SGD with momentum: one buffer. Muon: one momentum buffer on 2-D hidden
+# matrices, AdamW on the rest. Adafactor: factored second moment (rows + columns, ~0 per param).
+MOMENTS = {"adamw": 2, "adam": 2, "sgd": 1, "muon": 1, "adafactor": 0, "fp8_adam": 2}
+
+
+@dataclass(frozen=True)
+class ShardedCount:
+    """Parameters of one group held by one GPU, and the group's divisors (for formulas)."""
+
+    name: str
+    params: int       # per GPU after model parallelism (tp, pp, ep), before ZeRO/FSDP
+    shard: int        # ZeRO/FSDP shard group size for this group
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def weight_terms(groups, dt: Dtypes, zero: int, fsdp: str, offload_params: str,
+                 frozen_bytes_per_param=None) -> list:
+    """Resident working weights. ZeRO-3 / FSDP shard them; param offload moves them to the host."""
+    terms = []
+    for group in groups:
+        shard = group.shard if (zero >= 3 or fsdp in ("full", "hybrid")) else 1
+        per_param = dt.param if frozen_bytes_per_param is None else frozen_bytes_per_param
+        if offload_params != "none" and shard > 1:
+            continue
+        count = _ceil_div(group.params, shard)
+        terms.append(Term(
+            name="weights" + ("" if group.name == "dense" else f".{group.name}"),
+            component="weights", bytes=int(round(count * per_param)),
+            formula=(f"params {group.params:,} / shard {shard} × {per_param} B"
+                     if shard > 1 else f"params {group.params:,} × {per_param} B"),
+            inputs={"params": group.params, "shard": shard, "bytes_per_param": per_param},
+            source="seed 000 CH 2-3 (2N/(tp·pp), ZeRO-3 2N/dp)"))
+    return terms
+
+
+def gradient_terms(groups, dt: Dtypes, zero: int, fsdp: str) -> list:
+    terms = []
+    for group in groups:
+        shard = group.shard if (zero >= 2 or fsdp in ("full", "hybrid", "shard_grad_op")) else 1
+        count = _ceil_div(group.params, shard)
+        terms.append(Term(
+            name="gradients" + ("" if group.name == "dense" else f".{group.name}"),
+            component="gradients", bytes=count * dt.grad,
+            formula=(f"trainable {group.params:,} / shard {shard} × {dt.grad} B" if shard > 1
+                     else f"trainable {group.params:,} × {dt.grad} B"),
+            inputs={"params": group.params, "shard": shard, "bytes_per_grad": dt.grad},
+            source="seed 000 CH 1.3, CH 3.1 (ZeRO-2 2N/dp)"))
+    return terms
+
+
+def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
+                    offload_optimizer: str, muon_matrix_fraction: float = 1.0,
+                    adafactor_factored: int = 0) -> list:
+    """fp32 master weights + moments, sharded by ZeRO-1+ / FSDP, or moved off the GPU by offload."""
+    terms = []
+    if offload_optimizer != "none":
+        return terms
+    for group in groups:
+        shard = group.shard if (zero >= 1 or fsdp in ("full", "hybrid", "shard_grad_op")) else 1
+        count = _ceil_div(group.params, shard)
+        suffix = "" if group.name == "dense" else f".{group.name}"
+        if dt.master:
+            terms.append(Term(
+                name="optimizer.master" + suffix, component="optimizer", bytes=count * dt.master,
+                formula=f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
+                + f" × {dt.master} B (fp32 master)",
+                inputs={"params": group.params, "shard": shard, "bytes": dt.master},
+                source="seed 000 CH 1.2 (master weight 4 B/param)"))
+        moments = MOMENTS[optimizer]
+        if optimizer == "muon":
+            # Muon: one buffer on 2-D hidden matrices, AdamW's two elsewhere (seed 000 CH 1.2).
+            per_param = dt.state * (muon_matrix_fraction * 1 + (1 - muon_matrix_fraction) * 2)
+            moment_bytes = int(round(count * per_param))
+            formula = (f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
+                       + f" × {dt.state} B × (1 on 2-D share {muon_matrix_fraction:.3f}, 2 else)")
+        elif optimizer == "adafactor":
+            moment_bytes = _ceil_div(adafactor_factored, shard) * dt.state
+            formula = (f"factored second moment: {adafactor_factored:,} row+column elements"
+                       + (f" / shard {shard}" if shard > 1 else "") + f" × {dt.state} B")
+        else:
+            moment_bytes = count * moments * dt.state
+            formula = (f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
+                       + f" × {moments} moments × {dt.state} B")
+        terms.append(Term(name="optimizer.moments" + suffix, component="optimizer",
+                          bytes=moment_bytes, formula=formula,
+                          inputs={"params": group.params, "shard": shard, "moments": moments,
+                                  "bytes": dt.state},
+                          source="seed 000 CH 1.2 (AdamW m, v; Muon m; Adafactor factored)"))
+    return terms
