@@ -76,7 +76,6 @@ def load(path: str, text: str) -> Partial:
                                         "the scenario must be a table of key = value",
                                         doc.prov(base)))
         return partial
-    directory = os.path.dirname(path)
     for keys, value in _flatten(table, ()):
         prov = doc.prov(base + keys, ".".join(map(str, keys)))
         dotted = ".".join(map(str, keys))
@@ -93,8 +92,6 @@ def load(path: str, text: str) -> Partial:
             continue
         if len(keys) == 2 and keys[0] == "model" and keys[1] in _MODEL_SOURCE_KEYS:
             dotted = "model"
-        if dotted == "model" and isinstance(value, str):
-            value = _model_path(value, directory)
         partial.set(dotted, value, prov)
     return partial
 
@@ -106,13 +103,3 @@ def _flatten(table: dict, prefix: tuple):
             yield from _flatten(value, keys)
         else:
             yield keys, value
-
-
-def _model_path(value: str, directory: str) -> str:
-    """A relative model path is relative to the scenario file; a preset name stays as it is."""
-    if os.path.isabs(value):
-        return value
-    candidate = os.path.join(directory, value)
-    if ("/" in value or value.endswith(".json")) and os.path.exists(candidate):
-        return os.path.normpath(candidate)
-    return value

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 from memlint.diagnostics import Severity
-from memlint.rules._support import component, largest_terms, size, stage_label
+from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
+                                    with_training)
 from memlint.rules.base import Finding, Rule
 
 # Keys to point at, by what dominates the stage: the setting a user would change first.
@@ -63,7 +64,7 @@ class ExceedsGpuMemory(Rule):
 
             model = "llama3-70b"
             gpu = "H100-80GB"
-            world_size = 8
+            world_size = 32
             micro_batch = 1
             seq_len = 4096
             fsdp = "full"
@@ -122,8 +123,8 @@ class LowMemoryHeadroom(Rule):
             gpu = "H100-80GB"
             world_size = 8
             fsdp = "full"
-            micro_batch = 4
-            seq_len = 4096
+            micro_batch = 2
+            seq_len = 5120
             recompute = "selective"
 
         Good (memlint.toml):
@@ -171,7 +172,8 @@ class ContextParallelNeeded(Rule):
 
     What it checks:
         For each stage, the memory left for activations (capacity minus everything else the
-        stage holds) against its activations. When they do not fit, it suggests the smallest
+        stage holds) against its sequence-proportional memory: activations, and on the last
+        stage the logits, which cp splits too. When they do not fit, it suggests the smallest
         power-of-two context-parallel size by the rule cp >= activations / available (seed 000,
         CH 4.3), with activations counted at cp = 1. Error when the stage does not fit at all;
         warning when it fits but within `margin` of the capacity. Only at long sequences
@@ -226,7 +228,7 @@ class ContextParallelNeeded(Rule):
         cp = ctx.scenario.parallelism.cp
         worst = None
         for stage in estimate.stages:
-            activations = component(stage, "activations")
+            activations = component(stage, "activations") + component(stage, "logits")
             available = capacity - (stage.total_bytes - activations)
             if activations <= 0 or available <= 0:
                 continue  # nothing to split, or the states alone do not fit (cp cannot help)
@@ -241,7 +243,7 @@ class ContextParallelNeeded(Rule):
         recompute = ("; full recompute (recompute = \"full\") is the cheaper first step"
                      if ctx.scenario.training.recompute != "full" else "")
         yield Finding(
-            f"{stage_label(estimate, stage)}: activations at seq_len "
+            f"{stage_label(estimate, stage)}: activations (with logits) at seq_len "
             f"{ctx.scenario.training.seq_len} take {size(ctx, activations)} with cp={cp}, but "
             f"only {size(ctx, available)} is left beside the model states; cp >= "
             f"{size(ctx, activations * cp)} / {size(ctx, available)} = {ratio:.1f}, so "
@@ -258,7 +260,8 @@ class AttentionScoresMaterialized(Rule):
     What it checks:
         Whether any stage holds the term `activations.attention_scores` (eager attention, or
         a kernel that materializes softmax(QK^T)) at seq_len >= `min_seq_len` (default 2048),
-        and how many bytes it takes.
+        and how many bytes it takes. When the estimate folds the scores into its activation
+        terms, the bytes are what re-estimating with flash attention saves.
 
     Why it matters:
         Scores grow with the square of the sequence: 5·H·T/d bytes per B·T·d per layer beside
@@ -301,18 +304,37 @@ class AttentionScoresMaterialized(Rule):
         seq_len = ctx.scenario.training.seq_len
         if seq_len < int(ctx.options.get("min_seq_len", 2048)):
             return
-        found = [(stage.term("activations.attention_scores"), stage) for stage in estimate.stages]
-        found = [(term, stage) for term, stage in found if term is not None and term.bytes > 0]
+        found = []
+        for stage in estimate.stages:
+            term = stage.term("activations.attention_scores")
+            if term is not None and term.bytes > 0:
+                found.append((term.bytes, stage))
+        if not found and ctx.scenario.training.attention == "eager":
+            found = self._by_reestimate(ctx)
         if not found:
             return
-        term, stage = max(found, key=lambda item: item[0].bytes)
-        share = term.bytes / max(1, stage.total_bytes)
+        scores, stage = max(found, key=lambda item: item[0])
+        share = scores / max(1, stage.total_bytes)
         yield Finding(
             f"attention scores are materialized ({ctx.scenario.training.attention} attention): "
-            f"{size(ctx, term.bytes)} on {stage_label(estimate, stage)} at seq_len {seq_len}, "
+            f"{size(ctx, scores)} on {stage_label(estimate, stage)} at seq_len {seq_len}, "
             f"{share:.0%} of its peak; flash or sdpa attention does not keep them",
             keys=("attention", "seq_len"),
-            data={"stage": stage.stage, "bytes": term.bytes})
+            data={"stage": stage.stage, "bytes": scores})
+
+    @staticmethod
+    def _by_reestimate(ctx) -> list:
+        """Without a separate scores term: the activations flash attention would save."""
+        fused = try_estimate(with_training(ctx.scenario, attention="flash"))
+        if fused is None:
+            return []
+        saved = {s.stage: component(s, "activations") for s in fused.stages}
+        out = []
+        for stage in ctx.estimate.stages:
+            delta = component(stage, "activations") - saved.get(stage.stage, 0)
+            if delta > 0:
+                out.append((delta, stage))
+        return out
 
 
 class LogitsMemoryDominates(Rule):

@@ -58,7 +58,7 @@ class MoeWithoutExpertParallel(Rule):
             model = "mixtral-8x7b"
             gpu = "H100-80GB"
             world_size = 16
-            zero = 1
+            zero = 2
             recompute = "full"
 
         Good (memlint.toml):
@@ -66,7 +66,7 @@ class MoeWithoutExpertParallel(Rule):
             model = "mixtral-8x7b"
             gpu = "H100-80GB"
             world_size = 16
-            zero = 1
+            zero = 2
             recompute = "full"
             ep = 8
     """
@@ -138,26 +138,55 @@ class VisionEncoderOnFirstStage(Rule):
             gpu = "H100-80GB"
             world_size = 8
             pp = 4
+            zero = 1
+            recompute = "full"
             micro_batch = 1
             images_per_sample = 4
             [model]
-            preset = "llama3-8b"
+            model_type = "llava"
+            [model.text_config]
+            model_type = "llama"
+            hidden_size = 4096
+            intermediate_size = 11008
+            num_hidden_layers = 32
+            num_attention_heads = 32
+            vocab_size = 32064
             [model.vision_config]
-            model_type = "siglip_vision_model"
-            hidden_size = 1152
-            intermediate_size = 4304
-            num_hidden_layers = 27
+            model_type = "clip_vision_model"
+            hidden_size = 1024
+            intermediate_size = 4096
+            num_hidden_layers = 24
             num_attention_heads = 16
             patch_size = 14
-            image_size = 384
+            image_size = 336
 
         Good (memlint.toml):
 
-            model = "llama3-8b"
             gpu = "H100-80GB"
             world_size = 8
             pp = 4
+            zero = 1
+            recompute = "full"
             micro_batch = 1
+            images_per_sample = 4
+            first_stage_layers = 6
+            [model]
+            model_type = "llava"
+            [model.text_config]
+            model_type = "llama"
+            hidden_size = 4096
+            intermediate_size = 11008
+            num_hidden_layers = 32
+            num_attention_heads = 32
+            vocab_size = 32064
+            [model.vision_config]
+            model_type = "clip_vision_model"
+            hidden_size = 1024
+            intermediate_size = 4096
+            num_hidden_layers = 24
+            num_attention_heads = 16
+            patch_size = 14
+            image_size = 336
     """
 
     code = "ML602"
