@@ -86,7 +86,7 @@ def estimate_lines(estimate, report) -> list:
                         if params.get(k))
         lines.append([(f"params: total {params['total'] / 1e9:.2f}B, trainable "
                        f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}", "")])
-    header = (f"{'stage':>5} {'layers':>6} {'phase':<10} {'weights':>9} {'gradients':>9} "
+    header = (f"{'stage':>5} {'layers':>6} {'phase':<18} {'weights':>9} {'gradients':>9} "
               f"{'optimizer':>9} {'activations':>11} {'other':>9} {'total':>9} {'of GPU':>7}")
     lines.append([(f"{header}   ({units})", "bold")])
     stages = sorted(estimate.stages, key=lambda s: s.stage)
@@ -94,7 +94,7 @@ def estimate_lines(estimate, report) -> list:
         g = grouped(stage)
         share = stage.total_bytes / capacity if capacity else 0.0
         style = "bold red" if stage.total_bytes > capacity else ""
-        lines.append([(f"{stage.stage:>5} {stage.layers:>6} {stage.phase:<10} "
+        lines.append([(f"{stage.stage:>5} {stage.layers:>6} {stage.phase:<18} "
                        f"{_number(g['weights'], units):>9} {_number(g['gradients'], units):>9} "
                        f"{_number(g['optimizer'], units):>9} "
                        f"{_number(g['activations'], units):>11} {_number(g['other'], units):>9} "
