@@ -289,14 +289,15 @@ def _estimate(scenario, anchor, args):
             traceback.print_exc()
         return None, make(MISSING_MODEL, Severity.INFO,
                           f"no memory estimate: the memory model is not available ({exc})", here)
-    try:
-        from memlint.memory.params import ConfigError
-    except ImportError:  # pragma: no cover - part of the package
-        ConfigError = ValueError  # noqa: N806
+    from memlint.memory.estimate import EstimateError
+    from memlint.memory.params import ConfigError
+
     try:
         return estimate(scenario), None
-    except ConfigError as exc:
-        key = f"model.{exc.key}" if getattr(exc, "key", None) else "model"
+    except (EstimateError, ConfigError) as exc:
+        key = getattr(exc, "key", None) or "model"
+        if isinstance(exc, ConfigError) and not key.startswith("model"):
+            key = f"model.{key}"
         prov = scenario.where(key) or scenario.where("model") or here
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
                           key=key)
