@@ -25,6 +25,7 @@ BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
     "memlint.adapters.deepspeed",
     "memlint.adapters.accelerate",
+    "memlint.adapters.axolotl",
     "memlint.adapters.torchtitan",
     "memlint.adapters.megatron",
 )

@@ -55,11 +55,16 @@ class DocExample:
     text: str
 
 
-_EXAMPLE_HEAD = re.compile(r"^\s*(Bad|Good)\s*\(\s*([^;)]+?)\s*(?:;\s*([^)]*))?\)\s*:\s*$", re.I)
+_EXAMPLE_HEAD = re.compile(
+    r"^\s*(Bad|Good)\s*\(\s*([\w./-]+\.\w+)\s*(?:;\s*([^)]*))?\)\s*:\s*$", re.I)
 
 
 def doc_examples(rule: Rule) -> list:
-    """The machine-checkable snippets of a rule's Example section (may be empty)."""
+    """The machine-checkable snippets of a rule's Example section (may be empty).
+
+    A checkable snippet is headed `Bad (FILENAME):` or `Good (FILENAME; --set k=v ...):`, where
+    FILENAME (e.g. memlint.toml, ds_config.json) picks the adapter, followed by an indented block.
+    """
     import textwrap
 
     doc_lines = rule.doc.splitlines()
@@ -166,6 +171,12 @@ class Registry:
 
     def add_all(self, rules: Iterable, origin: str) -> None:
         for rule in rules:
+            if isinstance(rule, type) and issubclass(rule, Rule):
+                try:
+                    rule = rule()  # a module that lists its rule classes: instantiate them
+                except Exception as exc:  # noqa: BLE001
+                    self._problem(f"rule {rule.__name__} from {origin} cannot be created: {exc}")
+                    continue
             try:
                 self.add(rule)
             except RegistryError as exc:
