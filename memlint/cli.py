@@ -378,7 +378,13 @@ def cmd_check(args) -> int:
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
                     quiet=args.quiet, registry=reg, color=_color(args) and args.format == "text")
     _emit(report, args.format)
-    return engine.exit_code(diagnostics, fail_on or lint_config(args, os.getcwd()).fail_on)
+    code = engine.exit_code(diagnostics, fail_on or lint_config(args, os.getcwd()).fail_on)
+    if code == 2:  # DESIGN.md: exit 2 comes with a one-line message
+        internal = next(d for d in diagnostics if d.data.get("internal"))
+        where = f"{internal.path}: " if internal.path else ""
+        sys.stderr.write(f"memlint: internal error: {where}{internal.message} (run with "
+                         "--debug for the traceback)\n")
+    return code
 
 
 def cmd_estimate(args) -> int:

@@ -26,7 +26,10 @@ def _number(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past float range (10**400)
+            raise ValueError(f"{_short(value)} is too large") from None
     elif isinstance(value, str):
         text = value.strip().replace("_", "")
         try:
@@ -40,13 +43,28 @@ def _number(value: Any) -> float:
     return number
 
 
+# No count, size or degree in a training config comes near 2**53 (9e15); anything above it is a
+# typo or a fuzzed value, and letting it through would overflow float maths downstream.
+MAX_INT = 2**53
+MAX_BYTES = 2**60
+
+
 def to_int(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    number = _number(value)
-    if number != int(number):
-        raise ValueError(f"expected a whole number, got {value!r}")
-    return int(number)
+        number = value
+    else:
+        number = _number(value)
+        if number != int(number):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        number = int(number)
+    if abs(number) > MAX_INT:
+        raise ValueError(f"{_short(value)} is too large (over 2**53)")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def positive_int(value: Any) -> int:
@@ -114,9 +132,13 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024, "m": 10
 def to_bytes(value: Any) -> int:
     """'80GiB' -> 85899345920, '141GB' -> 141e9, 1024 -> 1024 (plain numbers are bytes)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, int) and value > MAX_BYTES:
+            raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         number = _number(value)
         if number <= 0:
             raise ValueError(f"must be positive, got {value!r}")
+        if number > MAX_BYTES:
+            raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         return int(number)
     match = _SIZE.match(str(value))
     if not match:
@@ -124,6 +146,8 @@ def to_bytes(value: Any) -> int:
     number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
     if number <= 0:
         raise ValueError(f"must be positive, got {value!r}")
+    if not number <= MAX_BYTES:  # also inf from '1e400'
+        raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
     return int(number)
 
 

@@ -97,7 +97,7 @@ def _differs(a: Any, b: Any) -> bool:
         return False
     try:
         return float(a) != float(b)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return True
 
 

@@ -27,6 +27,7 @@ import re
 import shlex
 from typing import Any, Callable, Optional
 
+from memlint import keys as K
 from memlint.catalog import torchtitan as catalog
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
                                  make)
@@ -84,14 +85,7 @@ class Facts(dict):
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected a whole number, got {value!r}")
-    if isinstance(value, str):
-        value = value.strip().replace("_", "")
-    number = int(value) if not isinstance(value, float) else value
-    if isinstance(number, float):
-        if number != int(number):
-            raise ValueError(f"expected a whole number, got {value!r}")
-        number = int(number)
-    return number
+    return K.to_int(value)  # finite, whole, within 2**53; '1_000' and '8' read as numbers
 
 
 def _positive(value: Any) -> int:

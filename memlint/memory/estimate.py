@@ -82,20 +82,23 @@ def _lora_params(arch: Architecture, rank: int, targets: str) -> list:
         dq = arch.heads * arch.head_dim
         dkv = arch.kv_heads * arch.head_dim
         qkvo = [(d, dq), (d, dkv), (d, dkv), (dq, d)]
+    # (shape, how many): counted by multiplication, never by listing every expert's linears
+    attention = sum(rank * (a + b) for a, b in qkvo)
     per_layer = []
     for i in range(arch.layers):
-        linears = list(qkvo)
+        total = attention
         if targets == "all-linear":
             moe_layer = arch.moe is not None and i < len(arch.moe_layers) and arch.moe_layers[i]
             if moe_layer:
                 ffn = arch.moe.expert_ffn
                 count = arch.moe.num_experts * (3 if arch.gated_mlp else 2)
-                linears += [(d, ffn)] * (count * 2 // 3 if arch.gated_mlp else count // 2)
-                linears += [(ffn, d)] * (count // 3 if arch.gated_mlp else count // 2)
+                ups = count * 2 // 3 if arch.gated_mlp else count // 2
+                downs = count // 3 if arch.gated_mlp else count // 2
             else:
                 ffn = arch.ffn
-                linears += [(d, ffn)] * (2 if arch.gated_mlp else 1) + [(ffn, d)]
-        per_layer.append(sum(rank * (a + b) for a, b in linears))
+                ups, downs = (2 if arch.gated_mlp else 1), 1
+            total += (ups + downs) * rank * (d + ffn)
+        per_layer.append(total)
     return per_layer
 
 
@@ -122,6 +125,9 @@ class _Model:
         self.total_override = model.total_params
         self.expert_override = model.expert_params
         self.uniform = self.seed or self.total_override is not None
+        if self.par.pp > self.arch.layers:
+            raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
+                                      f"{self.arch.layers} layers: a stage would hold none")
         layers = stage_layers(self.arch.layers, self.par.pp, self.par.first_stage_layers,
                               self.par.last_stage_layers)
         plans, start = [], 0

@@ -319,6 +319,9 @@ class _Reader:
         if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
             raise ConfigError(key, f"{key!r} must be a whole number, got {value!r}")
         value = int(value)
+        if abs(value) > MAX_CONFIG_INT:
+            raise ConfigError(key, f"{key!r} is too large to be a model dimension, got "
+                                   f"{_short(value)}")
         if value < minimum:
             what = "positive" if minimum == 1 else f"at least {minimum}"
             raise ConfigError(key, f"{key!r} must be {what}, got {value!r}")
@@ -328,8 +331,11 @@ class _Reader:
         value = self.raw(*names, default=default)
         key = self.key(_present(self.data, names))
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value) or value < minimum:
-            raise ConfigError(key, f"{key!r} must be a number >= {minimum:g}, got {value!r}")
+                or (isinstance(value, float) and not math.isfinite(value)) or value < minimum:
+            raise ConfigError(key, f"{key!r} must be a number >= {minimum:g}, got "
+                                   f"{_short(value)}")
+        if abs(value) > MAX_CONFIG_NUMBER:
+            raise ConfigError(key, f"{key!r} is too large, got {_short(value)}")
         return float(value)
 
     def probability(self, *names: str) -> float:
@@ -363,6 +369,17 @@ class _Reader:
 
     def sub(self, name: str, family: str) -> "_Reader":
         return _Reader(self.data[name], family, self.key(name), nested=True)
+
+
+# Model dimensions beyond these are not models (the largest real ones are ~1e6 wide, 1e9
+# positions); bounding them keeps every product of dimensions inside float range.
+MAX_CONFIG_INT = 2**40
+MAX_CONFIG_NUMBER = 1e18
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _present(data: Mapping, names: tuple) -> str:

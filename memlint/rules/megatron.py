@@ -36,6 +36,12 @@ def _int(value) -> Optional[int]:
         return None
 
 
+def _count(config, name: str) -> int:
+    """A positive whole number from the model config, else 0 (the config may be anything)."""
+    value = config.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 class QueryGroupsIgnored(Rule):
     """`--num-query-groups` without `--group-query-attention` is silently ignored.
 
@@ -77,12 +83,12 @@ class QueryGroupsIgnored(Rule):
             return
         groups = _int(_flag(ctx, "num-query-groups"))
         config = ctx.scenario.model.config if ctx.scenario.model else {}
-        heads = config.get("num_attention_heads")
+        heads = _count(config, "num_attention_heads")
         extra = ""
-        if isinstance(heads, int) and groups and groups < heads:
-            layers = config.get("num_hidden_layers") or 0
-            hidden = config.get("hidden_size") or 0
-            head_dim = config.get("head_dim") or (hidden // heads if heads else 0)
+        if heads and groups and groups < heads:
+            layers = _count(config, "num_hidden_layers")
+            hidden = _count(config, "hidden_size")
+            head_dim = _count(config, "head_dim") or hidden // heads
             params = 2 * layers * hidden * head_dim * (heads - groups)
             extra = (f": the model gets {heads} KV heads instead of {groups}"
                      + (f", {params / 1e6:,.0f}M more K/V parameters" if params else ""))
