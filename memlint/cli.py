@@ -254,7 +254,9 @@ def run_pipeline(partials: list, args, config, reg):
     from memlint.scenario import build
 
     all_partials = list(partials) + [command_line_partial(args)]
-    scenario, pre = build(all_partials, base_dir=os.getcwd())
+    scenario, pre = build(all_partials, base_dir=os.getcwd(),
+                          allow_outside_root=config.allow_outside_root,
+                          max_bytes=_max_bytes(args))
     anchor = engine.anchor_of(scenario)
     estimate = None
     model = scenario.model

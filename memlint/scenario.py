@@ -115,8 +115,15 @@ def _unflatten(settings: dict) -> dict:
     return config
 
 
-def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = None) -> Partial:
-    """`model=PATH|PRESET` -> the model's settings (`model.<hf_key>`), as a Partial."""
+def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = None,
+                      allow_outside_root: bool = False, max_bytes: Optional[int] = None
+                      ) -> Partial:
+    """`model=PATH|PRESET` -> the model's settings (`model.<hf_key>`), as a Partial.
+
+    A path written in a config file is relative to that file and is never read outside that
+    file's repository root unless `allow_outside_root`; one given on the command line
+    (`--model`, `--set model=`) is the user's own choice and is read as given.
+    """
     from memlint.adapters import hf_config
     from memlint.catalog import presets
 
@@ -132,6 +139,18 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
         path = os.path.join(os.path.dirname(os.path.abspath(prov.file)), path)
     elif base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
+    if prov.file is not None and not allow_outside_root:
+        from memlint.adapters.registry import inside
+        from memlint.config import repo_root
+
+        root = repo_root(prov.file)
+        if not inside(path, root):
+            partial = Partial(source=name, fmt="hf_config")
+            partial.diagnostics.append(make(
+                INVALID_VALUE, Severity.ERROR,
+                f"model {name!r} is outside the repository root {root}; not followed (pass "
+                "--allow-outside-root to follow it)", prov, key="model"))
+            return partial
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
     if not os.path.exists(path):
@@ -143,10 +162,13 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
             f"(presets include: {known}; `memlint rules` lists none of them, see README)", prov,
             key="model"))
         return partial
+    if max_bytes is not None:
+        return hf_config.load_path(path, max_bytes)
     return hf_config.load_path(path)
 
 
-def build(partials: list, base_dir: Optional[str] = None) -> tuple[Scenario, list]:
+def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bool = False,
+          max_bytes: Optional[int] = None) -> tuple[Scenario, list]:
     """Merge partials (lowest priority first) and build the typed Scenario."""
     diagnostics: list = []
     for partial in partials:
@@ -158,7 +180,8 @@ def build(partials: list, base_dir: Optional[str] = None) -> tuple[Scenario, lis
     model_partial = None
     if "model" in settings:
         model_setting = settings["model"]
-        model_partial = load_model_source(str(model_setting.value), model_setting.prov, base_dir)
+        model_partial = load_model_source(str(model_setting.value), model_setting.prov, base_dir,
+                                          allow_outside_root, max_bytes)
         model_partial.source = "<model>"
         diagnostics.extend(model_partial.diagnostics)
         for key, setting in model_partial.settings.items():

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from memlint.diagnostics import PARSE_ERROR, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_json, read_text
+from memlint.loaders import MAX_FILE_BYTES, load_json, read_text
 
 FORMAT = "hf_config"
 _SENTINELS = ('"model_type"', '"architectures"', '"num_hidden_layers"', '"n_layer"')
@@ -56,8 +56,8 @@ def load(path: str, text: str) -> Partial:
     return partial
 
 
-def load_path(path: str) -> Partial:
-    text, diagnostics = read_text(path)
+def load_path(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
+    text, diagnostics = read_text(path, max_bytes)
     if text is None:
         partial = Partial(source=path, fmt=FORMAT)
         partial.diagnostics.extend(diagnostics)

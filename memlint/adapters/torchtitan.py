@@ -333,8 +333,15 @@ def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str
         return
     assets = facts.find("hf_assets_path", "model")
     if assets is not None and base_dir is not None:
-        candidate = os.path.join(base_dir, str(assets[0]), "config.json")
-        if os.path.isfile(candidate):
+        candidate = os.path.normpath(os.path.join(base_dir, str(assets[0]), "config.json"))
+        root = _repo_root(os.path.join(base_dir, "_"))
+        if not _within(root, candidate):
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"hf_assets_path {str(assets[0])!r} points outside this repository; memlint does "
+                "not follow it (give --model path/to/config.json)", assets[1],
+                key="model.hf_assets_path"))
+        elif os.path.isfile(candidate):
             partial.set("model", candidate, assets[1])
             return
     known = ", ".join(catalog.flavors_of(model_name)) or "none"
