@@ -23,7 +23,7 @@ from memlint.ir import Provenance
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
-MAX_YAML_NODES = 200_000
+MAX_YAML_NODES = 50_000
 
 
 @dataclass
@@ -348,6 +348,7 @@ def load_yaml(path: str, text: str) -> Document:
     budget = [MAX_YAML_NODES]
     safe = yaml.SafeLoader("")
     try:
+        _expanded_size(nodes[0], {}, 0)  # an alias bomb is refused before anything is built
         doc.data = _yaml_value(nodes[0], (), doc, safe, budget, 0)
     except _YAMLError as exc:
         mark = exc.mark
@@ -356,6 +357,27 @@ def load_yaml(path: str, text: str) -> Document:
                                     Provenance(path, mark.line + 1 if mark else None,
                                                mark.column + 1 if mark else None, None)))
     return doc
+
+
+def _expanded_size(node, memo: dict, depth: int) -> int:
+    """How many values `node` becomes once aliases are expanded, counted on the node graph (each
+    distinct node once), so a billion-laughs document is measured in microseconds."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    if depth > MAX_DEPTH:
+        raise _YAMLError(f"nesting deeper than {MAX_DEPTH} levels", node.start_mark)
+    memo[id(node)] = MAX_YAML_NODES + 1  # a cycle (not composable by PyYAML, but be safe)
+    size = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            for child in item if isinstance(item, tuple) else (item,):
+                size += _expanded_size(child, memo, depth + 1)
+                if size > MAX_YAML_NODES:
+                    raise _YAMLError(f"more than {MAX_YAML_NODES} values after alias expansion "
+                                     "(an alias bomb?)", node.start_mark)
+    memo[id(node)] = size
+    return size
 
 
 def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int) -> Any:

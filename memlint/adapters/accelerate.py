@@ -503,8 +503,10 @@ class _Reader:
             self.set(scenario, value, "parallelism_config", key)
         replicate = par.get("parallelism_config_dp_replicate_size")
         shard = par.get("parallelism_config_dp_shard_size")
+        if not isinstance(shard, int) or isinstance(shard, bool):
+            shard = 1  # a bad shard size is reported above
         if isinstance(replicate, int) and replicate > 1 and self.dtype == "FSDP":
-            self.set("fsdp", "hybrid" if (shard or 1) > 1 else "none", "parallelism_config",
+            self.set("fsdp", "hybrid" if shard > 1 else "none", "parallelism_config",
                      "parallelism_config_dp_replicate_size")
 
 
