@@ -26,13 +26,14 @@ def _has(ctx: Context, flag: str) -> bool:
 
 
 def _int(value) -> Optional[int]:
-    if isinstance(value, bool):
+    """A flag's value as a whole number within the scenario keys' bounds, else None."""
+    from memlint.keys import to_int
+
+    if value is None:
         return None
-    if isinstance(value, int):
-        return value
     try:
-        return int(str(value).replace("_", ""))
-    except (TypeError, ValueError):
+        return to_int(value)
+    except ValueError:
         return None
 
 
@@ -85,7 +86,7 @@ class QueryGroupsIgnored(Rule):
         config = ctx.scenario.model.config if ctx.scenario.model else {}
         heads = _count(config, "num_attention_heads")
         extra = ""
-        if heads and groups and groups < heads:
+        if heads and groups and 0 < groups < heads:
             layers = _count(config, "num_hidden_layers")
             hidden = _count(config, "hidden_size")
             head_dim = _count(config, "head_dim") or hidden // heads

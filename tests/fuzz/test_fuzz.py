@@ -1,0 +1,137 @@
+"""Fuzz every adapter and the CLI with mutated real configs (hypothesis, a small CI corpus).
+
+Each input must give diagnostics and exit 0/1/2 as DESIGN.md says: no traceback, no internal
+error (ML009), no hang (a per-input time limit). `bench/fuzz.py` runs the same oracle for long.
+The real configs of ../shared/fixtures-real/ join the corpus when that directory is there.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fuzz import mutate
+
+CORPUS = mutate.corpus()
+LIMIT = 5.0  # seconds per input; a normal one takes milliseconds
+
+FAMILIES = {
+    "json": (".json", ".hjson"),
+    "yaml": (".yaml", ".yml"),
+    "toml": (".toml",),
+    "script": (".sh", ".txt"),
+}
+
+
+def _family(name: str) -> str:
+    for family, endings in FAMILIES.items():
+        if name.lower().endswith(endings):
+            return family
+    return "other"
+
+
+BY_FAMILY = {f: [c for c in CORPUS if _family(c[0]) == f] for f in FAMILIES}
+SETTINGS = settings(max_examples=250, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    where = tmp_path_factory.mktemp("fuzz")
+    (where / ".git").mkdir()
+    return str(where)
+
+
+def _assert_ok(name, raw, args, workdir, fmt="json", command="check"):
+    failure = mutate.run_one(name, raw, args, fmt=fmt, time_limit=LIMIT, workdir=workdir,
+                             command=command)
+    assert failure is None, f"{name} {args}: {failure}\n{raw[:600]!r}"
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_mutated_real_configs(family, workdir, monkeypatch):
+    items = BY_FAMILY[family]
+    if not items:
+        pytest.skip(f"no {family} configs in the corpus")
+    monkeypatch.chdir(workdir)
+
+    @SETTINGS
+    @given(index=st.integers(0, len(items) - 1), seed=st.integers(0, 2**32 - 1),
+           fmt=st.sampled_from(["json", "text", "sarif"]))
+    def run(index, seed, fmt):
+        rng = random.Random(seed)
+        name, raw = mutate.mutate(rng, *items[index])
+        _assert_ok(name, raw, mutate.extra_args(rng, name), workdir, fmt)
+
+    run()
+
+
+@pytest.mark.parametrize("mutator", list(dict.fromkeys(mutate.MUTATORS)),
+                         ids=lambda m: m.__name__)
+def test_each_mutator_on_each_family(mutator, workdir, monkeypatch):
+    """Every kind of damage, once per format, with and without a model."""
+    monkeypatch.chdir(workdir)
+    rng = random.Random(mutator.__name__)
+    for family, items in sorted(BY_FAMILY.items()):
+        for name, raw in rng.sample(items, min(2, len(items))):
+            name, bad = mutator(rng, name, raw)
+            _assert_ok(name, bad, [], workdir)
+            _assert_ok(name, bad, ["--model", "llama3-8b"], workdir)
+
+
+SPECIALS = ["1e308", "1" + "0" * 400, "NaN", "Infinity", "-1", "0", "-0.0", "1e-320"]
+
+
+@pytest.mark.parametrize("value", SPECIALS)
+def test_every_number_replaced(value, workdir, monkeypatch):
+    """Huge numbers, NaN/Infinity, negative sizes and zero divisors in every numeric field."""
+    monkeypatch.chdir(workdir)
+    rng = random.Random(value)
+    for family, items in sorted(BY_FAMILY.items()):
+        for name, raw in rng.sample(items, min(3, len(items))):
+            bad = mutate._NUMBER.sub(value.encode(), raw)
+            _assert_ok(name, bad, ["--model", "seed-m3"], workdir)
+
+
+@pytest.mark.parametrize("name", ["ds_config.json", "config.json", "acc.yaml", "job.toml",
+                                  "train.sh", "args.txt", "run.memlint.toml", "x.memlint.yaml",
+                                  "pyproject.toml"])
+@pytest.mark.parametrize("raw", [b"", b"\n", b"\x00\x01\x02\xff", b"\xff\xfe{}", b"{" * 5000,
+                                 b"\xef\xbb\xbf", b"--", b"[" * 100 + b"]" * 100],
+                         ids=["empty", "newline", "binary", "non-utf8", "open-braces", "bom",
+                              "dashes", "deep"])
+def test_degenerate_files(name, raw, workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    _assert_ok(name, raw, [], workdir)
+
+
+@SETTINGS
+@given(sets=st.lists(st.tuples(st.sampled_from(mutate.SET_KEYS),
+                               st.sampled_from(mutate.SET_VALUES) | st.text(max_size=12)),
+                     max_size=5),
+       model=st.sampled_from(mutate.MODELS),
+       fmt=st.sampled_from(["json", "text"]))
+def test_cli_estimate_with_random_sets(sets, model, fmt):
+    """The command line alone: `estimate --model PRESET --set k=v ...` never crashes."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from memlint import cli
+
+    args = ["estimate", "--format", fmt, "--model", model]
+    for key, value in sets:
+        args += ["--set", f"{key}={value}"]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(args)
+    failure = mutate.check_result(code, out.getvalue(), err.getvalue(), fmt, "", "estimate")
+    assert failure is None, (args, failure)
+
+
+def test_corpus_is_there():
+    assert len(CORPUS) >= 30
+    if os.path.isdir(mutate.SHARED_REAL):
+        assert any(name.endswith(".txt") for name, _ in CORPUS)
