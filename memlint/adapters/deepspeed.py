@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from typing import Any, Callable, Optional
 
 from memlint import keys as K
@@ -75,6 +76,116 @@ def validator():
     import jsonschema
 
     return jsonschema.Draft202012Validator(schema())
+
+
+# A config that passes `conforms` is valid, so jsonschema (70 ms to import, more to build the
+# validator) is loaded only for a config with something to report. `conforms` reads the subset of
+# Draft 2020-12 that deepspeed.schema.json uses; any other keyword sends the config to jsonschema.
+_ANNOTATIONS = {"description", "title", "$comment", "deprecated", "$schema", "$id", "version",
+                "$defs", "default", "examples"}
+_KEYWORDS = {"$ref", "type", "properties", "additionalProperties", "anyOf", "enum", "const",
+             "pattern", "minimum", "maximum", "items"}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _is_type(value: Any, kind: str) -> bool:
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "object":
+        return isinstance(value, dict)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "null":
+        return value is None
+    raise _Unsupported(kind)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _conforms(value: Any, node: Any) -> bool:
+    if node is True or node == {}:
+        return True
+    if node is False:
+        return False
+    if not isinstance(node, dict):
+        raise _Unsupported(repr(node))
+    for keyword in node:
+        if keyword not in _KEYWORDS and keyword not in _ANNOTATIONS \
+                and not keyword.startswith("x-"):
+            raise _Unsupported(keyword)
+    ref = node.get("$ref")
+    if ref is not None:
+        if not ref.startswith("#/$defs/"):
+            raise _Unsupported(ref)
+        if not _conforms(value, schema()["$defs"][ref[len("#/$defs/"):]]):
+            return False
+    if "type" in node:
+        kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        if not any(_is_type(value, kind) for kind in kinds):
+            return False
+    if "enum" in node and not any(_same(value, option) for option in node["enum"]):
+        return False
+    if "const" in node and not _same(value, node["const"]):
+        return False
+    if "anyOf" in node and not any(_conforms(value, branch) for branch in node["anyOf"]):
+        return False
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and "minimum" in node and value < node["minimum"]:
+        return False
+    if number and "maximum" in node and value > node["maximum"]:
+        return False
+    if isinstance(value, str) and "pattern" in node \
+            and not _pattern(node["pattern"]).search(value):
+        return False
+    if isinstance(value, list) and "items" in node:
+        if not all(_conforms(item, node["items"]) for item in value):
+            return False
+    if isinstance(value, dict):
+        properties = node.get("properties", {})
+        extra = node.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in properties:
+                if not _conforms(item, properties[key]):
+                    return False
+            elif not _conforms(item, extra):
+                return False
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(text: str):
+    return re.compile(text)
+
+
+def conforms(data: Any) -> bool:
+    """True when `data` is certainly valid under the schema (False: ask jsonschema)."""
+    try:
+        return _conforms(data, schema())
+    except (_Unsupported, RecursionError):
+        return False
 
 
 # Keys DeepSpeed renamed: the old spelling is ignored (or rejected) now.
@@ -133,6 +244,8 @@ def _leaf_errors(error) -> list:
 
 
 def _schema_diagnostics(doc: Document) -> list:
+    if conforms(doc.data):
+        return []
     diagnostics = []
     seen = set()
     for top in sorted(validator().iter_errors(doc.data), key=lambda e: list(map(str, e.path))):
