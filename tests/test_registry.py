@@ -113,7 +113,10 @@ def test_absent_builtin_modules_are_skipped_and_broken_plugins_reported(monkeypa
                Entry("weird", 42)]
     import importlib.metadata
 
+    from memlint import plugins
+
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: entries)
+    monkeypatch.setattr(plugins, "declared", lambda group: True)
     reg = Registry()
     reg.load_plugins()
     assert reg.get("plugged-in") is not None

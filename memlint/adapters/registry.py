@@ -62,9 +62,9 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
     found = [m for m in (_import(n, True, problems) for n in BUILTIN_ADAPTERS) if m]
     if plugins:
         try:
-            from importlib.metadata import entry_points
+            from memlint.plugins import entry_points
 
-            entries = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+            entries = sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name)
         except Exception as exc:  # noqa: BLE001
             entries = []
             problems.append(f"cannot list {ENTRY_POINT_GROUP} entry points: {exc}")

@@ -216,9 +216,9 @@ class Registry:
 
     def load_plugins(self) -> None:
         try:
-            from importlib.metadata import entry_points
+            from memlint.plugins import entry_points
 
-            found = entry_points(group=ENTRY_POINT_GROUP)
+            found = entry_points(ENTRY_POINT_GROUP)
         except Exception as exc:  # noqa: BLE001
             self._problem(f"cannot list {ENTRY_POINT_GROUP} entry points: {exc}")
             return

@@ -260,3 +260,23 @@ def test_command_line_model_may_be_anywhere(repo, capsys, outside):
                             str(outside / "config.json")], capsys)
     assert code in (0, 1), err
     assert json.loads(out)["estimates"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin discovery without importlib.metadata
+
+
+def test_plugin_scan_finds_declared_groups(tmp_path, monkeypatch):
+    from memlint import plugins
+
+    dist = tmp_path / "thing-1.0.dist-info"
+    dist.mkdir()
+    (dist / "entry_points.txt").write_text("[console_scripts]\nx = y:z\n\n[memlint.rules]\n"
+                                           "mine = mypkg.rules\n")
+    monkeypatch.setattr("sys.path", [str(tmp_path)])
+    assert plugins.declared("memlint.rules")
+    assert not plugins.declared("memlint.adapters")
+    zipped = tmp_path / "lib.zip"
+    zipped.write_bytes(b"PK")
+    monkeypatch.setattr("sys.path", [str(tmp_path), str(zipped)])
+    assert plugins.declared("memlint.adapters")  # unreadable by a scan: ask importlib.metadata

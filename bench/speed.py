@@ -1,0 +1,136 @@
+"""Start-up and throughput of the CLI, in one run:
+
+(a) `memlint check` on one DeepSpeed JSON vs `python -c pass`: wall time ratio (medians of
+    --runs subprocess runs each); target under 4x.
+(b) files per second linting all of ../shared/fixtures-real/ in one process (one `memlint check`
+    subprocess over every file, start-up included); target over 500 files/s.
+(c) `memlint estimate` on the seed M3 case (wall time, median).
+Peak RSS of each child (ru_maxrss from wait4), and the heavy modules a one-file check imports.
+
+    python bench/speed.py [--runs 9] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SHARED_REAL = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+DS_CONFIG = os.path.join(ROOT, "fixtures", "adapters", "deepspeed", "good",
+                         "Megatron-DeepSpeed__tests-ds_config_bf16.json")
+SEED_M3 = ["--model", "seed-m3", "--set", "profile=seed", "--set", "model.total_params=428e9",
+           "--set", "model.expert_params=398e9", "--set", "tp=4", "--set", "pp=4", "--set",
+           "ep=8", "--set", "dp=4", "--set", "zero=2", "--set", "recompute=full", "--set",
+           "micro_batch=2", "--set", "seq_len=8192"]
+CONFIG_EXTENSIONS = (".json", ".yaml", ".yml", ".toml", ".sh", ".txt")
+HEAVY = ("rich", "jsonschema", "yaml", "tomllib", "tomli", "importlib.metadata",
+         "memlint.memory.estimate", "memlint.adapters.megatron", "memlint.adapters.torchtitan")
+
+
+def memlint_command() -> list:
+    script = os.path.join(os.path.dirname(sys.executable), "memlint")
+    if os.path.isfile(script):
+        return [script]
+    found = shutil.which("memlint")
+    return [found] if found else [sys.executable, "-m", "memlint"]
+
+
+def run_child(argv: list, cwd: str) -> tuple:
+    """(wall seconds, peak RSS bytes, exit code) of one subprocess."""
+    env = dict(os.environ, NO_COLOR="1")
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss * 1024, child.returncode
+
+
+def median_run(argv: list, cwd: str, runs: int) -> tuple:
+    walls, rss, codes = [], 0, set()
+    run_child(argv, cwd)  # warm the file cache
+    for _ in range(runs):
+        wall, peak, code = run_child(argv, cwd)
+        walls.append(wall)
+        rss = max(rss, peak)
+        codes.add(code)
+    return statistics.median(walls), rss, sorted(codes)
+
+
+def imported_modules(argv: list, cwd: str) -> list:
+    probe = ("import sys, runpy; sys.argv = ['memlint'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('memlint', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             f"print('\\n'.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", probe, *argv], cwd=cwd, capture_output=True,
+                            text=True, env=dict(os.environ, NO_COLOR="1"))
+    return [line for line in result.stderr.splitlines() if line in HEAVY]
+
+
+def real_files() -> list:
+    files = []
+    for folder, _dirs, names in sorted(os.walk(SHARED_REAL)):
+        files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(CONFIG_EXTENSIONS)]
+    return files
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="subprocess runs per measurement")
+    parser.add_argument("--json", action="store_true", help="also print the numbers as JSON")
+    args = parser.parse_args(argv)
+    memlint = memlint_command()
+    work = tempfile.mkdtemp(prefix="memlint-speed-")
+    os.mkdir(os.path.join(work, ".git"))
+    shutil.copy(DS_CONFIG, os.path.join(work, "ds_config.json"))
+    results: dict = {"python": sys.version.split()[0], "memlint": memlint, "runs": args.runs}
+
+    bare, bare_rss, _ = median_run([sys.executable, "-c", "pass"], work, args.runs)
+    one, one_rss, one_codes = median_run(memlint + ["check", "ds_config.json"], work, args.runs)
+    ratio = one / bare
+    results["a"] = {"python_c_pass_s": bare, "check_one_json_s": one, "ratio": ratio,
+                    "exit_codes": one_codes, "peak_rss_bytes": one_rss,
+                    "heavy_imports": imported_modules(["check", "ds_config.json"], work)}
+    print(f"(a) python -c pass: {bare * 1000:.1f} ms; memlint check ds_config.json: "
+          f"{one * 1000:.1f} ms (exit {one_codes}); ratio {ratio:.2f}x (target < 4x) "
+          f"{'OK' if ratio < 4 else 'MISSED'}")
+    print(f"    peak RSS {one_rss / 2**20:.1f} MiB (python -c pass: {bare_rss / 2**20:.1f} MiB); "
+          f"heavy modules imported: {', '.join(results['a']['heavy_imports']) or 'none'}")
+
+    files = real_files()
+    if files:
+        runs = max(3, args.runs // 3)
+        wall, rss, codes = median_run(memlint + ["check", "--format", "json",
+                                                 "--allow-outside-root", *files], work, runs)
+        rate = len(files) / wall
+        results["b"] = {"files": len(files), "wall_s": wall, "files_per_s": rate,
+                        "exit_codes": codes, "peak_rss_bytes": rss}
+        print(f"(b) {len(files)} files of ../shared/fixtures-real in one process: {wall:.3f} s, "
+              f"{rate:.0f} files/s (target > 500) {'OK' if rate > 500 else 'MISSED'}; "
+              f"peak RSS {rss / 2**20:.1f} MiB")
+    else:
+        print("(b) skipped: ../shared/fixtures-real is not beside this checkout")
+
+    wall, rss, codes = median_run(memlint + ["estimate", *SEED_M3], work, args.runs)
+    results["c"] = {"wall_s": wall, "exit_codes": codes, "peak_rss_bytes": rss}
+    print(f"(c) memlint estimate (seed M3): {wall * 1000:.1f} ms (exit {codes}); "
+          f"peak RSS {rss / 2**20:.1f} MiB")
+    peak = max(r.get("peak_rss_bytes", 0) for r in results.values() if isinstance(r, dict))
+    print(f"peak RSS over all runs: {peak / 2**20:.1f} MiB")
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
