@@ -43,9 +43,17 @@ def memlint_command() -> list:
     return [found] if found else [sys.executable, "-m", "memlint"]
 
 
+def child_env() -> dict:
+    """The children may cache bytecode, as an installed package has it (pip compiles .pyc at
+    install time); PYTHONDONTWRITEBYTECODE would make every run compile memlint from source."""
+    env = dict(os.environ, NO_COLOR="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run_child(argv: list, cwd: str) -> tuple:
     """(wall seconds, peak RSS bytes, exit code) of one subprocess."""
-    env = dict(os.environ, NO_COLOR="1")
+    env = child_env()
     started = time.perf_counter()
     child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
@@ -72,7 +80,7 @@ def imported_modules(argv: list, cwd: str) -> list:
              "except SystemExit:\n    pass\n"
              f"print('\\n'.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", probe, *argv], cwd=cwd, capture_output=True,
-                            text=True, env=dict(os.environ, NO_COLOR="1"))
+                            text=True, env=child_env())
     return [line for line in result.stderr.splitlines() if line in HEAVY]
 
 

@@ -325,7 +325,9 @@ def load_yaml(path: str, text: str) -> Document:
 
     doc = Document(path=path, text=text)
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        # libyaml's parser when PyYAML has it (5-10x faster); the nodes, marks and errors are
+        # the same as the pure-Python SafeLoader's, which remains the fallback
+        nodes = list(yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
