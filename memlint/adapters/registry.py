@@ -84,13 +84,76 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
     return found, problems
 
 
+# The file names each built-in adapter's detect() can accept (its first test is always the
+# name), so that a file is matched without importing the adapters that could never claim it:
+# the Megatron flag table and the torchtitan catalog cost more to import than a whole check of a
+# DeepSpeed JSON. "" stands for a name without an extension. tests/fuzz/test_speed.py checks
+# these against every detect().
+NO_EXTENSION = ""
+CLAIMS = {
+    "memlint.adapters.native": (".toml", ".yaml", ".yml"),
+    "memlint.adapters.deepspeed": (".json", ".hjson"),
+    "memlint.adapters.accelerate": (".yaml", ".yml", ".json"),
+    "memlint.adapters.axolotl": (".yaml", ".yml"),
+    "memlint.adapters.torchtitan": (".toml", ".py", ".sh", NO_EXTENSION),
+    "memlint.adapters.megatron": (".sh", ".bash", ".slurm", ".sbatch", ".txt", ".args", ".yaml",
+                                  ".yml", NO_EXTENSION),
+    "memlint.adapters.hf_config": (".json",),
+}
+
+
+def could_claim(module_name: str, path: str) -> bool:
+    claims = CLAIMS.get(module_name)
+    if claims is None:
+        return True
+    name = os.path.basename(path).lower()
+    return name.endswith(tuple(c for c in claims if c)) or (NO_EXTENSION in claims
+                                                            and "." not in name)
+
+
 def formats() -> list:
     return [module.FORMAT for module in adapters()[0]]
 
 
+def _candidates(path: str):
+    """Adapters in detection order, importing a built-in one only if it could claim `path`."""
+    if True in _CACHE:  # everything is loaded already
+        yield from _CACHE[True][0]
+        return
+    problems: list = []
+    for name in BUILTIN_ADAPTERS:
+        if could_claim(name, path):
+            module = _import_cached(name, problems)
+            if module is not None:
+                yield module
+    from memlint.plugins import declared
+
+    if declared(ENTRY_POINT_GROUP):
+        yield from adapters()[0]  # plugins come between the built-ins and the fallback
+        return
+    for name in FALLBACK_ADAPTERS:
+        if could_claim(name, path):
+            module = _import_cached(name, problems)
+            if module is not None:
+                yield module
+
+
+_MODULES: dict = {}
+
+
+def _import_cached(name: str, problems: list):
+    if name not in _MODULES:
+        _MODULES[name] = _import(name, True, problems)
+    return _MODULES[name]
+
+
 def detect_format(path: str, text: str):
     """The first adapter whose detect() accepts the file, or None."""
-    for module in adapters()[0]:
+    seen = set()
+    for module in _candidates(path):
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
         try:
             if module.detect(path, text):
                 return module

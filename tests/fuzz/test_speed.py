@@ -1,0 +1,59 @@
+"""Start-up stays fast: a one-file check imports only what that file needs (bench/speed.py
+measures the times; these tests keep the structure that makes them fast)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from fuzz import mutate
+from memlint.adapters import registry
+
+HEAVY = ("rich", "yaml", "jsonschema", "importlib.metadata", "memlint.memory.estimate",
+         "memlint.adapters.megatron", "memlint.adapters.torchtitan", "memlint.adapters.axolotl",
+         "memlint.adapters.accelerate")
+VALID_DS = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+            "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}
+
+
+def imported(repo, *argv) -> list:
+    probe = ("import sys; from memlint.cli import main; main(sys.argv[1:]); "
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    env = dict(os.environ, NO_COLOR="1")
+    result = subprocess.run([sys.executable, "-c", probe, *argv], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=60)
+    return json.loads(result.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_one_deepspeed_json_imports_nothing_heavy(repo):
+    (repo / "ds_config.json").write_text(json.dumps(VALID_DS))
+    assert imported(repo, "check", "ds_config.json") == []
+    assert imported(repo, "check", "--format", "json", "ds_config.json") == []
+
+
+def test_invalid_deepspeed_json_still_gets_jsonschema_messages(repo):
+    (repo / "ds_config.json").write_text(json.dumps(dict(VALID_DS, zero_optimization={
+        "stage": 7})))
+    assert imported(repo, "check", "ds_config.json") == ["jsonschema"]
+
+
+CORPUS = {name: raw.decode("utf-8", "replace") for name, raw in mutate.corpus()}
+EXTENSIONS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".txt", ".py", ".args", ".cfg",
+              ".slurm", "")
+
+
+def test_claims_cover_every_detect():
+    """A built-in adapter is skipped for names outside registry.CLAIMS: its detect() must never
+    accept such a name, whatever the content."""
+    modules = [__import__(m, fromlist=["detect"])
+               for m in registry.BUILTIN_ADAPTERS + registry.FALLBACK_ADAPTERS]
+    for name, text in sorted(CORPUS.items()):
+        stem = os.path.splitext(name)[0]
+        names = {name, "config.json", "pyproject.toml", "memlint.toml", "x.memlint.yaml"}
+        names |= {stem + ext for ext in EXTENSIONS}
+        for module_name, module in zip(registry.BUILTIN_ADAPTERS + registry.FALLBACK_ADAPTERS,
+                                       modules):
+            for candidate in sorted(names):
+                if module.detect(candidate, text):
+                    assert registry.could_claim(module_name, candidate), (module_name, candidate)
