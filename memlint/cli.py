@@ -138,8 +138,15 @@ def command_line_partial(args):
 # Grouping files into runs
 
 
+_REAL: dict = {}
+
+
 def _real(path: str) -> str:
-    return os.path.realpath(path)
+    """os.path.realpath, once per path and run (grouping asks for each file several times)."""
+    found = _REAL.get(path)
+    if found is None:
+        found = _REAL[path] = os.path.realpath(path)
+    return found
 
 
 def _check_path(path: str) -> None:
@@ -490,6 +497,7 @@ def main(argv: Optional[list] = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     debug = getattr(args, "debug", False)
+    _REAL.clear()  # paths are resolved afresh by each run
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:

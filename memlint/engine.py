@@ -84,7 +84,23 @@ def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None
         raise ConfigError(f"{where}: no rule is called {text!r}{tail}")
 
 
+_ENABLED: dict = {}
+
+
 def is_enabled(rule: Rule, config: LintConfig) -> bool:
+    """Whether the selectors enable `rule` (a pure function of the rule's code, name and preview
+    flag and the selectors, cached: a run over many files asks it for every rule per file)."""
+    key = (rule.code, rule.name, bool(getattr(rule, "preview", False)), tuple(config.select),
+           tuple(config.extend_select), tuple(config.ignore))
+    found = _ENABLED.get(key)
+    if found is None:
+        if len(_ENABLED) > 4096:
+            _ENABLED.clear()
+        found = _ENABLED[key] = _is_enabled(rule, config)
+    return found
+
+
+def _is_enabled(rule: Rule, config: LintConfig) -> bool:
     selectors = tuple(config.select) + tuple(config.extend_select)
     chosen = max((specificity(s, rule) for s in selectors), default=0)
     if not config.select:

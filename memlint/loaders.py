@@ -13,6 +13,7 @@ never raise on bad input and never execute content:
 """
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class _JSONError(Exception):
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_PLAIN_RUN = re.compile(r'[^"\\\n]*')
+_WHITESPACE = re.compile(r"[ \t\r\n]+")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -113,8 +116,6 @@ class _JSONParser:
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def where(self, offset: int) -> tuple[int, int]:
-        import bisect
-
         index = bisect.bisect_right(self.line_starts, offset) - 1
         return index + 1, offset - self.line_starts[index] + 1
 
@@ -123,7 +124,7 @@ class _JSONParser:
         while self.pos < n:
             ch = text[self.pos]
             if ch in " \t\r\n":
-                self.pos += 1
+                self.pos = _WHITESPACE.match(text, self.pos).end()
             elif self.allow_comments and ch == "#":
                 end = text.find("\n", self.pos)
                 self.pos = n if end < 0 else end
@@ -187,6 +188,10 @@ class _JSONParser:
         out = []
         text, n = self.text, len(self.text)
         while True:
+            chunk = _PLAIN_RUN.match(text, self.pos)  # the run up to a quote, escape or newline
+            if chunk.end() > self.pos:
+                out.append(chunk.group())
+                self.pos = chunk.end()
             if self.pos >= n:
                 raise _JSONError("unterminated string", start)
             ch = text[self.pos]
