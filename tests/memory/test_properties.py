@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from memlint.memory.estimate import estimate
@@ -132,3 +133,55 @@ def test_totals_are_integer_sums_and_deterministic(params, tp, pp, zero):
         for phase in stage.phases:
             assert phase.total <= stage.total_bytes
     assert first.peak_bytes == max(s.total_bytes for s in first.stages)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole CLI output is a function of its input: byte-identical across processes with different
+# string hashing (set and dict orders), for every format.
+
+
+def _cli_output(argv, seed):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONHASHSEED=str(seed), NO_COLOR="1", COLUMNS="100",
+               PYTHONPATH=ROOT)
+    result = subprocess.run([sys.executable, "-m", "memlint", *argv], cwd=ROOT, env=env,
+                            capture_output=True, timeout=120)
+    return result.returncode, result.stdout, result.stderr
+
+
+def _determinism_inputs():
+    shared = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+    files = []
+    for root in (os.path.join(ROOT, "fixtures"), os.path.join(shared, "deepspeed-invalid"),
+                 os.path.join(shared, "accelerate"), os.path.join(shared, "megatron-args")):
+        for folder, _dirs, names in sorted(os.walk(root)):
+            files += [os.path.relpath(os.path.join(folder, n), ROOT) for n in sorted(names)
+                      if n.endswith((".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".txt"))
+                      and not n.startswith("_expect")]
+    return files
+
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif"])
+def test_cli_output_is_byte_identical_across_hash_seeds(fmt):
+    argv = ["check", "--format", fmt, "--allow-outside-root", "--fail-on", "info",
+            "--model", "mixtral-8x7b", *_determinism_inputs()]
+    first = _cli_output(argv, 0)
+    assert first[0] in (0, 1, 2) and first[1], first[2][-2000:]
+    assert _cli_output(argv, 4242) == first
+
+
+def test_estimate_output_is_byte_identical_across_hash_seeds():
+    argv = ["estimate", "--format", "json", "--model", "seed-m3", "--set", "profile=seed",
+            "--set", "model.total_params=428e9", "--set", "model.expert_params=398e9",
+            "--set", "tp=4", "--set", "pp=4", "--set", "ep=8", "--set", "dp=4",
+            "--set", "zero=2", "--set", "recompute=full", "--set", "micro_batch=2",
+            "--set", "seq_len=8192"]
+    first = _cli_output(argv, 1)
+    assert first[0] == 0, first[2]
+    assert _cli_output(argv, 987654) == first
+    explain = ["estimate", "--explain", "--model", "fixtures/hf/DeepSeek-V3.json", "--set", "pp=4",
+               "--set", "tp=8", "--set", "ep=8", "--set", "world_size=256"]
+    assert _cli_output(explain, 1) == _cli_output(explain, 31337)
