@@ -39,8 +39,11 @@ def _int(value) -> Optional[int]:
 
 def _count(config, name: str) -> int:
     """A positive whole number from the model config, else 0 (the config may be anything)."""
+    from memlint.memory.params import MAX_CONFIG_INT
+
     value = config.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONFIG_INT
+    return value if ok else 0
 
 
 class QueryGroupsIgnored(Rule):
