@@ -135,3 +135,45 @@ def test_corpus_is_there():
     assert len(CORPUS) >= 30
     if os.path.isdir(mutate.SHARED_REAL):
         assert any(name.endswith(".txt") for name, _ in CORPUS)
+
+
+# Inputs that once crashed or hung memlint, one per bug found by fuzzing (bench/fuzz.py).
+BIG = "1" + "0" * 400
+GQA = ("torchrun pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+       "--num-query-groups {groups} --seq-length 4096 --max-position-embeddings 4096 "
+       "--micro-batch-size 1 --global-batch-size 8 --bf16\n")
+REGRESSIONS = {
+    "huge micro batch (float overflow in activations)": (
+        "ds_config.json", '{"train_micro_batch_size_per_gpu": %s}' % BIG, ["--model", "llama3-8b"]),
+    "huge gpu_memory (to_bytes overflow)": (
+        "run.memlint.toml", 'model = "llama3-8b"\n', ["--set", f"gpu_memory={BIG}"]),
+    "pp far beyond the layer count (a hang)": (
+        "run.memlint.toml", 'model = "llama3-8b"\npp = 1000000000\n', []),
+    "LoRA over 2**40 experts (a hang)": (
+        "run.memlint.toml", 'model = "mixtral-8x7b"\nlora_rank = 8\nlora_targets = "all-linear"\n',
+        ["--set", f"model.num_local_experts={2**40}"]),
+    "ML401 with a string head_dim": (
+        "train.sh", GQA.format(groups=8), ["--set", "model.head_dim=x"]),
+    "ML401 with a 400-digit group count": (
+        "train.sh", GQA.format(groups="-" + "9" * 400), ["--model", "llama3-70b"]),
+    "ML401 with 1e308 layers": (
+        "train.sh", GQA.format(groups=8), ["--set", "model.num_hidden_layers=1e308"]),
+    "torchtitan degree of 1e400 (inf to int)": (
+        "job.toml", '[job]\ndump_folder = "x"\n[parallelism]\ntensor_parallel_degree = 1e400\n',
+        []),
+    "axolotl dropout of 10**400 (int to float)": (
+        "axolotl.yaml", f"base_model: x\nsequence_len: 2048\nmicro_batch_size: 1\n"
+        f"adapter: lora\nlora_r: 8\nlora_dropout: {BIG}\n", []),
+    "accelerate shard size of the wrong type": (
+        "acc.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 8\n"
+        "fsdp_config:\n  fsdp_version: 2\nparallelism_config:\n"
+        "  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: x\n", []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGRESSIONS))
+def test_regressions_found_by_fuzzing(case, workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    name, text, args = REGRESSIONS[case]
+    _assert_ok(name, text.encode(), args, workdir)
+    _assert_ok(name, text.encode(), args, workdir, fmt="text")
