@@ -433,6 +433,9 @@ def _layout(space, stats, prune, near, capacity, tp, pp, split, cp, ep, dp, micr
     params = space.stage_params(tp, pp, split, ep, etp)
     layer_counts = [n for _, _, n in params]
     leaves_per_sharding = len(recompute_opts) * len(micros)
+    # The bound of any subset of stages is a bound of the peak: the first stage (most in-flight
+    # micro-batches), the heaviest and the last (LM head) stand for all.
+    probe_stages = sorted({0, layer_counts.index(max(layer_counts)), pp - 1})
     for zero, fsdp, rep, off_opt, off_par in space.sharding_options(pp, dp):
         settings0 = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "zero": zero,
                      "fsdp": fsdp, "offload_optimizer": off_opt, "offload_params": off_par,
@@ -467,7 +470,8 @@ def _layout(space, stats, prune, near, capacity, tp, pp, split, cp, ep, dp, micr
                     settings["grad_accum"] = m
                 bound = 0.0
                 if prune:
-                    for s, (n, (wgo, wop)) in enumerate(zip(layer_counts, stage_states)):
+                    for s in probe_stages:
+                        n, (wgo, wop) = layer_counts[s], stage_states[s]
                         inflight = 1.0
                         if space.base.assumptions.get("pipeline.inflight_microbatches"):
                             inflight = act.inflight_microbatches(s, pp, space.base.parallelism.vpp,
