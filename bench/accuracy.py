@@ -34,6 +34,9 @@ OPTIMIZER = {"adamw": ["optimizer=adamw"], "adamw_foreach": ["optimizer=adamw", 
 HF_CATEGORIES = {"Parameter": ("weights",), "Gradient": ("gradients",),
                  "Optstate": ("optimizer",),
                  "Activation+Temp+Other": ("activations", "logits", "buffers", "vision")}
+# fsdp2-records.json categories (FSDPMemTracker): Sharded Param + Buffer -> weights, Sharded and
+# Unsharded Grad -> gradients, OptState -> optimizer, Activation + Temp + Inputs -> activations +
+# logits, Unsharded Param + All Gather + Reduce Scatter -> buffers ("FSDP buffers" row).
 
 
 def hf_settings(record: dict) -> list:
@@ -125,9 +128,24 @@ def main(argv=None) -> int:
                          f"T{record['seq_len']}|{record['dtype_mode']}|"
                          f"{'ac' if record['activation_checkpointing'] else 'noac'}|"
                          f"{'rsa' if record['reshard_after_forward'] else 'norsa'}")
+                cat = record["peak_by_category"]
+                cats = {
+                    "Parameter": (components.get("weights", 0),
+                                  cat["Sharded Param"] + cat["Buffer"]),
+                    "Gradient": (components.get("gradients", 0),
+                                 cat["Sharded Grad"] + cat["Unsharded Grad"]),
+                    "Optstate": (components.get("optimizer", 0), cat["OptState"]),
+                    "Activation+Temp+Other": (sum(components.get(c, 0) for c in
+                                                  ("activations", "logits", "vision")),
+                                              cat["Activation"] + cat["Temp"] + cat["Inputs"]),
+                    "FSDP buffers": (components.get("buffers", 0),
+                                     cat["Unsharded Param"] + cat["All Gather"]
+                                     + cat["Reduce Scatter"]),
+                }
                 rows.append({"id": ident, "measured": measured, "predicted": predicted,
                              "error": relative(predicted, measured), "phase": "?",
-                             "predicted_phase": stage.phase, "categories": {}})
+                             "predicted_phase": stage.phase,
+                             "categories": {k: (p, m) for k, (p, m) in cats.items()}})
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -135,7 +153,7 @@ def main(argv=None) -> int:
     print(f"records: {len(rows)}")
     print(f"{'category':<24}{'median':>9}{'p90':>9}{'max':>9}")
     print(f"{'total peak':<24}{med:>9.2%}{p90:>9.2%}{worst:>9.2%}")
-    for cat in HF_CATEGORIES:
+    for cat in list(HF_CATEGORIES) + ["FSDP buffers"]:
         errs = []
         for row in rows:
             if cat in row["categories"]:

@@ -126,8 +126,11 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
         for key, value in hf_config.flatten(preset):
             partial.set(f"model.{key}", value, prov)
         return partial
-    path = name
-    if base_dir and not os.path.isabs(path) and prov.file is not None:
+    path = os.path.expanduser(name)
+    if not os.path.isabs(path) and prov.file is not None:
+        # a path written in a config file is relative to that file
+        path = os.path.join(os.path.dirname(os.path.abspath(prov.file)), path)
+    elif base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")

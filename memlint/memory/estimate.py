@@ -346,6 +346,8 @@ class _Model:
                     formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
                     inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                     source="activation checkpointing re-runs one layer's forward in its backward"))
+        terms += extras.autocast_weight_terms(self, plan)
+        terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
             terms += extras.embedding_activation_terms(self, tokens, seq_local, inflight)
             if self.arch.vision is not None and tr.images_per_sample:
@@ -353,8 +355,8 @@ class _Model:
         return terms
 
     def activation_source(self) -> str:
-        if self.tr.framework == "hf":
-            return "transformers modeling code, op by op (memory/activations.py hf_layer_items)"
+        if self.tr.framework in ("hf", "fsdp2"):
+            return "eager PyTorch modules (transformers / torchtitan), op by op, op by op (memory/activations.py hf_layer_items)"
         return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
 
     def layer_bytes_per_token(self, plan: StagePlan, recompute: bool):
@@ -363,24 +365,44 @@ class _Model:
         seq_local = math.ceil(self.seq / topo.cp)
         total = 0.0
         items_seen = []
+        # transformers modules run eagerly (HF Trainer, accelerate FSDP2); a tensor-parallel FSDP2
+        # run (torchtitan) has TP/SP-sharded activations, which the fused model describes.
+        eager_modules = tr.framework == "hf" or (tr.framework == "fsdp2" and topo.tp == 1)
+        cache: dict = {}
         for index in plan.layers:
-            moe_layer = arch.moe is not None and index < len(arch.moe_layers) and arch.moe_layers[index]
-            sh = act.shapes(arch, moe_layer)
-            if tr.framework == "hf":
-                items = act.hf_layer_items(sh, self.dt.compute if not self.dt.autocast else 2,
-                                           tr.attention, self.dt.autocast,
-                                           self.scenario.hardware.device,
-                                           arch.attention_dropout, arch.hidden_dropout)
-            else:
-                items = act.fused_layer_items(
-                    sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
-                    arch.hidden_dropout > 0, arch.attention_dropout > 0,
-                    tr.recompute == "selective" and tr.recompute_every <= 1)
-            if self.lora:
-                items = items + extras.lora_activation_items(self, sh)
-            total += sum(i.per_token + i.per_token_pair * seq_local for i in items)
+            moe_layer = bool(arch.moe is not None and index < len(arch.moe_layers)
+                             and arch.moe_layers[index])
+            first = plan.first and index == plan.layers[0]
+            key = (moe_layer, first and eager_modules)
+            if key not in cache:
+                sh = act.shapes(arch, moe_layer)
+                if eager_modules:
+                    items = act.hf_layer_items(sh, self.hf_run(first))
+                else:
+                    items = act.fused_layer_items(
+                        sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
+                        arch.hidden_dropout > 0, arch.attention_dropout > 0,
+                        tr.recompute == "selective" and tr.recompute_every <= 1)
+                    if self.lora:
+                        items = items + extras.lora_activation_items(self, sh)
+                cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
+            items, per_token = cache[key]
+            total += per_token
             items_seen = items
         return total / max(1, len(plan.layers)), items_seen
+
+    def hf_run(self, first_layer: bool) -> "act.HFRun":
+        """The transformers run settings of one layer (memory/activations.py HFRun)."""
+        tr, arch = self.tr, self.arch
+        return act.HFRun(
+            c=self.dt.param if self.dt.autocast else self.dt.compute, autocast=self.dt.autocast,
+            attention=tr.attention, device=self.scenario.hardware.device,
+            dropout_attn=arch.attention_dropout, dropout_hidden=arch.hidden_dropout,
+            base_trainable=not self.lora,
+            lora_rank=tr.lora_rank if self.lora else 0,
+            lora_targets=tr.lora_targets if self.lora else "", lora_dropout=tr.lora_dropout,
+            fused_qkv=arch.fused_qkv, softmax_fp32=arch.model_type != "gpt2",
+            first_frozen_input=self.lora and first_layer)
 
     def logits_terms(self, plan: StagePlan, phase: str) -> list:
         if not plan.last or not self.assume["logits.enabled"]:

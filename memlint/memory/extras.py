@@ -121,13 +121,56 @@ def embedding_activation_terms(model, tokens: int, seq_local: int, inflight: flo
     if not arch.learned_positions:
         per_seq = (2 * arch.head_dim * (model.dt.compute if not model.dt.autocast else 4) + 8)
     else:
-        per_seq = 8
+        # position ids (int64) and the wpe output, shape (1, T, d), broadcast over the batch
+        per_seq = 8 + c * arch.hidden
     value = int((hidden + per_seq * seq_local + 8 * tokens) * inflight)
     terms.append(Term("activations.embedding", "activations", value,
                       f"embedding output {c} B × d {arch.hidden} × {tokens:,} tokens + rotary/position "
                       f"tables {per_seq} B × T {seq_local} + token ids 8 B × tokens",
                       {"tokens": tokens, "seq": seq_local}, "transformers embedding + rotary"))
     return terms
+
+
+def attention_mask_terms(model, plan, batch: int, seq_local: int) -> list:
+    """Eager attention adds a materialized 4-D causal mask, B × 1 × T × T in the model's dtype,
+    built once per forward (transformers masking_utils `eager_mask`); SDPA and flash take
+    `is_causal` instead."""
+    if model.tr.attention != "eager" or model.tr.framework not in ("hf", "fsdp2") or model.seed:
+        return []
+    c = model.dt.param if model.dt.autocast else model.dt.compute
+    value = c * batch * seq_local * seq_local
+    return [Term("activations.attention_mask", "activations", value,
+                 f"4-D causal mask {c} B × B {batch} × T² {seq_local}²",
+                 {"batch": batch, "seq": seq_local, "bytes": c},
+                 "transformers masking_utils eager_mask")]
+
+
+def autocast_weight_terms(model, plan) -> list:
+    """bf16 copies of the linear weights made by torch.autocast.
+
+    Each autocast-enabled linear casts its fp32 weight to bf16; casts of leaf tensors that need a
+    grad are cached until the outermost autocast context exits (aten/src/ATen/autocast_mode.cpp
+    `cached_cast`), and `mm` keeps the bf16 weight for the input gradient, so every layer's copy
+    lives from its forward to its backward (frozen LoRA bases too: not cached, but kept by `mm`).
+    Routed experts run through `grouped_mm`, which autocast does not cover (transformers
+    integrations/moe.py), so they have none; the LM head has one on the last stage.
+    """
+    if not model.dt.autocast or model.tr.framework != "hf" or model.seed:
+        return []
+    counts, arch = model.counts, model.arch
+    linear = 0
+    for index in plan.layers:
+        layer = counts.layers[index]
+        router = 0 if (arch.moe is not None and arch.moe.router_bias) else layer.router
+        linear += layer.attention + layer.mlp + layer.shared_experts + router
+    head = 0
+    if plan.last:
+        head = counts.lm_head or counts.embedding
+    n = math.ceil((linear + head) / model.topo.tp)
+    return [Term("activations.autocast_weight_copies", "activations", 2 * n,
+                 f"bf16 copies of linear weights: ({linear:,} in layers + {head:,} LM head) × 2 B",
+                 {"layer_linear_params": linear, "head_params": head},
+                 "torch.autocast cached_cast (autocast_mode.cpp); mm keeps its weight")]
 
 
 def lora_activation_items(model, sh) -> list:

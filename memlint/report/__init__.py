@@ -1,1 +1,55 @@
-"""memlint.report."""
+"""Reporters: pure functions from a finished `Report` (diagnostics + estimates) to text.
+
+Formats: text (rich on a terminal, plain otherwise), json (the DESIGN.md contract), sarif (2.1.0),
+github (workflow commands), junit (XML). Each module exposes `render(report) -> str`; the text
+reporter also `write(report, stream)` for colour. Reporters never decide the exit code.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+
+
+@dataclass
+class Report:
+    diagnostics: list = field(default_factory=list)
+    estimates: list = field(default_factory=list)      # memlint.memory.terms.Estimate
+    units: str = "GiB"
+    quiet: bool = False
+    explain: bool = False
+    stage: Optional[int] = None
+    root: Optional[str] = None                         # paths are shown relative to it
+    registry: object = None                            # memlint.rules.Registry (SARIF rules)
+    color: bool = False
+    width: int = 100
+    show_estimates: bool = True
+
+    def path(self, path: Optional[str]) -> Optional[str]:
+        return display_path(path, self.root)
+
+
+def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[str]:
+    """Relative to root (default: the working directory) when inside it, with forward slashes."""
+    if path is None:
+        return None
+    if path.startswith("<") or path.startswith("preset:"):
+        return path
+    base = os.path.abspath(root or os.getcwd())
+    absolute = os.path.abspath(path)
+    if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
+        return os.path.relpath(absolute, base).replace(os.sep, "/")
+    return path.replace(os.sep, "/")
+
+
+def get(name: str):
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r} (use {', '.join(FORMATS)})")
+    return importlib.import_module(f"memlint.report.{name}_format")
+
+
+def render(name: str, report: Report) -> str:
+    return get(name).render(report)

@@ -1,0 +1,618 @@
+"""DeepSpeed JSON config adapter (`ds_config.json`).
+
+Reads the file the way DeepSpeed does (HJSON: `#`, `//` and `/* */` comments, trailing commas;
+duplicate keys are an error, as `dict_raise_error_on_duplicate_keys` makes them), validates it
+against `deepspeed.schema.json` (memlint's own schema: DeepSpeed publishes none, see its issue
+#2355), then maps it into scenario keys through the table `_SCENARIO_TABLE` plus a few derived
+keys (precision, offload, optimizer). DeepSpeed-only facts go to `partial.extra` under
+`deepspeed.<key>`; `flags.fp16` / `flags.bf16` record enabled precision blocks for the engine-wide
+`mixed-precision-conflict` rule.
+
+Behaviour mirrored from DeepSpeed v0.19.6 (deepspeed/runtime/config.py and the pydantic models in
+zero/config.py, zero/offload_config.py, precision_config.py):
+- Pydantic blocks use `extra="forbid"`: an unknown key there fails at launch (error here).
+  Unknown top-level keys are ignored by DeepSpeed (warning here).
+- `DeepSpeedConfigModel.__init__` drops "auto" values inside pydantic blocks, so outside the HF
+  Trainer the field's default applies; top-level "auto" values stay strings and break the batch
+  arithmetic. Both are recorded in `deepspeed.auto_keys` for the `auto-outside-hf-trainer` rule.
+- `bf16` is read from "bf16", else from the legacy "bfloat16".
+
+Content is never executed; bad input becomes diagnostics, never an exception.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any, Callable, Optional
+
+from memlint import keys as K
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY,
+                                 UNRESOLVED, Severity, make)
+from memlint.ir import Partial, Provenance
+from memlint.loaders import Document, load_json, read_text, suppressions
+
+FORMAT = "deepspeed"
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
+
+# ---------------------------------------------------------------------------------------------
+# Detection
+
+_NAME_HINTS = ("ds_config", "deepspeed", "ds_z", "zero1", "zero2", "zero3", "zero_stage")
+_SENTINELS = ('"zero_optimization"', '"train_micro_batch_size_per_gpu"', '"train_batch_size"',
+              '"gradient_accumulation_steps"', '"steps_per_print"', '"zero_allow_untested_optimizer"',
+              '"wall_clock_breakdown"')
+
+
+def detect(path: str, text: str) -> bool:
+    """A .json/.hjson file with a DeepSpeed sentinel key (a weak one only without HF `model_type`)."""
+    name = os.path.basename(path).lower()
+    if not name.endswith((".json", ".hjson")):
+        return False
+    head = text[:65536]
+    if any(sentinel in head for sentinel in _SENTINELS[:3]):
+        return True
+    if '"model_type"' in head or '"architectures"' in head:
+        return False
+    if any(sentinel in head for sentinel in _SENTINELS[3:]):
+        return True
+    return any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema validation
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict:
+    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@functools.lru_cache(maxsize=1)
+def validator():
+    """The compiled Draft 2020-12 validator (built once per process)."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(schema())
+
+
+# Keys DeepSpeed renamed: the old spelling is ignored (or rejected) now.
+_RENAMED = {
+    ("aio", "thread_count"): "intra_op_parallelism",
+}
+
+
+def _dotted(path) -> str:
+    return ".".join(str(p) for p in path) or "<root>"
+
+
+def _resolve(subschema: dict) -> dict:
+    ref = subschema.get("$ref") if isinstance(subschema, dict) else None
+    if ref and ref.startswith("#/$defs/"):
+        return schema()["$defs"][ref[len("#/$defs/"):]]
+    return subschema
+
+
+def _title(subschema: dict) -> Optional[str]:
+    if not isinstance(subschema, dict):
+        return None
+    if subschema.get("title"):
+        return subschema["title"]
+    resolved = _resolve(subschema)
+    if resolved is not subschema and resolved.get("title"):
+        return resolved["title"]
+    if "type" in subschema:
+        kinds = subschema["type"] if isinstance(subschema["type"], list) else [subschema["type"]]
+        words = {"integer": "a whole number", "number": "a number", "string": "a string",
+                 "boolean": "true or false", "object": "an object", "array": "a list", "null": "null"}
+        return " or ".join(words.get(k, k) for k in kinds)
+    if "enum" in subschema:
+        return "one of " + ", ".join(json.dumps(v) for v in subschema["enum"])
+    return None
+
+
+def _leaf_errors(error) -> list:
+    """Descend into anyOf/oneOf when the value's type matched one branch (an object with a bad
+    key, say): report that branch's own errors rather than 'not valid under any schema'."""
+    if (error.validator not in ("anyOf", "oneOf") or not error.context
+            or not isinstance(error.instance, (dict, list))):
+        return [error]
+    branches: dict = {}
+    for sub in error.context:
+        branches.setdefault(sub.schema_path[0], []).append(sub)
+    for _, subs in sorted(branches.items()):
+        type_mismatch = any(s.validator in ("type", "const", "enum") and not s.relative_path
+                            for s in subs)
+        if not type_mismatch:
+            out = []
+            for sub in subs:
+                out.extend(_leaf_errors(sub))
+            return out
+    return [error]
+
+
+def _schema_diagnostics(doc: Document) -> list:
+    diagnostics = []
+    seen = set()
+    for top in sorted(validator().iter_errors(doc.data), key=lambda e: list(map(str, e.path))):
+        for error in _leaf_errors(top):
+            path = tuple(error.absolute_path)
+            if error.validator == "additionalProperties":
+                diagnostics.extend(_unknown_keys(doc, path, error.instance, error.schema))
+                continue
+            key = (path, error.validator)
+            if key in seen:
+                continue
+            seen.add(key)
+            diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, _message(error, path),
+                                    doc.prov(path), path=_dotted(path)))
+    return diagnostics
+
+
+def _message(error, path: tuple) -> str:
+    name = _dotted(path)
+    value = error.instance
+    shown = json.dumps(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    kind = error.validator
+    if kind in ("anyOf", "oneOf", "type", "$ref", "const", "enum", "pattern"):
+        expected = _title(error.schema) or _title(error.parent.schema if error.parent else {})
+        if kind == "enum" and not expected:
+            expected = "one of " + ", ".join(json.dumps(v) for v in error.validator_value)
+        if kind == "type" and error.parent is not None and error.parent.validator in ("anyOf", "oneOf"):
+            expected = _title(error.parent.schema) or expected
+        hint = ""
+        if isinstance(value, str) and expected and "whole number" in expected:
+            try:
+                float(value)
+                hint = (" (DeepSpeed's pydantic model reads a whole number from a JSON number or a "
+                        "string of digits, not from a string like this: drop the quotes)")
+            except ValueError:
+                pass
+        return f"{name}: expected {expected or 'a valid value'}, got {shown}{hint}"
+    if kind == "minimum":
+        return f"{name}: must be >= {error.validator_value}, got {shown}"
+    if kind == "maximum":
+        return f"{name}: must be <= {error.validator_value}, got {shown}"
+    return f"{name}: {error.message}"
+
+
+def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) -> list:
+    allowed = list((subschema.get("properties") or {}).keys())
+    mode = subschema.get("x-unknown-keys", "error")
+    block = _dotted(path) if path else "top level"
+    out = []
+    for key in instance:
+        if key in allowed:
+            continue
+        where = doc.prov(path + (key,), _dotted(path + (key,)))
+        if not path and str(key).startswith("_"):
+            out.append(make(UNKNOWN_KEY, Severity.INFO,
+                            f"top-level key {key!r} is not a DeepSpeed option; read as a comment "
+                            "(DeepSpeed ignores it)", where, key=key))
+            continue
+        hint = _RENAMED.get((path[-1] if path else None, key)) or K.suggest(str(key), allowed)
+        tail = f"; did you mean {hint!r}?" if hint else ""
+        note = subschema.get("x-unknown-note")
+        if mode == "error":
+            reason = note or ("DeepSpeed validates this block with a pydantic model that "
+                              "forbids extra keys; it fails at launch")
+            message = f"unknown key {key!r} in {block}: {reason}{tail}"
+            severity = Severity.ERROR
+        elif not path:
+            message = f"unknown top-level key {key!r}: DeepSpeed ignores it{tail}"
+            severity = Severity.WARNING
+        else:
+            message = f"unknown key {key!r} in {block}: {note or 'DeepSpeed ignores it'}{tail}"
+            severity = Severity.WARNING
+        out.append(make(UNKNOWN_KEY, severity, message, where, key=key, suggestion=hint))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Value helpers (schema errors are already reported; converters never raise past `_Skip`)
+
+
+class _Skip(Exception):
+    """The value is "auto", absent or invalid: set nothing."""
+
+
+def _get(data: Any, path: tuple) -> Any:
+    node = data
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            raise _Skip
+        node = node[part]
+    return node
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "auto"
+
+
+def _int(value: Any) -> int:
+    if _is_auto(value) or value is None:
+        raise _Skip
+    try:
+        return K.to_int(value)
+    except ValueError:
+        raise _Skip from None
+
+
+def _flag(value: Any) -> bool:
+    if _is_auto(value) or value is None:
+        raise _Skip
+    if isinstance(value, str) and value.strip().lower() in ("t", "y"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("f", "n"):
+        return False
+    try:
+        return K.to_bool(value)
+    except ValueError:
+        raise _Skip from None
+
+
+def _positive(value: Any) -> int:
+    number = _int(value)
+    if number <= 0:
+        raise _Skip
+    return number
+
+
+def _stage(value: Any) -> int:
+    if isinstance(value, bool):  # legacy "zero_optimization": true|false
+        return 1 if value else 0
+    number = _int(value)
+    if number not in (0, 1, 2, 3):
+        raise _Skip
+    return number
+
+
+def _autotp(value: Any) -> int:
+    number = _int(value)
+    if number < 1:  # 0 disables AutoTP
+        raise _Skip
+    return number
+
+
+def _device(value: Any) -> str:
+    if _is_auto(value) or value is None:
+        raise _Skip
+    text = str(value).strip().lower()
+    if text not in ("none", "cpu", "nvme"):
+        raise _Skip
+    return text
+
+
+def _extra_value(value: Any) -> Any:
+    """Numbers DeepSpeed reads as ints (1e9) become ints; "auto" and the rest stay as written."""
+    if isinstance(value, bool) or _is_auto(value):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        return int(value)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The declarative mapping: (source path, scenario key, converter)
+
+_SCENARIO_TABLE: list = [
+    (("train_micro_batch_size_per_gpu",), "micro_batch", _positive),
+    (("gradient_accumulation_steps",), "grad_accum", _positive),
+    (("train_batch_size",), "global_batch", _positive),
+    (("zero_optimization", "stage"), "zero", _stage),
+    (("zero_optimization",), "zero", _stage),          # legacy boolean form
+    (("tensor_parallel", "autotp_size"), "tp", _autotp),
+]
+
+# ZeRO fields DeepSpeed accepts under two names (pydantic alias + populate_by_name); the extra key
+# uses the documented stage3_ spelling.
+STAGE3_ALIASED = ("prefetch_bucket_size", "param_persistence_threshold",
+                  "model_persistence_threshold", "max_live_parameters", "max_reuse_distance",
+                  "gather_16bit_weights_on_model_save", "module_granularity_threshold",
+                  "use_all_reduce_for_fetch_params", "allgather_sequential")
+
+# ZeRO keys read only by the stage-3 optimizer (DeepSpeedZeroOptimizer_Stage3 /
+# DeepSpeedZeRoOffload); stages 1-2 never receive them (engine.py, _configure_zero_optimizer).
+STAGE3_ONLY = tuple("stage3_" + name for name in STAGE3_ALIASED) + (
+    "stage3_gather_fp16_weights_on_model_save", "sub_group_size", "zero_hpz_partition_size",
+    "zero_quantized_weights", "zero_quantized_nontrainable_weights", "mics_shard_size",
+    "mics_hierarchical_params_gather", "memory_efficient_linear", "override_module_apply",
+    "leaf_module", "zeropp_loco_param", "cpu_offload_param")
+
+DEPRECATED = {
+    ("zero_optimization", "cpu_offload"): "zero_optimization.offload_optimizer (device: cpu)",
+    ("zero_optimization", "cpu_offload_param"): "zero_optimization.offload_param (device: cpu)",
+    ("zero_optimization", "cpu_offload_use_pin_memory"): "offload_*.pin_memory",
+    ("zero_optimization", "stage3_gather_fp16_weights_on_model_save"):
+        "stage3_gather_16bit_weights_on_model_save",
+    ("bfloat16",): "bf16",
+}
+
+# DeepSpeed optimizer type (lower case) -> memlint optimizer. DeepSpeed's "Adam" is AdamW unless
+# params.adam_w_mode is false (ADAM_W_MODE_DEFAULT = True, runtime/config.py / engine.py).
+_OPTIMIZERS = {
+    "adam": "adamw", "adamw": "adamw", "fusedadam": "adamw", "cpuadam": "adamw",
+    "deepspeedcpuadam": "adamw", "muadam": "adamw", "muadamw": "adamw",
+    "onebitadam": "adam", "zerooneadam": "adam",
+    "muon": "muon", "sgd": "sgd", "musgd": "sgd", "adafactor": "adafactor",
+}
+
+
+def load(path: str, text: str) -> Partial:
+    partial = Partial(source=path, fmt=FORMAT)
+    doc = load_json(path, text, allow_comments=True)
+    partial.diagnostics.extend(doc.diagnostics)
+    partial.suppressions = suppressions(text)
+    if doc.data is None:
+        return partial
+    if not isinstance(doc.data, dict):
+        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                        "a DeepSpeed config must be a JSON object",
+                                        Provenance(path, 1, 1, None)))
+        return partial
+    partial.diagnostics.extend(_schema_diagnostics(doc))
+    _map(doc, partial)
+    sibling = find_sibling_model(path)
+    if sibling:
+        partial.references.append(sibling)
+    return partial
+
+
+def load_path(path: str) -> Partial:
+    text, diagnostics = read_text(path)
+    if text is None:
+        partial = Partial(source=path, fmt=FORMAT)
+        partial.diagnostics.extend(diagnostics)
+        return partial
+    return load(path, text)
+
+
+def _map(doc: Document, partial: Partial) -> None:
+    data = doc.data
+    prov = doc.prov
+    partial.set("framework", "deepspeed", Provenance(doc.path, None, None, "<deepspeed config>"))
+    # Marks a DeepSpeed config that parsed; rules that report what the file lacks point here.
+    partial.set_extra("deepspeed.config", doc.path, Provenance(doc.path, 1, 1, "<deepspeed config>"))
+
+    for source, key, convert in _SCENARIO_TABLE:
+        try:
+            value = convert(_get(data, source))
+        except _Skip:
+            continue
+        partial.set(key, value, prov(source, _dotted(source)))
+
+    # The raw batch triple, "auto" included, for the batch rules.
+    for name in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                 "gradient_accumulation_steps"):
+        if name in data:
+            partial.set_extra(f"deepspeed.{name}", _extra_value(data[name]), prov((name,), name))
+    if "sequence_parallel_size" in data:
+        partial.set_extra("deepspeed.sequence_parallel_size", data["sequence_parallel_size"],
+                          prov(("sequence_parallel_size",)))
+
+    _map_zero(doc, partial)
+    _map_precision(doc, partial)
+    _map_optimizer(doc, partial)
+    _map_activation_checkpointing(doc, partial)
+
+    autos = _auto_paths(data)
+    if autos:
+        partial.set_extra("deepspeed.auto_keys", tuple(_dotted(p) for p in autos),
+                          prov(autos[0], _dotted(autos[0])))
+    for source, replacement in DEPRECATED.items():
+        try:
+            _get(data, source)
+        except _Skip:
+            continue
+        if source == ("bfloat16",) and "bf16" in data:
+            continue
+        partial.set_extra(f"deepspeed.deprecated.{_dotted(source)}", replacement,
+                          prov(source, _dotted(source)))
+
+
+def _map_zero(doc: Document, partial: Partial) -> None:
+    zero = doc.data.get("zero_optimization")
+    if not isinstance(zero, dict):
+        return
+    base = ("zero_optimization",)
+    for key, value in zero.items():
+        if key in ("offload_optimizer", "offload_param"):
+            continue
+        name = "stage3_" + key if key in STAGE3_ALIASED else key
+        partial.set_extra(f"deepspeed.{name}", _extra_value(value),
+                          doc.prov(base + (key,), _dotted(base + (key,))))
+
+    # Offload: the blocks, then the deprecated booleans (DeepSpeed maps them the same way and
+    # refuses both spellings together).
+    for block, scenario_key, legacy in (("offload_optimizer", "offload_optimizer", "cpu_offload"),
+                                        ("offload_param", "offload_params", "cpu_offload_param")):
+        node = zero.get(block)
+        if isinstance(node, dict):
+            for key, value in node.items():
+                partial.set_extra(f"deepspeed.{block}.{key}", _extra_value(value),
+                                  doc.prov(base + (block, key), _dotted(base + (block, key))))
+            device_path = base + (block, "device")
+            try:
+                device = _device(node.get("device", "none"))
+            except _Skip:
+                device = None
+            if device is not None:
+                where = doc.prov(device_path if "device" in node else base + (block,),
+                                 _dotted(device_path))
+                partial.set(scenario_key, device, where)
+        if legacy in zero:
+            try:
+                on = _flag(zero[legacy])
+            except _Skip:
+                continue
+            where = doc.prov(base + (legacy,), _dotted(base + (legacy,)))
+            if isinstance(node, dict):
+                partial.diagnostics.append(make(
+                    INVALID_VALUE, Severity.ERROR,
+                    f"zero_optimization.{legacy} (deprecated) and zero_optimization.{block} are "
+                    "both given: DeepSpeed refuses a deprecated key together with its "
+                    "replacement", where, key=legacy))
+            elif on:
+                partial.set(scenario_key, "cpu", where)
+
+
+def _enabled(doc: Document, block: str) -> tuple:
+    """(state, provenance) of `<block>.enabled`: state is True, False, "auto" or None (absent)."""
+    node = doc.data.get(block)
+    if not isinstance(node, dict):
+        return None, None
+    where = doc.prov((block, "enabled"), f"{block}.enabled")
+    if "enabled" not in node:
+        return False, where
+    value = node["enabled"]
+    if _is_auto(value):
+        return "auto", where
+    try:
+        return _flag(value), where
+    except _Skip:
+        return None, where
+
+
+def _map_precision(doc: Document, partial: Partial) -> None:
+    data = doc.data
+    bf16_block = "bf16" if "bf16" in data else ("bfloat16" if "bfloat16" in data else "bf16")
+    fp16, fp16_where = _enabled(doc, "fp16")
+    bf16, bf16_where = _enabled(doc, bf16_block)
+    if fp16 is True:
+        partial.set_extra("flags.fp16", True, fp16_where)
+    if bf16 is True:
+        partial.set_extra("flags.bf16", True, bf16_where)
+    if fp16 is True and bf16 is True:
+        return  # mixed-precision-conflict reports it; no precision is in force
+    if bf16 is True:
+        partial.set("precision", "bf16", bf16_where)
+        node = data[bf16_block]
+        try:
+            if _flag(node.get("bf16_master_weights_and_grads", False)):
+                where = doc.prov((bf16_block, "bf16_master_weights_and_grads"))
+                partial.set("master_weights", False, where)
+                partial.set("grad_dtype", "bf16", where)
+            if _flag(node.get("bf16_optimizer_states", False)):
+                partial.set("optimizer_state_dtype", "bf16",
+                            doc.prov((bf16_block, "bf16_optimizer_states")))
+        except _Skip:
+            pass
+        return
+    if fp16 is True:
+        partial.set("precision", "fp16", fp16_where)
+        try:
+            if _flag(data["fp16"].get("fp16_master_weights_and_grads", False)):
+                partial.set("master_weights", False,
+                            doc.prov(("fp16", "fp16_master_weights_and_grads")))
+        except _Skip:
+            pass
+        return
+    if "auto" in (fp16, bf16):
+        partial.set_extra("deepspeed.precision_auto", True,
+                          fp16_where if fp16 == "auto" else bf16_where)
+        return
+    autocast = data.get("torch_autocast")
+    if isinstance(autocast, dict) and autocast.get("enabled") is True:
+        dtype = str(autocast.get("dtype", "")).lower()
+        if dtype in ("torch.bfloat16", "bf16", "bfloat16"):
+            partial.set("precision", "amp-bf16", doc.prov(("torch_autocast", "dtype")))
+        return
+    amp = data.get("amp")
+    if isinstance(amp, dict) and amp.get("enabled") is True:
+        partial.set_extra("deepspeed.amp", True, doc.prov(("amp", "enabled")))
+        return
+    if fp16 is None and bf16 is None and _auto_paths(data):
+        return  # an HF-Trainer-style file without precision blocks: the trainer decides
+    where = fp16_where or bf16_where or Provenance(doc.path, None, None, "fp16/bf16 (absent)")
+    partial.set("precision", "fp32", where)
+
+
+def _map_optimizer(doc: Document, partial: Partial) -> None:
+    node = doc.data.get("optimizer")
+    if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+        return
+    kind = node["type"]
+    where = doc.prov(("optimizer", "type"), "optimizer.type")
+    partial.set_extra("deepspeed.optimizer_type", kind, where)
+    mapped = _OPTIMIZERS.get(kind.strip().lower().replace("_", ""))
+    params = node.get("params") if isinstance(node.get("params"), dict) else {}
+    if kind.strip().lower() == "adam" and params.get("adam_w_mode") is False:
+        mapped = "adam"
+    if mapped is None:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"optimizer {kind!r} has no memlint equivalent; the default optimizer (adamw: two "
+            "fp32 moments per parameter) is assumed — set `optimizer=` to override", where,
+            key="optimizer.type"))
+        return
+    partial.set("optimizer", mapped, where)
+
+
+def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:
+    data = doc.data
+    node = data.get("activation_checkpointing")
+    if isinstance(node, dict):
+        # Settings of deepspeed.checkpointing: they take effect only if the model code calls it,
+        # so `recompute` stays unset.
+        partial.set_extra("deepspeed.activation_checkpointing", True,
+                          doc.prov(("activation_checkpointing",)))
+        for key in ("partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
+                    "number_checkpoints", "synchronize_checkpoint_boundary"):
+            if key in node:
+                partial.set_extra(f"deepspeed.{key}", node[key],
+                                  doc.prov(("activation_checkpointing", key)))
+    pipeline = data.get("pipeline")
+    if isinstance(pipeline, dict):
+        interval = pipeline.get("activation_checkpoint_interval")
+        if isinstance(interval, int) and not isinstance(interval, bool):
+            where = doc.prov(("pipeline", "activation_checkpoint_interval"))
+            partial.set_extra("deepspeed.pipeline.activation_checkpoint_interval", interval, where)
+            if interval > 0:
+                # The pipeline engine checkpoints every `interval` layers of a PipelineModule
+                # (runtime/pipe/engine.py): full recomputation, driven by the config itself.
+                partial.set("recompute", "full", where)
+
+
+# Blocks DeepSpeed validates with DeepSpeedConfigModel (non-strict), which drops "auto" values so
+# that the field's default applies. Elsewhere "auto" reaches DeepSpeed as a string.
+AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel",
+                       "compile", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
+                       "hybrid_engine")
+
+
+def _auto_paths(data: Any, path: tuple = ()) -> list:
+    found = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found.extend(_auto_paths(value, path + (key,)))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found.extend(_auto_paths(value, path + (index,)))
+    elif _is_auto(data):
+        found.append(path)
+    return found
+
+
+def find_sibling_model(path: str) -> Optional[str]:
+    """The HF `config.json` next to a DeepSpeed config, if there is one.
+
+    A DeepSpeed config carries no model. When it sits in a model or run directory, the
+    `config.json` beside it (with `model_type`, `architectures` or `num_hidden_layers`) is the
+    model it trains; the caller decides whether to load it (memlint never guesses silently: the
+    path is recorded in `Partial.references`).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    candidate = os.path.join(directory, "config.json")
+    if os.path.abspath(path) == candidate or not os.path.isfile(candidate):
+        return None
+    try:
+        with open(candidate, "rb") as handle:
+            head = handle.read(65536).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if any(f'"{key}"' in head for key in ("model_type", "architectures", "num_hidden_layers")):
+        return candidate
+    return None

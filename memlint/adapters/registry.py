@@ -1,0 +1,202 @@
+"""Which adapter reads which file: the built-in list, `memlint.adapters` entry points, detection.
+
+Built-in adapters are imported lazily from an explicit list; one that is not in this checkout is
+skipped silently. The list is in detection order: specific formats first, the broad HF config
+detector last. A third-party adapter (entry-point group `memlint.adapters`, a module exposing
+FORMAT, detect and load) is tried after the specific built-ins and before the HF fallback.
+
+`load_file` reads one file with the size limit and returns its Partial; `load_with_references`
+also follows `Partial.references` (accelerate's deepspeed_config_file, a memlint.toml's `files`),
+relative to the referring file and never outside the repository root (the nearest directory with
+.git or pyproject.toml) unless allowed. Referenced files come first, so the referring file's own
+settings override theirs.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Optional
+
+from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, Severity, make
+from memlint.ir import Partial, Provenance, Setting
+from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
+
+BUILTIN_ADAPTERS = (
+    "memlint.adapters.native",
+    "memlint.adapters.deepspeed",
+    "memlint.adapters.accelerate",
+    "memlint.adapters.axolotl",
+    "memlint.adapters.torchtitan",
+    "memlint.adapters.megatron",
+)
+FALLBACK_ADAPTERS = ("memlint.adapters.hf_config",)
+ENTRY_POINT_GROUP = "memlint.adapters"
+MAX_REFERENCE_DEPTH = 8
+
+_CACHE: dict = {}
+
+
+def _import(name: str, builtin: bool, problems: list):
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if builtin and exc.name == name:
+            return None
+        problems.append(f"adapter {name} failed to import: {exc}")
+        return None
+    except Exception as exc:  # noqa: BLE001 - one broken adapter must not sink the run
+        problems.append(f"adapter {name} failed to import: {type(exc).__name__}: {exc}")
+        return None
+    for attribute in ("FORMAT", "detect", "load"):
+        if not hasattr(module, attribute):
+            problems.append(f"adapter {name} has no {attribute}; skipped")
+            return None
+    return module
+
+
+def adapters(plugins: bool = True) -> tuple[list, list]:
+    """(adapter modules in detection order, load problems as strings)."""
+    if plugins in _CACHE:
+        return _CACHE[plugins]
+    problems: list = []
+    found = [m for m in (_import(n, True, problems) for n in BUILTIN_ADAPTERS) if m]
+    if plugins:
+        try:
+            from importlib.metadata import entry_points
+
+            entries = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        except Exception as exc:  # noqa: BLE001
+            entries = []
+            problems.append(f"cannot list {ENTRY_POINT_GROUP} entry points: {exc}")
+        for entry in entries:
+            try:
+                module = entry.load()
+            except Exception as exc:  # noqa: BLE001 - each plugin in its own try/except
+                problems.append(f"adapter plugin {entry.name!r} failed to load: "
+                                f"{type(exc).__name__}: {exc}")
+                continue
+            if all(hasattr(module, a) for a in ("FORMAT", "detect", "load")):
+                found.append(module)
+            else:
+                problems.append(f"adapter plugin {entry.name!r} lacks FORMAT/detect/load")
+    found += [m for m in (_import(n, True, problems) for n in FALLBACK_ADAPTERS) if m]
+    _CACHE[plugins] = (found, problems)
+    return found, problems
+
+
+def formats() -> list:
+    return [module.FORMAT for module in adapters()[0]]
+
+
+def detect_format(path: str, text: str):
+    """The first adapter whose detect() accepts the file, or None."""
+    for module in adapters()[0]:
+        try:
+            if module.detect(path, text):
+                return module
+        except Exception:  # noqa: BLE001 - a detector that crashes simply does not claim it
+            continue
+    return None
+
+
+def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
+    """Read, detect and load one file. Never raises on bad input."""
+    text, problems = read_text(path, max_bytes)
+    if text is None:
+        partial = Partial(source=path, fmt="unknown")
+        partial.diagnostics.extend(problems)
+        return partial
+    module = detect_format(path, text)
+    if module is None:
+        partial = Partial(source=path, fmt="unknown")
+        partial.diagnostics.append(make(
+            PARSE_ERROR, Severity.ERROR,
+            f"cannot tell which config format this is (memlint reads: "
+            f"{', '.join(formats())}); name it after its format or list it under `files` in a "
+            "memlint.toml", Provenance(path, None, None, None)))
+        return partial
+    try:
+        result = module.load(path, text)
+    except Exception as exc:  # noqa: BLE001 - an adapter bug is an internal error, not a crash
+        from memlint.rules import make_internal
+        import traceback
+
+        partial = Partial(source=path, fmt=getattr(module, "FORMAT", "unknown"))
+        failure = make_internal(f"the {module.FORMAT} adapter failed on this file: "
+                                f"{type(exc).__name__}: {exc}", Provenance(path, None, None, None))
+        failure.data["traceback"] = traceback.format_exc()
+        partial.diagnostics.append(failure)
+        return partial
+    if isinstance(result, tuple):  # (Partial, diagnostics), as STYLE.md words it
+        partial, extra = result
+        partial.diagnostics.extend(extra)
+    else:
+        partial = result
+    if not partial.suppressions:
+        partial.suppressions = suppressions(text)
+    return partial
+
+
+def _reference(item, partial: Partial) -> tuple[Optional[str], Provenance]:
+    default = Provenance(partial.source, None, None, None)
+    if isinstance(item, Setting):
+        return str(item.value), item.prov
+    if isinstance(item, tuple) and item:
+        return str(item[0]), (item[1] if len(item) > 1 and isinstance(item[1], Provenance)
+                               else default)
+    if isinstance(item, dict) and "path" in item:
+        return str(item["path"]), item.get("prov") or default
+    if isinstance(item, str):
+        return item, default
+    return None, default
+
+
+def inside(path: str, root: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
+                         allow_outside_root: bool = False, root: Optional[str] = None,
+                         _seen: Optional[set] = None, _depth: int = 0) -> list:
+    """The file's Partial preceded by those of the files it refers to (recursively)."""
+    from memlint.config import repo_root
+
+    seen = _seen if _seen is not None else set()
+    seen.add(os.path.realpath(path))
+    root = root or repo_root(path)
+    partial = load_file(path, max_bytes)
+    out: list = []
+    for item in partial.references:
+        target, prov = _reference(item, partial)
+        if not target:
+            continue
+        resolved = os.path.normpath(target if os.path.isabs(target)
+                                    else os.path.join(os.path.dirname(path), target))
+        if not allow_outside_root and not inside(resolved, root):
+            partial.diagnostics.append(make(
+                INVALID_VALUE, Severity.ERROR,
+                f"refers to {target!r}, outside the repository root {root}; not followed "
+                "(pass --allow-outside-root to follow it)", prov, key=prov.key))
+            continue
+        if not os.path.isfile(resolved):
+            partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                            f"referenced file {target!r} does not exist",
+                                            prov, key=prov.key))
+            continue
+        if os.path.realpath(resolved) in seen:
+            continue
+        if _depth >= MAX_REFERENCE_DEPTH:
+            partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                            f"references nested deeper than "
+                                            f"{MAX_REFERENCE_DEPTH}; {target!r} not followed",
+                                            prov))
+            continue
+        out.extend(load_with_references(resolved, max_bytes, allow_outside_root, root, seen,
+                                        _depth + 1))
+    out.append(partial)
+    return out
+
+
+def referenced_paths(partials: list) -> set:
+    return {os.path.realpath(p.source) for p in partials}

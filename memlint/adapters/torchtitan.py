@@ -1,0 +1,958 @@
+"""torchtitan adapter: job-config TOML, Python config registries (read with `ast`), launch scripts.
+
+Three inputs, one mapping:
+- TOML job configs (`train_configs/*.toml`, the format until the Feb-2026 switch to Python): tables
+  `[model]`, `[training]`, `[parallelism]`, `[activation_checkpoint]`, ... (before 2025 some
+  parallel degrees lived under `[training]` and `[experimental]`; both schemas are read).
+- Python config registries (`torchtitan/models/<name>/config_registry.py`, `train_configs/*.py`):
+  functions returning `Trainer.Config(...)` or module-level `JobConfig(...)`. They are parsed with
+  `ast` and never imported: only literal keyword values of constructor calls are read (plus
+  `model_registry("8B")` for the flavor and `config = other(); config.x = ...` chains inside the
+  same file). Anything else is an `unresolved-value` info naming the expression.
+- Launch scripts: `NGPU=8 CONFIG_FILE=... ./run_train.sh --parallelism.tensor_parallel_degree 8`,
+  or `torchrun --nproc_per_node N --nnodes M -m torchtitan.train ...`. The overrides are applied
+  on top of the referenced config when that file is found next to the script.
+
+Every value read is also stored raw as `partial.extra["torchtitan.<section>.<key>"]`.
+Defaults are torchtitan's (`torchtitan/config/job_config.py`): local_batch_size 8, seq_len 2048,
+mixed_precision_param bfloat16, data_parallel_shard_degree -1, fsdp_reshard_after_forward
+"default" (reshard unless pipeline parallel is on), activation_checkpoint.mode "selective" with
+selective_ac_option "2", optimizer AdamW with the fused implementation.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+from typing import Any, Callable, Optional
+
+from memlint.catalog import torchtitan as catalog
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
+                                 make)
+from memlint.ir import Partial, Provenance
+from memlint.loaders import load_toml, suppressions
+
+FORMAT = "torchtitan"
+
+_TABLES = ("job", "model", "training", "parallelism", "activation_checkpoint", "optimizer",
+           "fault_tolerance", "memory_estimation", "liger_kernel", "dataloader",
+           "lr_scheduler", "checkpoint", "float8", "compile", "metrics", "profiling",
+           "experimental", "quantize", "validation", "comm", "mx")
+_LOOPED_SCHEDULES = {"interleaved1f1b", "interleavedzerobubble", "zbvzerobubble", "loopedbfs",
+                     "dualpipev"}
+
+
+# ---------------------------------------------------------------------------------------------
+# detection
+
+def detect(path: str, text: str) -> bool:
+    name = os.path.basename(path).lower()
+    head = text[:20000]
+    if name.endswith(".toml"):
+        if "[tool." in head or "[project]" in head or "[build-system]" in head:
+            return False
+        headers = set(re.findall(r"^\s*\[([A-Za-z_.]+)\]", head, re.M))
+        return bool(headers & {"job", "parallelism", "activation_checkpoint"}) or (
+            "model" in headers and "training" in headers)
+    if name.endswith(".py"):
+        return "torchtitan" in head and ("Trainer.Config(" in head or "JobConfig(" in head)
+    if name.endswith(".sh") or "." not in name:
+        return ("run_train.sh" in head or "torchtitan.train" in head
+                or "torchtitan/train.py" in head)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# facts: (section, key) -> (value, Provenance); every reader fills one of these
+
+class Facts(dict):
+    def put(self, section: str, key: str, value: Any, prov: Provenance) -> None:
+        self[(section, key)] = (value, prov)
+
+    def get_value(self, section: str, key: str, default: Any = None) -> Any:
+        item = self.get((section, key))
+        return default if item is None else item[0]
+
+    def find(self, key: str, *sections: str):
+        for section in sections:
+            if (section, key) in self:
+                return self[(section, key)]
+        return None
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    if isinstance(value, str):
+        value = value.strip().replace("_", "")
+    number = int(value) if not isinstance(value, float) else value
+    if isinstance(number, float):
+        if number != int(number):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        number = int(number)
+    return number
+
+
+def _positive(value: Any) -> int:
+    number = _to_int(value)
+    if number < 1:
+        raise ValueError(f"must be a positive whole number, got {value!r}")
+    return number
+
+
+def _shard(value: Any) -> int:
+    number = _to_int(value)
+    if number == -1 or number >= 1:
+        return number
+    raise ValueError(f"must be -1 (fill the remaining GPUs) or a positive whole number, got {value!r}")
+
+
+def _global_batch(value: Any) -> Optional[int]:
+    number = _to_int(value)
+    if number == -1:
+        return None  # torchtitan default: local_batch_size x data-parallel degree
+    if number < 1:
+        raise ValueError(f"must be -1 or a positive whole number, got {value!r}")
+    return number
+
+
+def _mp_param(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text in ("bfloat16", "bf16"):
+        return "bf16"  # fp32 sharded params, bf16 all-gather/compute (MixedPrecisionPolicy)
+    if text in ("float32", "fp32"):
+        return "fp32"
+    raise ValueError(f"expected bfloat16 or float32, got {value!r}")
+
+
+def _ac_mode(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("none", "selective", "full", "memory_budget"):
+        raise ValueError(f"expected none, selective or full, got {value!r}")
+    return "selective" if text == "memory_budget" else text
+
+
+def _optimizer(value: Any) -> str:
+    text = str(value).strip().lower()
+    known = {"adamw": "adamw", "adam": "adam", "muon": "muon", "sgd": "sgd"}
+    if text not in known:
+        raise ValueError(f"optimizer {value!r} is not one memlint models (AdamW, Adam, Muon, SGD)")
+    return known[text]
+
+
+def _impl(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("for-loop", "foreach", "fused"):
+        raise ValueError(f"expected for-loop, foreach or fused, got {value!r}")
+    return text
+
+
+# The one declarative table: (sections the key may sit in, key, scenario key, converter).
+# Older schemas put degrees under [training] / [experimental]; the first section listed wins.
+TABLE: tuple = (
+    (("training",), "local_batch_size", "micro_batch", _positive),
+    (("training",), "batch_size", "micro_batch", _positive),
+    (("training",), "global_batch_size", "global_batch", _global_batch),
+    (("training",), "seq_len", "seq_len", _positive),
+    (("training",), "mixed_precision_param", "precision", _mp_param),
+    (("parallelism", "training"), "data_parallel_replicate_degree", "dp_replicate", _positive),
+    (("parallelism", "training"), "data_parallel_shard_degree", "dp_shard", _shard),
+    (("parallelism", "training"), "tensor_parallel_degree", "tp", _positive),
+    (("parallelism", "experimental", "training"), "context_parallel_degree", "cp", _positive),
+    (("parallelism", "experimental", "training"), "pipeline_parallel_degree", "pp", _positive),
+    (("parallelism",), "expert_parallel_degree", "ep", _positive),
+    (("parallelism",), "expert_tensor_parallel_degree", "etp", _positive),
+    (("activation_checkpoint",), "mode", "recompute", _ac_mode),
+    (("optimizer",), "name", "optimizer", _optimizer),
+    (("optimizer",), "implementation", "optimizer_impl", _impl),
+)
+
+# torchtitan defaults that differ from memlint's own (torchtitan/config/job_config.py).
+DEFAULTS = {"micro_batch": 8, "seq_len": 2048, "precision": "bf16", "dp_shard": -1,
+            "recompute": "selective", "optimizer": "adamw", "optimizer_impl": "fused"}
+_DEFAULT_SOURCE = {"micro_batch": ("training", "local_batch_size"),
+                   "seq_len": ("training", "seq_len"),
+                   "precision": ("training", "mixed_precision_param"),
+                   "dp_shard": ("parallelism", "data_parallel_shard_degree"),
+                   "recompute": ("activation_checkpoint", "mode"),
+                   "optimizer": ("optimizer", "name"),
+                   "optimizer_impl": ("optimizer", "implementation")}
+
+
+def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
+          base_dir: Optional[str] = None) -> None:
+    """Map facts onto scenario keys (shared by the TOML, registry and script readers).
+
+    `anchor(section)` gives the Provenance to use for a torchtitan default (the section header
+    when the file has one, else the file itself).
+    """
+    for (section, key), (value, prov) in sorted(facts.items(), key=lambda kv: kv[0]):
+        partial.set_extra(f"torchtitan.{section}.{key}", value, prov)
+
+    seen: set = set()
+    for sections, key, scenario_key, convert in TABLE:
+        found = facts.find(key, *sections)
+        if found is None or scenario_key in seen:
+            continue
+        value, prov = found
+        try:
+            converted = convert(value)
+        except (ValueError, TypeError) as exc:
+            partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR,
+                                            f"{key}: {exc}", prov, key=key))
+            continue
+        seen.add(scenario_key)
+        if converted is not None:
+            partial.set(scenario_key, converted, prov)
+
+    for scenario_key, default in DEFAULTS.items():
+        if scenario_key not in seen and scenario_key not in partial.settings:
+            section, key = _DEFAULT_SOURCE[scenario_key]
+            base = anchor(section)
+            partial.set(scenario_key, default,
+                        Provenance(base.file, base.line, base.column,
+                                   f"{section}.{key} (torchtitan default)"))
+
+    partial.set("framework", "fsdp2", anchor("parallelism"))
+    _derive_parallel(facts, partial, anchor)
+    _derive_recompute(facts, partial)
+    _derive_offload(facts, partial)
+    _derive_model(facts, partial, anchor, base_dir)
+    _derive_float8(facts, partial)
+
+
+def _setting(partial: Partial, key: str, default: Any = None) -> Any:
+    setting = partial.settings.get(key)
+    return default if setting is None else setting.value
+
+
+def _derive_parallel(facts: Facts, partial: Partial, anchor) -> None:
+    shard = _setting(partial, "dp_shard", -1)
+    replicate = _setting(partial, "dp_replicate", 1)
+    tp = _setting(partial, "tp", 1)
+    pp = _setting(partial, "pp", 1)
+    cp = _setting(partial, "cp", 1)
+    shard_prov = (partial.settings["dp_shard"].prov if "dp_shard" in partial.settings
+                  else anchor("parallelism"))
+    world = _setting(partial, "world_size")
+    if shard == -1 and world:
+        rest = world // max(1, replicate * tp * pp * cp)
+        fill = rest if rest >= 1 else None
+    else:
+        fill = shard if shard != -1 else None
+    # torchtitan applies fully_shard when the shard degree (after filling) or cp is above 1.
+    sharded = (fill is None and shard == -1) or (fill or 1) > 1 or cp > 1
+    if sharded:
+        partial.set("fsdp", "hybrid" if replicate > 1 else "full", shard_prov)
+    else:
+        partial.set("fsdp", "none", shard_prov)
+
+    # fsdp_reshard_after_forward: "default" reshards unless pipeline parallel is on
+    # (torchtitan parallelize: reshard_after_forward = not pp_enabled); always / never.
+    found = facts.find("fsdp_reshard_after_forward", "parallelism")
+    policy, prov = (found if found is not None else ("default", anchor("parallelism")))
+    text = str(policy).strip().lower()
+    if text == "always":
+        partial.set("reshard_after_forward", True, prov)
+    elif text == "never":
+        partial.set("reshard_after_forward", False, prov)
+    elif text == "default":
+        label = prov if found is not None else Provenance(
+            prov.file, prov.line, prov.column, "parallelism.fsdp_reshard_after_forward "
+            "(torchtitan default)")
+        partial.set("reshard_after_forward", pp <= 1, label)
+    else:
+        partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR,
+                                        f"fsdp_reshard_after_forward: expected default, always "
+                                        f"or never, got {policy!r}", prov,
+                                        key="fsdp_reshard_after_forward"))
+
+    if tp > 1:  # torchtitan's TP plan shards norms/dropout along the sequence (SequenceParallel)
+        partial.set("sp", True, partial.settings["tp"].prov)
+    found = facts.find("pipeline_parallel_schedule", "parallelism", "experimental")
+    if found is not None and pp > 1:
+        value, prov = found
+        if str(value).strip().lower() in _LOOPED_SCHEDULES:
+            # looped schedules place two stages per rank unless layers_per_stage says otherwise
+            if facts.find("pipeline_parallel_layers_per_stage", "parallelism") is None:
+                partial.set("vpp", 2, prov)
+
+
+def _derive_recompute(facts: Facts, partial: Partial) -> None:
+    if _setting(partial, "recompute") in ("selective", "full"):
+        # torchtitan applies activation checkpointing to each block before fully_shard, so the
+        # recompute runs inside the FSDP unit on the parameters the backward already gathered
+        partial.set_extra("recompute.scope", "inside-unit", partial.settings["recompute"].prov)
+    if _setting(partial, "recompute") != "selective":
+        return
+    found = facts.find("selective_ac_option", "activation_checkpoint")
+    value, prov = found if found is not None else ("2", None)
+    text = str(value).strip().lower()
+    if text == "op":
+        return
+    try:
+        every = int(text)
+    except ValueError:
+        if prov is not None:
+            partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR,
+                                            f"selective_ac_option: expected 'op' or a positive "
+                                            f"integer, got {value!r}", prov,
+                                            key="selective_ac_option"))
+        return
+    if every < 1:
+        partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR,
+                                        f"selective_ac_option must be positive, got {value!r}",
+                                        prov, key="selective_ac_option"))
+        return
+    where = prov or partial.settings["recompute"].prov
+    if prov is None:
+        where = Provenance(where.file, where.line, where.column,
+                           "activation_checkpoint.selective_ac_option (torchtitan default '2')")
+    # layer-selective AC: every Nth block is checkpointed in full, the others keep activations
+    partial.set("recompute_every", every, where)
+
+
+def _derive_offload(facts: Facts, partial: Partial) -> None:
+    found = facts.find("enable_cpu_offload", "training")
+    if found is not None and found[0] is True:
+        # FSDP2 CPUOffloadPolicy keeps sharded params, grads and optimizer states on the host
+        partial.set("offload_params", "cpu", found[1])
+        partial.set("offload_optimizer", "cpu", found[1])
+
+
+def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str]) -> None:
+    name = facts.find("name", "model")
+    flavor = facts.find("flavor", "model")
+    if name is None and flavor is None:
+        return
+    model_name = str(name[0]) if name else "llama3"
+    flavor_name = str(flavor[0]) if flavor else "debugmodel"
+    prov = (flavor or name)[1]
+    config = catalog.lookup(model_name, flavor_name)
+    if config is not None:
+        preset = catalog.preset_name(model_name, flavor_name)
+        from memlint.catalog import presets
+
+        presets.register(preset, config)
+        partial.set("model", preset, prov)
+        return
+    assets = facts.find("hf_assets_path", "model")
+    if assets is not None and base_dir is not None:
+        candidate = os.path.join(base_dir, str(assets[0]), "config.json")
+        if os.path.isfile(candidate):
+            partial.set("model", candidate, assets[1])
+            return
+    known = ", ".join(catalog.flavors_of(model_name)) or "none"
+    partial.diagnostics.append(make(
+        UNRESOLVED, Severity.INFO,
+        f"torchtitan model {model_name!r} flavor {flavor_name!r} is not in memlint's catalog "
+        f"(known {model_name} flavors: {known}); give the architecture with --model "
+        "path/to/config.json", prov, key="model.flavor"))
+
+
+def _derive_float8(facts: Facts, partial: Partial) -> None:
+    converters = facts.find("converters", "model")
+    gather = facts.find("enable_fsdp_float8_all_gather", "float8", "quantize.linear.float8")
+    enabled = False
+    if converters is not None:
+        value = converters[0]
+        items = value if isinstance(value, list) else str(value).split(",")
+        enabled = any("float8" in str(item).lower() for item in items)
+    if enabled and gather is not None and gather[0] is True:
+        # FSDP all-gathers float8 weights (1 byte per parameter) instead of bf16
+        partial.set_extra("fsdp.allgather_dtype_bytes", 1, gather[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# TOML
+
+def _flatten_toml(data: dict, prefix: tuple = ()) -> list:
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.extend(_flatten_toml(value, prefix + (key,)))
+        else:
+            out.append((prefix, key, value))
+    return out
+
+
+def load_toml_text(path: str, text: str, partial: Partial) -> tuple:
+    doc = load_toml(path, text)
+    partial.diagnostics.extend(doc.diagnostics)
+    facts = Facts()
+    if not isinstance(doc.data, dict):
+        return facts, doc
+    reported: set = set()
+    for section_path, key, value in _flatten_toml(doc.data):
+        section = ".".join(section_path)
+        if not section_path:
+            partial.diagnostics.append(make(UNKNOWN_KEY, Severity.WARNING,
+                                            f"top-level key {key!r} outside any table; torchtitan "
+                                            "reads options from tables like [training]",
+                                            doc.prov((key,), key), key=key))
+            continue
+        if section_path[0] not in _TABLES and section_path[0] not in reported:
+            reported.add(section_path[0])
+            partial.diagnostics.append(make(UNKNOWN_KEY, Severity.INFO,
+                                            f"table [{section_path[0]}] is not a torchtitan "
+                                            "job-config section memlint knows; its keys are kept "
+                                            "as facts", doc.prov(section_path[:1], section),
+                                            key=section))
+        facts.put(section, key, value, doc.prov(section_path + (key,), f"{section}.{key}"))
+    return facts, doc
+
+
+def _toml_anchor(doc, path: str):
+    def anchor(section: str) -> Provenance:
+        if doc is not None and (section,) in doc.positions:
+            line, col = doc.positions[(section,)]
+            return Provenance(path, line, col, f"[{section}]")
+        return Provenance(path, None, None, None)
+    return anchor
+
+
+# ---------------------------------------------------------------------------------------------
+# Python config registries, read with ast (never imported)
+
+_CONFIG_CALLS = ("Trainer.Config", "JobConfig")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return _dotted(node.func) + "()"
+    return type(node).__name__
+
+
+class RegistryReader:
+    """Static reader of one registry file: config functions and module-level configs."""
+
+    def __init__(self, path: str, text: str, partial: Partial):
+        self.path = path
+        self.partial = partial
+        self.tree: Optional[ast.Module] = None
+        self.functions: dict = {}
+        self.module_configs: dict = {}
+        try:
+            self.tree = ast.parse(text, filename=path)
+        except SyntaxError as exc:
+            partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                            f"invalid Python: {exc.msg}",
+                                            Provenance(path, exc.lineno, exc.offset, None)))
+            return
+        except (ValueError, RecursionError) as exc:
+            partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                            f"invalid Python: {exc}", Provenance(path, 1, 1, None)))
+            return
+        for node in self.tree.body:
+            if isinstance(node, ast.FunctionDef) and self._returns_config(node):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                if _dotted(node.value.func) in _CONFIG_CALLS:
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            self.module_configs[target.id] = node.value
+        package = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        if package == "train_configs":
+            package = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+        self.package = package
+
+    @staticmethod
+    def _returns_config(node: ast.FunctionDef) -> bool:
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call) and _dotted(child.func) in _CONFIG_CALLS:
+                return True
+        returns = node.returns
+        return returns is not None and _dotted(returns) in _CONFIG_CALLS
+
+    def names(self) -> list:
+        return list(self.module_configs) + list(self.functions)
+
+    def prov(self, node: ast.AST, key: str) -> Provenance:
+        return Provenance(self.path, getattr(node, "lineno", None),
+                          (getattr(node, "col_offset", -1) + 1) or None, key)
+
+    def unresolved(self, node: ast.AST, what: str) -> None:
+        try:
+            source = ast.unparse(node)
+        except Exception:  # pragma: no cover - unparse is total on parsed trees
+            source = type(node).__name__
+        if len(source) > 80:
+            source = source[:77] + "..."
+        self.partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"{what} = {source} is not a literal; memlint reads config files statically and "
+            "leaves it unresolved", self.prov(node, what), key=what))
+
+    def read(self, name: str, facts: Facts, depth: int = 0) -> bool:
+        """Read config `name` (a function or module-level assignment) into facts."""
+        if depth > 8:
+            return False
+        if name in self.module_configs:
+            self._read_call(self.module_configs[name], facts)
+            return True
+        function = self.functions.get(name)
+        if function is None:
+            return False
+        local: dict = {}
+        for statement in function.body:
+            if isinstance(statement, ast.Return) and statement.value is not None:
+                value = statement.value
+                if isinstance(value, ast.Call) and _dotted(value.func) in _CONFIG_CALLS:
+                    self._read_call(value, facts)
+                elif isinstance(value, ast.Name) and value.id in local:
+                    pass  # already applied below, statement by statement
+                else:
+                    self.unresolved(value, f"{name}() return value")
+                return True
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                target, value = statement.targets[0], statement.value
+                if isinstance(target, ast.Name) and isinstance(value, ast.Call):
+                    callee = _dotted(value.func)
+                    if callee in _CONFIG_CALLS:
+                        self._read_call(value, facts)
+                        local[target.id] = True
+                    elif callee in self.functions and not value.args and not value.keywords:
+                        self.read(callee, facts, depth + 1)
+                        local[target.id] = True
+                    else:
+                        self.unresolved(value, target.id)
+                elif isinstance(target, ast.Attribute):
+                    self._read_attribute(target, value, facts)
+            elif isinstance(statement, (ast.Expr,)) and isinstance(statement.value, ast.Constant):
+                continue  # docstring
+            elif isinstance(statement, (ast.FunctionDef, ast.ImportFrom, ast.Import, ast.Pass)):
+                continue
+            elif isinstance(statement, (ast.For, ast.If, ast.While, ast.With, ast.AugAssign)):
+                self.unresolved(statement, f"{name}() statement")
+        return True
+
+    def _read_attribute(self, target: ast.Attribute, value: ast.AST, facts: Facts) -> None:
+        chain = []
+        node: ast.AST = target
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        chain.reverse()
+        if len(chain) == 1:
+            self._read_section(chain[0], value, facts)
+        elif len(chain) == 2:
+            self._put_literal(chain[0], chain[1], value, facts)
+        else:
+            self.unresolved(value, ".".join(chain))
+
+    def _read_call(self, call: ast.Call, facts: Facts) -> None:
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                self.unresolved(keyword.value, "**kwargs")
+                continue
+            self._read_section(keyword.arg, keyword.value, facts)
+
+    def _read_section(self, section: str, value: ast.AST, facts: Facts) -> None:
+        if section == "model_spec":
+            self._read_model_spec(value, facts)
+            return
+        if isinstance(value, ast.Call):
+            if section == "model_converters":
+                names = [_dotted(node.func).split(".")[0] for node in ast.walk(value)
+                         if isinstance(node, ast.Call) and node is not value]
+                converters = [n for n in names if n.endswith("Converter")]
+                facts.put("model", "converters",
+                          ["float8" if "Float8" in n else n for n in converters],
+                          self.prov(value, "model_converters"))
+                for node in ast.walk(value):
+                    if isinstance(node, ast.Call) and "Float8" in _dotted(node.func):
+                        for keyword in node.keywords:
+                            if keyword.arg:
+                                self._put_literal("float8", keyword.arg, keyword.value, facts)
+                return
+            for keyword in value.keywords:
+                if keyword.arg is None:
+                    self.unresolved(keyword.value, f"{section}.**kwargs")
+                    continue
+                self._put_literal(section, keyword.arg, keyword.value, facts)
+            return
+        self._put_literal("job", section, value, facts)
+
+    def _put_literal(self, section: str, key: str, value: ast.AST, facts: Facts) -> None:
+        try:
+            literal = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            if section in ("training", "parallelism", "activation_checkpoint", "model",
+                           "optimizer", "compile", "float8"):
+                self.unresolved(value, f"{section}.{key}")
+            return
+        facts.put(section, key, literal, self.prov(value, f"{section}.{key}"))
+
+    def _read_model_spec(self, value: ast.AST, facts: Facts) -> None:
+        if (isinstance(value, ast.Call) and _dotted(value.func).endswith("model_registry")
+                and value.args):
+            try:
+                flavor = ast.literal_eval(value.args[0])
+            except (ValueError, TypeError, SyntaxError):
+                self.unresolved(value, "model_spec")
+                return
+            facts.put("model", "name", self.package, self.prov(value, "model_spec"))
+            facts.put("model", "flavor", flavor, self.prov(value.args[0], "model_spec flavor"))
+            return
+        self.unresolved(value, "model_spec")
+
+
+# ---------------------------------------------------------------------------------------------
+# launch scripts
+
+_OVERRIDE = re.compile(r"^--([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_.\-]+?)(?:=(.*))?$")
+_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}?")
+
+
+def _coerce(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _logical_lines(text: str) -> list:
+    """(first line number, joined text) with backslash continuations joined."""
+    out, buffer, start = [], [], None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if start is None:
+            start = number
+        stripped = line.rstrip()
+        if stripped.endswith("\\"):
+            buffer.append(stripped[:-1])
+            continue
+        buffer.append(stripped)
+        out.append((start, "\n".join(buffer)))
+        buffer, start = [], None
+    if buffer:
+        out.append((start, "\n".join(buffer)))
+    return out
+
+
+def _token_position(text: str, first_line: int, token: str, after: int) -> tuple:
+    index = text.find(token, after)
+    if index < 0:
+        return first_line, None, after
+    line = first_line + text.count("\n", 0, index)
+    col = index - (text.rfind("\n", 0, index) + 1) + 1
+    return line, col, index + len(token)
+
+
+def _expand(value: str, env: dict) -> tuple:
+    """Expand $VAR / ${VAR:-default} from assignments seen in the script; (text, unresolved)."""
+    missing = []
+
+    def sub(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return str(env[name])
+        if default is not None:
+            return default
+        missing.append(name)
+        return match.group(0)
+
+    return _VAR.sub(sub, value), missing
+
+
+class ScriptReader:
+    def __init__(self, path: str, text: str, partial: Partial):
+        self.path = path
+        self.text = text
+        self.partial = partial
+        self.env: dict = {}
+        self.env_prov: dict = {}
+        self.overrides = Facts()
+        self.launches = 0
+        self.world: Optional[tuple] = None
+        self.per_node: Optional[tuple] = None
+        self.config_file: Optional[tuple] = None
+        self.module: Optional[tuple] = None
+        self.config: Optional[tuple] = None
+
+    def read(self) -> None:
+        for first, line in _logical_lines(self.text):
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            code = stripped.split(" #", 1)[0]
+            try:
+                tokens = shlex.split(code, comments=True, posix=True)
+            except ValueError as exc:
+                self.partial.diagnostics.append(make(PARSE_ERROR, Severity.WARNING,
+                                                     f"cannot split this line: {exc}",
+                                                     Provenance(self.path, first, 1, None)))
+                continue
+            self._command(tokens, line, first)
+
+    def _prov(self, line: str, first: int, token: str, cursor: int, key: str) -> tuple:
+        number, col, cursor = _token_position(line, first, token, cursor)
+        return Provenance(self.path, number, col, key), cursor
+
+    def _command(self, tokens: list, line: str, first: int) -> None:
+        cursor = 0
+        local_env: dict = {}
+        index = 0
+        if tokens and tokens[0] == "export":
+            index = 1
+        while index < len(tokens) and _ENV.match(tokens[index]):
+            name, value = _ENV.match(tokens[index]).groups()
+            prov, cursor = self._prov(line, first, f"{name}=", cursor, name)
+            value, _ = _expand(value, self.env)
+            local_env[name] = value
+            self.env_prov[name] = prov
+            index += 1
+        rest = tokens[index:]
+        if not rest:
+            self.env.update(local_env)
+            return
+        scope = dict(self.env)
+        scope.update(local_env)
+        joined = " ".join(rest)
+        is_run_train = rest[0].endswith("run_train.sh")
+        is_torchrun = rest[0] in ("torchrun", "python", "python3") and (
+            "torchtitan.train" in joined or "torchtitan/train.py" in joined)
+        if not (is_run_train or is_torchrun):
+            return
+        self.launches += 1
+        if is_run_train:
+            ngpu = scope.get("NGPU")
+            if ngpu is not None:
+                self._world(ngpu, self.env_prov.get("NGPU"))
+            else:
+                self._world("8", Provenance(self.path, first, 1, "NGPU (run_train.sh default 8)"))
+            for var in ("CONFIG_FILE", "MODULE", "CONFIG"):
+                if var in scope:
+                    setattr(self, {"CONFIG_FILE": "config_file", "MODULE": "module",
+                                   "CONFIG": "config"}[var],
+                            (scope[var], self.env_prov.get(var)))
+        self._options(rest[1:], line, first, cursor, scope, is_torchrun)
+
+    def _world(self, value: str, prov: Optional[Provenance], nodes: str = "1") -> None:
+        try:
+            count = int(value) * int(nodes)
+        except (TypeError, ValueError):
+            self.partial.diagnostics.append(make(UNRESOLVED, Severity.INFO,
+                                                 f"GPU count {value!r} is not a number; "
+                                                 "world_size left unset", prov, key="NGPU"))
+            return
+        self.world = (count, prov)
+        self.per_node = (int(value), prov)
+
+    def _options(self, args: list, line: str, first: int, cursor: int, scope: dict,
+                 torchrun: bool) -> None:
+        nproc = nnodes = None
+        index = 0
+        while index < len(args):
+            token = args[index]
+            value_token = None
+            match = _OVERRIDE.match(token)
+            if torchrun and (token.startswith("--nproc") or token.startswith("--nnodes")):
+                name, _, inline = token.partition("=")
+                if not inline and index + 1 < len(args):
+                    inline = args[index + 1]
+                    index += 1
+                prov, cursor = self._prov(line, first, token, cursor, name)
+                expanded, _ = _expand(inline, scope)
+                if name.startswith("--nproc"):
+                    nproc = (expanded, prov)
+                else:
+                    nnodes = expanded.split(":")[-1]
+                index += 1
+                continue
+            if token in ("--module", "--config") and index + 1 < len(args):
+                prov, cursor = self._prov(line, first, token, cursor, token)
+                expanded, _ = _expand(args[index + 1], scope)
+                if token == "--module":
+                    self.module = (expanded, prov)
+                else:
+                    self.config = (expanded, prov)
+                index += 2
+                continue
+            if not match:
+                index += 1
+                continue
+            section, key, inline = match.group(1), match.group(2), match.group(3)
+            prov, cursor = self._prov(line, first, token, cursor, f"--{section}.{key}")
+            if inline is not None:
+                value_token = inline
+            elif index + 1 < len(args) and not args[index + 1].startswith("--"):
+                value_token = args[index + 1]
+                index += 1
+            index += 1
+            key = key.replace("-", "_")
+            if value_token is None:
+                value: Any = True
+                if key.startswith("no_"):
+                    key, value = key[3:], False
+            else:
+                expanded, missing = _expand(value_token, scope)
+                if missing:
+                    self.partial.diagnostics.append(make(
+                        UNRESOLVED, Severity.INFO,
+                        f"--{section}.{key} {value_token}: ${missing[0]} is not set in this "
+                        "script; the value is left unresolved", prov, key=f"{section}.{key}"))
+                    continue
+                value = _coerce(expanded)
+                if key in ("converters", "filter_fqns", "components") and isinstance(value, str):
+                    value = [item for item in value.split(",") if item]
+            if (section, key) == ("job", "config_file"):
+                self.config_file = (str(value), prov)
+                continue
+            self.overrides.put(section, key, value, prov)
+        if nproc is not None:
+            self._world(nproc[0], nproc[1], nnodes or "1")
+
+
+def _within(root: str, path: str) -> bool:
+    root = os.path.realpath(root)
+    path = os.path.realpath(path)
+    return path == root or path.startswith(root + os.sep)
+
+
+def _repo_root(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    probe = directory
+    while True:
+        if os.path.exists(os.path.join(probe, ".git")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return directory
+        probe = parent
+
+
+def _find_referenced(path: str, name: str) -> Optional[str]:
+    """A file the script names, relative to the script or its repository root (never outside)."""
+    root = _repo_root(path)
+    for base in (os.path.dirname(os.path.abspath(path)), root):
+        candidate = os.path.normpath(os.path.join(base, name))
+        if _within(root, candidate) and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# entry point
+
+def load(path: str, text: str, select: Optional[str] = None) -> Partial:
+    """Read a torchtitan TOML, registry .py or launch script. Never raises on bad input."""
+    partial = Partial(source=path, fmt=FORMAT)
+    partial.suppressions = suppressions(text)
+    try:
+        lower = path.lower()
+        if lower.endswith(".toml"):
+            facts, doc = load_toml_text(path, text, partial)
+            if doc.data is not None:
+                apply(facts, partial, _toml_anchor(doc, path), os.path.dirname(path))
+        elif lower.endswith(".py"):
+            facts = _registry_facts(path, text, partial, select)
+            if facts is not None:
+                apply(facts, partial, lambda s: Provenance(path, None, None, None),
+                      os.path.dirname(path))
+        else:
+            _load_script(path, text, partial)
+    except RecursionError:
+        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "input nests too deeply",
+                                        Provenance(path, 1, 1, None)))
+    return partial
+
+
+def _registry_facts(path: str, text: str, partial: Partial, select: Optional[str]):
+    reader = RegistryReader(path, text, partial)
+    if reader.tree is None:
+        return None
+    names = reader.names()
+    facts = Facts()
+    if select:
+        if not reader.read(select, facts):
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.WARNING,
+                f"config {select!r} is not defined in {os.path.basename(path)} (it defines: "
+                f"{', '.join(names) or 'none'})", Provenance(path, 1, 1, None), key="config"))
+            return None
+        partial.set_extra("torchtitan.config", select, Provenance(path, None, None, "config"))
+        return facts
+    if len(names) == 1:
+        reader.read(names[0], facts)
+        partial.set_extra("torchtitan.config", names[0], Provenance(path, None, None, "config"))
+        return facts
+    if names:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"{os.path.basename(path)} defines {len(names)} configs ({', '.join(names[:8])}"
+            f"{', ...' if len(names) > 8 else ''}); name one with CONFIG=<name> in a launch "
+            "script to check it", Provenance(path, 1, 1, None), key="config"))
+    return None
+
+
+def _load_script(path: str, text: str, partial: Partial) -> None:
+    reader = ScriptReader(path, text, partial)
+    reader.read()
+    if reader.launches == 0:
+        partial.diagnostics.append(make(UNRESOLVED, Severity.INFO,
+                                        "no torchtitan launch (run_train.sh or torchtitan.train) "
+                                        "found in this script", Provenance(path, 1, 1, None)))
+        return
+    base = Facts()
+    anchor = lambda s: Provenance(path, None, None, None)  # noqa: E731
+    if reader.config_file is not None:
+        name, prov = reader.config_file
+        found = _find_referenced(path, name)
+        if found is None:
+            partial.diagnostics.append(make(UNRESOLVED, Severity.INFO,
+                                            f"config file {name!r} not found next to the script "
+                                            "or in its repository; only the overrides are read",
+                                            prov, key="CONFIG_FILE"))
+        else:
+            partial.references.append(found)
+            from memlint.loaders import read_text
+
+            body, problems = read_text(found)
+            if body is not None:
+                inner = Partial(source=found, fmt=FORMAT)
+                base, doc = load_toml_text(found, body, inner)
+                partial.diagnostics.extend(inner.diagnostics)
+                anchor = _toml_anchor(doc, found)
+            partial.diagnostics.extend(problems)
+    elif reader.config is not None:
+        module = reader.module[0] if reader.module else "llama3"
+        name, prov = reader.config
+        registry = _find_referenced(path, os.path.join("torchtitan", "models", module,
+                                                       "config_registry.py"))
+        if registry is None:
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"config {name!r} of module {module!r} lives in torchtitan/models/{module}/"
+                "config_registry.py, which is not in this repository; only the overrides are "
+                "read", prov, key="CONFIG"))
+        else:
+            partial.references.append(registry)
+            from memlint.loaders import read_text
+
+            body, problems = read_text(registry)
+            partial.diagnostics.extend(problems)
+            if body is not None:
+                inner = Partial(source=registry, fmt=FORMAT)
+                base = _registry_facts(registry, body, inner, name) or Facts()
+                partial.diagnostics.extend(inner.diagnostics)
+    if reader.world is not None:
+        count, prov = reader.world
+        partial.set("world_size", count, prov or Provenance(path, None, None, "NGPU"))
+        # torchrun starts nproc_per_node ranks on each node (run_train.sh passes NGPU)
+        partial.set("gpus_per_node", reader.per_node[0],
+                    reader.per_node[1] or Provenance(path, None, None, "NGPU"))
+    base.update(reader.overrides)
+    apply(base, partial, anchor, os.path.dirname(path))

@@ -1,0 +1,181 @@
+"""memlint's own settings: `[tool.memlint]` in the nearest pyproject.toml, found by walking up.
+
+```toml
+[tool.memlint]
+select = ["ML1", "ML3"]              # codes, names or family prefixes; default: every stable rule
+extend-select = ["ML699"]            # add to the selection (preview rules need their code/name)
+ignore = ["sequence-parallel-off"]
+fail-on = "warning"                  # error (default) | warning | info
+files = ["configs/*.json"]           # what `memlint check` lints without paths
+[tool.memlint.per-file-ignores]
+"legacy/*.json" = ["ML3"]
+[tool.memlint.severity]
+low-memory-headroom = "error"
+[tool.memlint.options.low-memory-headroom]
+margin = 0.15
+[[tool.memlint.runs]]                # files that describe one run, linted together
+name = "pretrain"
+files = ["train.sh", "ds_config.json"]
+set = ["world_size=64"]
+[tool.memlint.scenario]              # scenario keys (read by the native adapter)
+model = "llama3-8b"
+```
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Optional
+
+from memlint.diagnostics import Severity
+from memlint.engine import ConfigError, LintConfig
+
+_KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
+          "options", "files", "runs", "scenario", "allow-outside-root"}
+
+
+def _read_toml(path: str) -> dict:
+    try:
+        import tomllib  # type: ignore[import-not-found]
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def repo_root(path: str) -> str:
+    """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
+    start = os.path.abspath(path)
+    current = start if os.path.isdir(start) else os.path.dirname(start)
+    probe = current
+    while True:
+        if os.path.exists(os.path.join(probe, ".git")) or os.path.isfile(
+                os.path.join(probe, "pyproject.toml")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return current
+        probe = parent
+
+
+@lru_cache(maxsize=64)
+def find_pyproject(directory: str) -> Optional[str]:
+    """The nearest pyproject.toml at or above `directory` that has a [tool.memlint] table."""
+    probe = os.path.abspath(directory)
+    while True:
+        candidate = os.path.join(probe, "pyproject.toml")
+        if os.path.isfile(candidate):
+            try:
+                with open(candidate, "rb") as handle:
+                    if b"tool.memlint" in handle.read():
+                        return candidate
+            except OSError:
+                pass
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+
+
+def _strings(value, where: str) -> tuple:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a list of strings")
+    return tuple(value)
+
+
+def _severity(value, where: str) -> Severity:
+    try:
+        return Severity.parse(str(value))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def parse_table(table: dict, source: str) -> LintConfig:
+    """[tool.memlint] as a LintConfig; unknown keys and wrong types raise ConfigError."""
+    config = LintConfig(source=source, root=os.path.dirname(os.path.abspath(source)))
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [tool.memlint] must be a table")
+    for raw_key, value in table.items():
+        key = raw_key.replace("_", "-")
+        where = f"{source}: [tool.memlint] {raw_key}"
+        if key not in _KNOWN:
+            from memlint.keys import suggest
+
+            hint = suggest(key, _KNOWN)
+            raise ConfigError(f"{where}: unknown setting" + (f"; did you mean {hint!r}?"
+                                                               if hint else ""))
+        if key == "select":
+            config.select = _strings(value, where)
+        elif key == "extend-select":
+            config.extend_select = _strings(value, where)
+        elif key == "ignore":
+            config.ignore = _strings(value, where)
+        elif key == "fail-on":
+            config.fail_on = _severity(value, where)
+        elif key == "files":
+            config.files = _strings(value, where)
+        elif key == "allow-outside-root":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where} must be true or false")
+            config.allow_outside_root = value
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where} must be a table of glob = [codes]")
+            config.per_file_ignores = {glob: _strings(codes, f"{where}.{glob}")
+                                       for glob, codes in value.items()}
+        elif key == "severity":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where} must be a table of rule = severity")
+            config.severities = {sel: _severity(sev, f"{where}.{sel}")
+                                 for sel, sev in value.items()}
+        elif key == "options":
+            if not isinstance(value, dict) or not all(isinstance(v, dict)
+                                                      for v in value.values()):
+                raise ConfigError(f"{where} must hold one table per rule")
+            config.options = {name: dict(opts) for name, opts in value.items()}
+        elif key == "runs":
+            config.runs = tuple(_run(item, f"{where}[{index}]", config.root)
+                                for index, item in enumerate(value if isinstance(value, list)
+                                                             else [value]))
+    return config
+
+
+def _run(item, where: str, root: str) -> dict:
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where} must be a table with files = [...]")
+    unknown = set(item) - {"name", "files", "set", "model"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))} "
+                          "(use name, files, set, model)")
+    files = _strings(item.get("files", []), f"{where}.files")
+    if not files:
+        raise ConfigError(f"{where}.files must list at least one file")
+    return {"name": str(item.get("name", files[0])),
+            "files": tuple(os.path.normpath(os.path.join(root, f)) for f in files),
+            "set": _strings(item.get("set", []), f"{where}.set"),
+            "model": item.get("model")}
+
+
+def load_config(pyproject: str) -> LintConfig:
+    data = _read_toml(pyproject)
+    table = data.get("tool", {}).get("memlint") if isinstance(data.get("tool"), dict) else None
+    if table is None:
+        return LintConfig(source=None, root=os.path.dirname(os.path.abspath(pyproject)))
+    return parse_table(table, pyproject)
+
+
+def config_for(path: str) -> LintConfig:
+    """The LintConfig that governs `path` (a file or a directory)."""
+    start = os.path.abspath(path)
+    directory = start if os.path.isdir(start) else os.path.dirname(start)
+    found = find_pyproject(directory)
+    if found is None:
+        return LintConfig(root=repo_root(directory))
+    return load_config(found)

@@ -1,0 +1,294 @@
+"""The engine: runs the registered rules over (Scenario, Estimate) and returns finished Diagnostics.
+
+It owns everything between a rule's `Finding` and a reporter's input (STYLE.md 4):
+- which rules run: select / ignore by code (`ML101`), name (`exceeds-gpu-memory`) or family prefix
+  (`ML1`, `ML10`); the most specific selector wins, ignore wins a tie; preview rules run only when
+  selected by code or name;
+- where a finding points: its keys resolved through `Scenario.where(key)` or the Provenance of
+  `Scenario.extra[key]`, so rules never see lines;
+- what it is called and how severe: code and name from the rule, severity from `[tool.memlint]
+  severity`, else the finding, else the rule's default;
+- what is dropped: per-file ignores (glob -> selectors) and inline `# memlint: disable=...`;
+- failures: a rule that raises becomes an `internal-error` (ML009) diagnostic, and the run exits 2.
+
+The same filters apply to the diagnostics found before any rule ran (parse, schema, conflicts),
+since their reserved codes are registered too.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Optional
+
+from memlint.diagnostics import Diagnostic, Severity
+from memlint.ir import Provenance
+from memlint.rules import Registry, configure, make_internal
+from memlint.rules import registry as default_registry
+from memlint.rules.base import Context, Finding, Rule
+
+PREFIX_RE = re.compile(r"^ML\d{0,2}$")
+
+
+class ConfigError(ValueError):
+    """memlint's own configuration (command line or [tool.memlint]) is unusable: exit 2."""
+
+
+@dataclass
+class LintConfig:
+    select: tuple = ()
+    extend_select: tuple = ()
+    ignore: tuple = ()
+    fail_on: Severity = Severity.ERROR
+    per_file_ignores: dict = field(default_factory=dict)   # glob -> tuple of selectors
+    severities: dict = field(default_factory=dict)         # selector -> Severity
+    options: dict = field(default_factory=dict)            # code or name -> {option: value}
+    root: Optional[str] = None     # directory of the pyproject.toml it came from
+    source: Optional[str] = None   # that pyproject.toml
+    files: tuple = ()              # what `memlint check` lints without paths
+    runs: tuple = ()               # ({"name", "files", "set"}) groups of files forming one run
+    allow_outside_root: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection
+
+
+def specificity(selector: str, rule: Rule) -> int:
+    """How precisely `selector` names `rule`: 0 no match, 1 ALL, 2-4 a prefix, 5 code/name."""
+    text = selector.strip()
+    upper = text.upper()
+    if upper == "ALL":
+        return 1
+    if upper == rule.code or text.lower() == rule.name:
+        return 5
+    if PREFIX_RE.match(upper) and rule.code.startswith(upper):
+        return len(upper) - 1
+    return 0
+
+
+def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None:
+    """Raise ConfigError for a selector that names no rule (with a did-you-mean)."""
+    from memlint.keys import suggest
+
+    for selector in selectors:
+        text = selector.strip()
+        if not text:
+            continue
+        if text.upper() == "ALL" or PREFIX_RE.match(text.upper()) or reg.get(text) is not None:
+            continue
+        hint = suggest(text.lower(), list(reg.by_name)) or suggest(text.upper(), list(reg.rules))
+        tail = f"; did you mean {hint!r}?" if hint else ""
+        raise ConfigError(f"{where}: no rule is called {text!r}{tail}")
+
+
+def is_enabled(rule: Rule, config: LintConfig) -> bool:
+    selectors = tuple(config.select) + tuple(config.extend_select)
+    chosen = max((specificity(s, rule) for s in selectors), default=0)
+    if not config.select:
+        chosen = max(chosen, 1)  # default: every stable rule
+    if getattr(rule, "preview", False) and chosen < 5:
+        return False
+    dropped = max((specificity(s, rule) for s in config.ignore), default=0)
+    return chosen > 0 and chosen > dropped
+
+
+def _configured_severity(rule: Rule, config: LintConfig) -> Optional[Severity]:
+    best, severity = 0, None
+    for selector, value in config.severities.items():
+        score = specificity(selector, rule)
+        if score > best:
+            best, severity = score, value
+    return severity
+
+
+def _options(rule: Rule, config: LintConfig) -> dict:
+    given: dict = {}
+    for key in (rule.code, rule.name):
+        given.update(config.options.get(key, {}) or {})
+    try:
+        return configure(rule, given)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def validate_config(config: LintConfig, reg: Registry) -> None:
+    """Check selectors and rule options once, before anything runs."""
+    where = config.source or "command line"
+    check_selectors(config.select, reg, where)
+    check_selectors(config.extend_select, reg, where)
+    check_selectors(config.ignore, reg, where)
+    check_selectors(config.severities, reg, where)
+    for key in config.options:
+        rule = reg.get(key)
+        if rule is None:
+            check_selectors([key], reg, where)
+            continue
+        _options(rule, config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions
+
+
+def locate(scenario, keys: Iterable[str]) -> tuple[Optional[Provenance], Optional[str]]:
+    """The Provenance of the first key with a file position (else the first with any)."""
+    fallback = None
+    for key in keys:
+        prov = scenario.where(key) if scenario is not None else None
+        if prov is None and scenario is not None and key in scenario.extra:
+            prov = scenario.extra[key].prov
+        if prov is None:
+            continue
+        if prov.file is not None:
+            return prov, key
+        if fallback is None:
+            fallback = (prov, key)
+    return fallback if fallback else (None, None)
+
+
+def anchor_of(scenario) -> Optional[str]:
+    """The file a finding with no located key is reported against: the last file source."""
+    for source in reversed(tuple(getattr(scenario, "sources", ()) or ())):
+        if source and not source.startswith("<") and not source.startswith("preset:"):
+            return source
+    return None
+
+
+def to_diagnostic(rule: Rule, finding: Finding, scenario, config: LintConfig,
+                  anchor: Optional[str]) -> Diagnostic:
+    prov, key = locate(scenario, finding.keys)
+    severity = _configured_severity(rule, config) or finding.severity or rule.severity
+    if prov is None or (prov.file is None and anchor is not None and prov.key is None):
+        prov = Provenance(anchor, None, None, None)
+    return Diagnostic(rule.code, rule.name, severity, finding.message, prov.file, prov.line,
+                      prov.column, key or (finding.keys[0] if finding.keys else None),
+                      data=dict(finding.data))
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters
+
+
+def _relative(path: str, root: Optional[str]) -> str:
+    try:
+        base = root or os.getcwd()
+        rel = os.path.relpath(os.path.abspath(path), base)
+    except ValueError:
+        return path
+    return rel.replace(os.sep, "/")
+
+
+def per_file_ignored(diagnostic: Diagnostic, rule: Optional[Rule], config: LintConfig) -> bool:
+    if not diagnostic.path or not config.per_file_ignores:
+        return False
+    candidates = {_relative(diagnostic.path, config.root), diagnostic.path.replace(os.sep, "/"),
+                  os.path.basename(diagnostic.path)}
+    for pattern, selectors in config.per_file_ignores.items():
+        if not any(fnmatch.fnmatch(c, pattern) for c in candidates):
+            continue
+        for selector in selectors:
+            if rule is not None and specificity(selector, rule):
+                return True
+            if rule is None and selector.strip().upper() in (diagnostic.code, "ALL"):
+                return True
+    return False
+
+
+def suppressed(diagnostic: Diagnostic, suppressions: dict) -> bool:
+    """Inline `# memlint: disable=CODE,name` on the diagnostic's line (or disable-file)."""
+    if not diagnostic.path:
+        return False
+    table = suppressions.get(diagnostic.path)
+    if table is None:
+        table = suppressions.get(os.path.abspath(diagnostic.path))
+    if not table:
+        return False
+    names = set(table.get(0, ()))
+    if diagnostic.line is not None:
+        names |= set(table.get(diagnostic.line, ()))
+    wanted = {"all", diagnostic.code.lower(), diagnostic.rule.lower()}
+    return bool(names & wanted)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def lint(scenario, estimate, config: Optional[LintConfig] = None,
+         reg: Optional[Registry] = None, pre: Iterable[Diagnostic] = (),
+         suppressions: Optional[dict] = None, formats: tuple = (),
+         anchor: Optional[str] = None) -> list:
+    """Run every enabled rule; filter and stamp their findings and the `pre` diagnostics."""
+    config = config or LintConfig()
+    reg = reg or default_registry()
+    suppressions = suppressions or {}
+    if anchor is None and scenario is not None:
+        anchor = anchor_of(scenario)
+    out: list = []
+
+    for diagnostic in pre:
+        rule = reg.get(diagnostic.code)
+        if rule is not None:
+            if not is_enabled(rule, config):
+                continue
+            severity = _configured_severity(rule, config)
+            if severity is not None:
+                diagnostic = diagnostic.with_severity(severity)
+        out.append(diagnostic)
+
+    if scenario is not None:
+        for rule in reg:
+            if getattr(rule, "reserved", False) or not is_enabled(rule, config):
+                continue
+            if rule.formats and not set(rule.formats) & set(formats):
+                continue
+            ctx = Context(scenario=scenario, estimate=estimate, options=_options(rule, config),
+                          formats=tuple(formats))
+            try:
+                findings = list(rule.check(ctx) or ())
+            except Exception as exc:  # noqa: BLE001 - a broken rule must not sink the run
+                failure = make_internal(f"rule {rule.code} {rule.name} failed: "
+                                        f"{type(exc).__name__}: {exc}",
+                                        Provenance(anchor, None, None, None))
+                failure.data["traceback"] = traceback.format_exc()
+                out.append(failure)
+                continue
+            for finding in findings:
+                if isinstance(finding, str):
+                    finding = Finding(finding)
+                out.append(to_diagnostic(rule, finding, scenario, config, anchor))
+
+    kept = []
+    seen = set()
+    for diagnostic in out:
+        rule = reg.get(diagnostic.code)
+        if not diagnostic.data.get("internal") and (
+                per_file_ignored(diagnostic, rule, config)
+                or suppressed(diagnostic, suppressions)):
+            continue
+        identity = (diagnostic.code, diagnostic.message, diagnostic.path, diagnostic.line,
+                    diagnostic.column)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        kept.append(diagnostic)
+    return sorted(kept, key=Diagnostic.sort_key)
+
+
+def has_internal_error(diagnostics: Iterable[Diagnostic]) -> bool:
+    return any(d.data.get("internal") for d in diagnostics)
+
+
+def exit_code(diagnostics: Iterable[Diagnostic], fail_on: Severity) -> int:
+    """DESIGN.md: 2 when memlint failed, 1 with findings at or above fail_on, else 0."""
+    diagnostics = list(diagnostics)
+    if has_internal_error(diagnostics):
+        return 2
+    return 1 if any(d.severity >= fail_on for d in diagnostics) else 0
+
+
+def with_path(diagnostic: Diagnostic, path: Optional[str]) -> Diagnostic:
+    return replace(diagnostic, path=path)

@@ -1,0 +1,46 @@
+"""`--format json`: exactly the DESIGN.md output contract, sorted keys, integer byte counts."""
+from __future__ import annotations
+
+import json
+
+from memlint import __version__
+
+PARAM_KEYS = ("total", "trainable", "embedding", "lm_head", "experts", "vision")
+
+
+def _int(value) -> int:
+    return int(value or 0)
+
+
+def estimate_dict(estimate, report) -> dict:
+    return {
+        "sources": [report.path(s) for s in estimate.sources],
+        "profile": estimate.profile,
+        "params": {key: _int(estimate.params.get(key)) for key in PARAM_KEYS},
+        "gpu": {"name": estimate.gpu_name, "capacity_bytes": _int(estimate.capacity_bytes)},
+        "stages": [{
+            "stage": stage.stage,
+            "phase": stage.phase,
+            "components": {k: _int(v) for k, v in stage.components().items()},
+            "total_bytes": _int(stage.total_bytes),
+            "terms": [{"name": t.name, "component": t.component, "bytes": _int(t.bytes),
+                       "formula": t.formula} for t in stage.terms],
+        } for stage in sorted(estimate.stages, key=lambda s: s.stage)],
+        "peak_bytes": _int(estimate.peak_bytes),
+    }
+
+
+def diagnostic_dict(diagnostic, report) -> dict:
+    out = diagnostic.to_dict()
+    out["path"] = report.path(diagnostic.path)
+    return out
+
+
+def document(report) -> dict:
+    return {"memlint_version": __version__,
+            "estimates": [estimate_dict(e, report) for e in report.estimates],
+            "diagnostics": [diagnostic_dict(d, report) for d in report.diagnostics]}
+
+
+def render(report) -> str:
+    return json.dumps(document(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

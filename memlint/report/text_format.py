@@ -1,0 +1,183 @@
+"""`--format text`: greppable diagnostics, then per estimate a stage table and stacked bars.
+
+Diagnostics print as `path:line:col: CODE name message`, one per line. Each estimate gets a table
+(one row per pipeline stage, components in the chosen units) and one horizontal stacked bar per
+stage (weights / gradients / optimizer / activations / other) against the GPU capacity line `|`.
+`--explain` adds the derivation term by term. Output is plain text; on a terminal (and without
+NO_COLOR) `write` colours it with rich, imported only then.
+"""
+from __future__ import annotations
+
+from memlint.units import UNITS, fmt
+
+BAR_WIDTH = 50
+GROUPS = (("weights", "#", "bold blue"), ("gradients", "=", "magenta"),
+          ("optimizer", "%", "yellow"), ("activations", "+", "green"), ("other", ".", "dim"))
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def diagnostic_line(d, report) -> str:
+    path = report.path(d.path) or "<command line>"
+    where = path
+    if d.line is not None:
+        where += f":{d.line}"
+        if d.column is not None:
+            where += f":{d.column}"
+    return f"{where}: {d.code} {d.rule} {d.message}"
+
+
+def _summary(diagnostics) -> str:
+    if not diagnostics:
+        return "No problems found."
+    counts = {}
+    for d in diagnostics:
+        counts[d.severity.label] = counts.get(d.severity.label, 0) + 1
+    parts = [f"{counts[k]} {k}{'s' if counts[k] != 1 and k != 'info' else ''}"
+             for k in ("error", "warning", "info") if k in counts]
+    total = len(diagnostics)
+    return f"Found {total} problem{'s' if total != 1 else ''} ({', '.join(parts)})."
+
+
+def grouped(stage) -> dict:
+    parts = stage.components()
+    out = {name: int(parts.get(name, 0)) for name, _, _ in GROUPS[:4]}
+    out["other"] = stage.total_bytes - sum(out.values())
+    return out
+
+
+def _number(nbytes: int, units: str) -> str:
+    return f"{nbytes / UNITS[units]:.2f}"
+
+
+def bar(stage, scale: int, capacity: int, width: int = BAR_WIDTH) -> list:
+    """[(text, style)] segments: the stacked bar with the capacity marker inserted."""
+    cells = []
+    cumulative = 0
+    drawn = 0
+    for name, char, style in GROUPS:
+        cumulative += max(0, grouped(stage)[name])
+        end = round(cumulative / scale * width) if scale else 0
+        cells.extend([(char, style)] * max(0, end - drawn))
+        drawn = max(drawn, end)
+    cells.extend([(" ", "")] * (width - len(cells)))
+    mark = min(width, round(capacity / scale * width)) if scale else width
+    cells.insert(mark, ("|", "bold red"))
+    segments = []
+    for char, style in cells:
+        if segments and segments[-1][1] == style:
+            segments[-1] = (segments[-1][0] + char, style)
+        else:
+            segments.append((char, style))
+    return segments
+
+
+def estimate_lines(estimate, report) -> list:
+    """Lines, each a list of (text, style) segments."""
+    units = report.units
+    capacity = estimate.capacity_bytes
+    lines = []
+    sources = ", ".join(report.path(s) or s for s in estimate.sources) or "<command line>"
+    lines.append([(f"Estimate ({estimate.profile}) for {sources}: peak "
+                   f"{fmt(estimate.peak_bytes, units, 2)} per GPU on {estimate.gpu_name} "
+                   f"({fmt(capacity, units, 2)})", "bold")])
+    params = estimate.params
+    if params.get("total"):
+        extra = "".join(f", {k} {params[k] / 1e9:.2f}B" for k in ("experts", "vision")
+                        if params.get(k))
+        lines.append([(f"params: total {params['total'] / 1e9:.2f}B, trainable "
+                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}", "")])
+    header = (f"{'stage':>5} {'layers':>6} {'phase':<18} {'weights':>9} {'gradients':>9} "
+              f"{'optimizer':>9} {'activations':>11} {'other':>9} {'total':>9} {'of GPU':>7}")
+    lines.append([(f"{header}   ({units})", "bold")])
+    stages = sorted(estimate.stages, key=lambda s: s.stage)
+    for stage in stages:
+        g = grouped(stage)
+        share = stage.total_bytes / capacity if capacity else 0.0
+        style = "bold red" if stage.total_bytes > capacity else ""
+        lines.append([(f"{stage.stage:>5} {stage.layers:>6} {stage.phase:<18} "
+                       f"{_number(g['weights'], units):>9} {_number(g['gradients'], units):>9} "
+                       f"{_number(g['optimizer'], units):>9} "
+                       f"{_number(g['activations'], units):>11} {_number(g['other'], units):>9} "
+                       f"{_number(stage.total_bytes, units):>9} ", ""),
+                      (f"{share:>7.0%}", style)])
+    scale = max([capacity] + [s.total_bytes for s in stages])
+    for stage in stages:
+        label = f"stage {stage.stage:<3} "
+        lines.append([(label, "")] + bar(stage, scale, capacity)
+                     + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
+    legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
+    lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    for note in getattr(estimate, "notes", ()) or ():
+        lines.append([(f"note: {note}", "dim")])
+    return lines
+
+
+def _inputs(term) -> str:
+    if not term.inputs:
+        return "-"
+    return ", ".join(f"{key} = {value}" for key, value in term.inputs.items())
+
+
+def explain_lines(estimate, report) -> list:
+    """The derivation: every term's formula, substituted inputs and result; sums to the total."""
+    units = report.units
+    lines = []
+    stages = sorted(estimate.stages, key=lambda s: s.stage)
+    if report.stage is not None:
+        stages = [s for s in stages if s.stage == report.stage]
+    for stage in stages:
+        lines.append(f"Stage {stage.stage} ({stage.layers} layers), peak in phase "
+                     f"{stage.phase!r}:")
+        for term in stage.terms:
+            lines.append(f"  {term.name} [{term.component}]")
+            lines.append(f"      formula: {term.formula}")
+            lines.append(f"      inputs:  {_inputs(term)}")
+            if term.source:
+                lines.append(f"      source:  {term.source}")
+            lines.append(f"      = {term.bytes:,} B ({fmt(term.bytes, units, 3)})")
+        total = sum(t.bytes for t in stage.terms)
+        lines.append(f"  total = sum of {len(stage.terms)} terms = {total:,} B "
+                     f"({fmt(total, units, 3)})")
+        for phase in getattr(stage, "phases", ()) or ():
+            lines.append(f"  phase {phase.name}: {phase.total:,} B ({fmt(phase.total, units, 3)})")
+        for term in getattr(stage, "host_terms", ()) or ():
+            lines.append(f"  host (not GPU): {term.name} = {term.bytes:,} B "
+                         f"({fmt(term.bytes, units, 3)}) = {term.formula}")
+        lines.append("")
+    return [[(line, "")] for line in lines]
+
+
+def report_lines(report) -> list:
+    lines = [[(diagnostic_line(d, report), _SEVERITY_STYLE.get(d.severity.label, ""))]
+             for d in report.diagnostics]
+    if not report.quiet:
+        if report.show_estimates:
+            for estimate in report.estimates:
+                if lines:
+                    lines.append([("", "")])
+                lines.extend(estimate_lines(estimate, report))
+                if report.explain:
+                    lines.append([("", "")])
+                    lines.extend(explain_lines(estimate, report))
+        if lines:
+            lines.append([("", "")])
+        lines.append([(_summary(report.diagnostics), "bold")])
+    return lines
+
+
+def render(report) -> str:
+    return "".join("".join(text for text, _ in line).rstrip() + "\n"
+                   for line in report_lines(report))
+
+
+def write(report, stream) -> None:
+    """Print the report, coloured with rich when `report.color`."""
+    if not report.color:
+        stream.write(render(report))
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
+    for line in report_lines(report):
+        console.print(Text.assemble(*[(text, style) if style else text for text, style in line]))

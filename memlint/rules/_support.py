@@ -1,0 +1,53 @@
+"""Helpers shared by the estimate-reading rules: byte formatting in the scenario's units, and
+re-running the memory model on a modified scenario (the only memory "maths" a rule may do)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from memlint.units import UNITS, fmt
+
+
+def units_of(ctx) -> str:
+    units = ctx.scenario.assumptions.get("units", "GiB") if ctx.scenario is not None else "GiB"
+    return units if units in UNITS else "GiB"
+
+
+def size(ctx, nbytes: int) -> str:
+    return fmt(nbytes, units_of(ctx))
+
+
+def estimate_of(scenario):
+    """The memory model on `scenario` (imported lazily: it is optional at rule-import time)."""
+    from memlint.memory.estimate import estimate
+
+    return estimate(scenario)
+
+
+def with_parallelism(scenario, **changes):
+    return dataclasses.replace(scenario,
+                               parallelism=dataclasses.replace(scenario.parallelism, **changes))
+
+
+def with_training(scenario, **changes):
+    return dataclasses.replace(scenario, training=dataclasses.replace(scenario.training, **changes))
+
+
+def try_estimate(scenario) -> Optional[object]:
+    """Re-estimate, or None when the model cannot estimate that variant."""
+    try:
+        return estimate_of(scenario)
+    except Exception:  # noqa: BLE001 - a variant the model cannot estimate gives no advice
+        return None
+
+
+def component(stage, name: str) -> int:
+    return int(stage.components().get(name, 0))
+
+
+def largest_terms(stage, count: int = 3) -> list:
+    return sorted(stage.terms, key=lambda t: (-t.bytes, t.name))[:count]
+
+
+def stage_label(estimate, stage) -> str:
+    return f"stage {stage.stage}" if len(estimate.stages) > 1 else "the GPU"

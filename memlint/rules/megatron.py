@@ -1,0 +1,560 @@
+"""Megatron-LM rules (ML4xx): launch-time assertions and silent traps of Megatron's arguments.
+
+They read the `megatron.<flag>` facts the Megatron adapter records (memlint.adapters.megatron),
+plus the Scenario, and point at the flag's own line. The assertions are those of Megatron-LM
+d98e8a6 (`megatron/training/arguments.py` validate_args, `TransformerConfig.__post_init__`,
+`ModelParallelConfig.__post_init__`, the pipeline schedules). Divisibility checks that hold for
+every framework live in memlint.rules.topology.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from memlint.diagnostics import Severity
+from memlint.memory.topology import resolve
+from memlint.rules.base import Context, Finding, Rule
+
+M = "megatron."
+
+
+def _flag(ctx: Context, flag: str):
+    return ctx.extra(M + flag)
+
+
+def _has(ctx: Context, flag: str) -> bool:
+    return ctx.has_extra(M + flag)
+
+
+def _int(value) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).replace("_", ""))
+    except (TypeError, ValueError):
+        return None
+
+
+class QueryGroupsIgnored(Rule):
+    """`--num-query-groups` without `--group-query-attention` is silently ignored.
+
+    What it checks:
+        --num-query-groups is given but --group-query-attention is not.
+
+    Why it matters:
+        Megatron passes num_query_groups to the model only when --group-query-attention is set
+        (`core_transformer_config_from_args`); otherwise the model is full multi-head attention.
+        For Llama-3 8B (32 heads, 8 groups, 32 layers, head dim 128) that adds
+        2·32·4096·128·24 = 805M K/V parameters (~13 GB of weights, grads and Adam states) and 4x
+        the K/V activations, with no error or warning.
+
+    How to fix:
+        Add --group-query-attention next to --num-query-groups.
+
+    Example:
+        Bad:
+
+            --num-attention-heads 32
+            --num-query-groups 8
+
+        Good:
+
+            --num-attention-heads 32
+            --group-query-attention
+            --num-query-groups 8
+    """
+
+    code = "ML401"
+    name = "query-groups-ignored"
+    severity = Severity.WARNING
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        if not _has(ctx, "num-query-groups") or _has(ctx, "group-query-attention"):
+            return
+        if _has(ctx, "multi-latent-attention"):
+            return
+        groups = _int(_flag(ctx, "num-query-groups"))
+        config = ctx.scenario.model.config if ctx.scenario.model else {}
+        heads = config.get("num_attention_heads")
+        extra = ""
+        if isinstance(heads, int) and groups and groups < heads:
+            layers = config.get("num_hidden_layers") or 0
+            hidden = config.get("hidden_size") or 0
+            head_dim = config.get("head_dim") or (hidden // heads if heads else 0)
+            params = 2 * layers * hidden * head_dim * (heads - groups)
+            extra = (f": the model gets {heads} KV heads instead of {groups}"
+                     + (f", {params / 1e6:,.0f}M more K/V parameters" if params else ""))
+        yield Finding("--num-query-groups is ignored without --group-query-attention" + extra,
+                      (M + "num-query-groups",))
+
+
+class SequenceParallelWithoutTp(Rule):
+    """`--sequence-parallel` does nothing at tensor-parallel size 1.
+
+    What it checks:
+        --sequence-parallel with tp = 1.
+
+    Why it matters:
+        Sequence parallelism splits LayerNorm/dropout activations over the TP group; with TP 1
+        there is nothing to split, and Megatron turns it off with a warning. An estimate that
+        counts its savings (activations / tp) is unaffected at tp 1, but the flag usually means
+        the intended TP size was lost (the Llama-3 8B example says "with TP_SIZE=2").
+
+    How to fix:
+        Set the intended --tensor-model-parallel-size, or drop --sequence-parallel.
+
+    Example:
+        Bad:
+
+            --tensor-model-parallel-size 1
+            --sequence-parallel
+
+        Good:
+
+            --tensor-model-parallel-size 2
+            --num-attention-heads 32
+            --sequence-parallel
+    """
+
+    code = "ML402"
+    name = "sequence-parallel-without-tp"
+    severity = Severity.WARNING
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        par = ctx.scenario.parallelism
+        if par.sp and par.tp == 1:
+            yield Finding("--sequence-parallel has no effect with tensor-parallel size 1; "
+                          "Megatron disables it", ("sp", "tp"))
+
+
+class MoeTensorParallelNeedsSp(Rule):
+    """Expert parallelism combined with tensor parallelism requires sequence parallelism.
+
+    What it checks:
+        ep > 1 and tp > 1 without --sequence-parallel.
+
+    Why it matters:
+        Megatron's MoE token dispatchers expect sequence-parallel inputs when TP > 1
+        (ModelParallelConfig warns "sequence parallelism must be used"); without it every TP rank
+        holds the full sequence of activations (tp times more activation memory in the MoE
+        layers) and dispatches duplicate tokens.
+
+    How to fix:
+        Add --sequence-parallel.
+
+    Example:
+        Bad:
+
+            --tensor-model-parallel-size 2
+            --expert-model-parallel-size 8
+            --num-experts 8
+            --num-attention-heads 32
+
+        Good:
+
+            --tensor-model-parallel-size 2
+            --expert-model-parallel-size 8
+            --num-experts 8
+            --num-attention-heads 32
+            --sequence-parallel
+    """
+
+    code = "ML403"
+    name = "moe-tp-needs-sequence-parallel"
+    severity = Severity.WARNING
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        par = ctx.scenario.parallelism
+        if par.ep > 1 and par.tp > 1 and not par.sp:
+            yield Finding(f"expert parallelism (ep = {par.ep}) with tp = {par.tp} needs "
+                          "--sequence-parallel", ("tp", "ep"))
+
+
+class RecomputeSettings(Rule):
+    """Recompute method and layer count must match the recompute granularity.
+
+    What it checks:
+        --recompute-granularity full needs --recompute-method (uniform|block) and
+        --recompute-num-layers; selective takes neither; a method or layer count without a
+        granularity is ignored; --distribute-saved-activations needs full recompute, tp > 1 and
+        no sequence parallelism.
+
+    Why it matters:
+        Megatron raises at start-up for full recompute without a method or layer count and
+        asserts "recompute method is not yet supported for selective recomputing granularity".
+        A method without a granularity silently recomputes nothing, so memory is that of no
+        recompute (for a 70B model at 8k tokens, tens of GB of activations per GPU).
+
+    How to fix:
+        Full: `--recompute-granularity full --recompute-method uniform --recompute-num-layers 1`.
+        Selective: `--recompute-granularity selective` alone.
+
+    Example:
+        Bad:
+
+            --recompute-granularity full
+
+        Good:
+
+            --recompute-granularity full
+            --recompute-method uniform
+            --recompute-num-layers 1
+    """
+
+    code = "ML404"
+    name = "recompute-settings"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        granularity = _flag(ctx, "recompute-granularity")
+        if _has(ctx, "recompute-activations") and granularity is None:
+            granularity = "selective"
+        method = _has(ctx, "recompute-method")
+        layers = _has(ctx, "recompute-num-layers")
+        g_key = M + "recompute-granularity"
+        if granularity == "full":
+            if not method:
+                yield Finding("--recompute-granularity full needs --recompute-method "
+                              "(uniform or block)", (g_key,))
+            if not layers:
+                yield Finding("--recompute-granularity full needs --recompute-num-layers",
+                              (g_key,))
+        elif granularity == "selective":
+            if method:
+                yield Finding("--recompute-method is not supported with selective recompute",
+                              (M + "recompute-method", g_key))
+            if layers:
+                yield Finding("--recompute-num-layers must not be set with selective recompute",
+                              (M + "recompute-num-layers", g_key))
+        elif method or layers:
+            flag = "recompute-method" if method else "recompute-num-layers"
+            yield Finding(f"--{flag} without --recompute-granularity is ignored: nothing is "
+                          "recomputed", (M + flag,), severity=Severity.WARNING)
+        if _has(ctx, "distribute-saved-activations"):
+            par = ctx.scenario.parallelism
+            key = (M + "distribute-saved-activations",)
+            if par.tp <= 1:
+                yield Finding("--distribute-saved-activations needs tensor-parallel size > 1", key)
+            if granularity != "full":
+                yield Finding("--distribute-saved-activations needs --recompute-granularity full",
+                              key)
+            if par.sp:
+                yield Finding("--distribute-saved-activations cannot be used with "
+                              "--sequence-parallel", key)
+
+
+class InterleavedSchedule(Rule):
+    """The interleaved (virtual pipeline) schedule's requirements.
+
+    What it checks:
+        At most one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-
+        pipeline-rank and --pipeline-model-parallel-layout; layers per stage divisible by
+        --num-layers-per-virtual-pipeline-stage (and no uneven first/last split with it);
+        pp > 2 (pp > 1 with --overlap-p2p-comm); the number of micro-batches
+        (global / (micro·dp)) at least pp and divisible by pp.
+
+    Why it matters:
+        Megatron asserts the first ones in validate_args; the schedule raises "The number of
+        contiguous micro-batches in a virtual pipeline stage should range in [PP, M]" or a
+        remainder error on the first step: GBS 96, MBS 1, DP 16 gives 6 micro-batches, not a
+        multiple of PP 4.
+
+    How to fix:
+        Choose the global batch so that global / (micro·dp) is a multiple of pp; use pp >= 3
+        (or add --overlap-p2p-comm) with virtual stages.
+
+    Example:
+        Bad:
+
+            # launcher: torchrun --nproc_per_node 8 --nnodes 8
+            --pipeline-model-parallel-size 4
+            --num-virtual-stages-per-pipeline-rank 2
+            --num-layers 32
+            --micro-batch-size 1
+            --global-batch-size 96
+
+        Good:
+
+            # launcher: torchrun --nproc_per_node 8 --nnodes 8
+            --pipeline-model-parallel-size 4
+            --num-virtual-stages-per-pipeline-rank 2
+            --num-layers 32
+            --micro-batch-size 1
+            --global-batch-size 128
+    """
+
+    code = "ML405"
+    name = "interleaved-schedule"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        par = ctx.scenario.parallelism
+        given = [f for f in ("num-layers-per-virtual-pipeline-stage",
+                             "num-virtual-stages-per-pipeline-rank",
+                             "pipeline-model-parallel-layout") if _has(ctx, f)]
+        if len(given) > 1:
+            yield Finding("only one of " + ", ".join("--" + f for f in given) + " may be set",
+                          tuple(M + f for f in given))
+        per_stage = _int(_flag(ctx, "num-layers-per-virtual-pipeline-stage"))
+        if per_stage:
+            key = M + "num-layers-per-virtual-pipeline-stage"
+            if par.first_stage_layers is not None or par.last_stage_layers is not None:
+                yield Finding("an uneven first/last pipeline stage needs "
+                              "--num-virtual-stages-per-pipeline-rank, not "
+                              "--num-layers-per-virtual-pipeline-stage", (key,))
+            layers = ctx.scenario.model.config.get("num_hidden_layers") \
+                if ctx.scenario.model else None
+            if isinstance(layers, int) and layers % par.pp == 0 and \
+                    (layers // par.pp) % per_stage:
+                yield Finding(f"{layers // par.pp} layers per pipeline stage are not divisible by "
+                              f"--num-layers-per-virtual-pipeline-stage {per_stage}", (key,))
+        if par.vpp <= 1:
+            return
+        overlap = _has(ctx, "overlap-p2p-comm")
+        if par.pp <= (1 if overlap else 2):
+            yield Finding(f"the interleaved schedule needs pp > {1 if overlap else 2} "
+                          f"(pp = {par.pp})" + ("" if overlap else "; or add --overlap-p2p-comm"),
+                          ("vpp", "pp"))
+        training = ctx.scenario.training
+        if training.global_batch is None or (par.world_size is None and par.dp is None):
+            return
+        dp = resolve(ctx.scenario).dp
+        step = training.micro_batch * dp
+        if training.global_batch % step:
+            return  # batch-arithmetic reports it
+        microbatches = training.global_batch // step
+        if microbatches < par.pp or microbatches % par.pp:
+            yield Finding(f"{microbatches} micro-batches per step (global {training.global_batch} "
+                          f"/ (micro {training.micro_batch} · dp {dp})) must be a multiple of "
+                          f"pp = {par.pp} with the interleaved schedule",
+                          ("global_batch", "vpp", "pp"))
+
+
+class BatchScheduleConflict(Rule):
+    """`--step-batch-size-schedule` and `--global-batch-size` cannot be combined.
+
+    What it checks:
+        Both flags are given.
+
+    Why it matters:
+        Megatron raises "Cannot specify both --step-batch-size-schedule and --global-batch-size"
+        in validate_args, before any model is built, so the job dies as soon as it starts.
+
+    How to fix:
+        Keep the schedule (its last entry is the final global batch) and drop
+        --global-batch-size, or the reverse.
+
+    Example:
+        Bad:
+
+            --global-batch-size 1536
+            --step-batch-size-schedule "0:16 2.4B:1536"
+
+        Good:
+
+            --step-batch-size-schedule "0:16 2.4B:1536"
+    """
+
+    code = "ML406"
+    name = "batch-schedule-conflict"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        if _has(ctx, "step-batch-size-schedule") and _has(ctx, "global-batch-size"):
+            yield Finding("--step-batch-size-schedule and --global-batch-size cannot both be set",
+                          (M + "step-batch-size-schedule", M + "global-batch-size"))
+
+
+class MlaWithGqa(Rule):
+    """Multi-latent attention and grouped-query attention are mutually exclusive.
+
+    What it checks:
+        --multi-latent-attention together with --group-query-attention.
+
+    Why it matters:
+        Megatron asserts "Group query attention is mutually exclusive with multi latent
+        attention" at start-up.
+
+    How to fix:
+        Drop --group-query-attention (and --num-query-groups) for MLA models.
+
+    Example:
+        Bad:
+
+            --multi-latent-attention
+            --group-query-attention
+
+        Good:
+
+            --multi-latent-attention
+    """
+
+    code = "ML407"
+    name = "mla-with-gqa"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        if _has(ctx, "multi-latent-attention") and _has(ctx, "group-query-attention"):
+            yield Finding("--multi-latent-attention cannot be combined with "
+                          "--group-query-attention", (M + "group-query-attention",))
+
+
+class SeqLengthExceedsPositions(Rule):
+    """The sequence length may not exceed --max-position-embeddings.
+
+    What it checks:
+        --seq-length (and --decoder-seq-length) <= --max-position-embeddings.
+
+    Why it matters:
+        Megatron asserts "max_position_embeddings must be greater than or equal to seq_length"
+        (the learned position table, and RoPE caches, are sized by it).
+
+    How to fix:
+        Raise --max-position-embeddings to at least the sequence length.
+
+    Example:
+        Bad:
+
+            --seq-length 8192
+            --max-position-embeddings 4096
+
+        Good:
+
+            --seq-length 8192
+            --max-position-embeddings 8192
+    """
+
+    code = "ML408"
+    name = "seq-length-exceeds-positions"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        limit = _int(_flag(ctx, "max-position-embeddings"))
+        if limit is None:
+            return
+        for flag in ("seq-length", "decoder-seq-length"):
+            length = _int(_flag(ctx, flag))
+            if length is not None and length > limit:
+                yield Finding(f"--{flag} {length} exceeds --max-position-embeddings {limit}",
+                              (M + flag, M + "max-position-embeddings"))
+
+
+class OverlapParamGatherRequirements(Rule):
+    """`--overlap-param-gather` needs the distributed optimizer and `--overlap-grad-reduce`.
+
+    What it checks:
+        --overlap-param-gather without --use-distributed-optimizer (or Megatron-FSDP, or the
+        dist_muon optimizer), or without --overlap-grad-reduce.
+
+    Why it matters:
+        Megatron asserts both in validate_args; the parameter all-gather only exists when the
+        optimizer state (and updated parameters) are sharded.
+
+    How to fix:
+        Add --use-distributed-optimizer and --overlap-grad-reduce, or drop
+        --overlap-param-gather.
+
+    Example:
+        Bad:
+
+            --overlap-param-gather
+
+        Good:
+
+            --use-distributed-optimizer
+            --overlap-grad-reduce
+            --overlap-param-gather
+    """
+
+    code = "ML409"
+    name = "overlap-param-gather-requirements"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        if not _has(ctx, "overlap-param-gather"):
+            return
+        key = (M + "overlap-param-gather",)
+        sharded = _has(ctx, "use-distributed-optimizer") or _has(ctx, "use-megatron-fsdp") or \
+            str(_flag(ctx, "optimizer")) == "dist_muon"
+        if not sharded:
+            yield Finding("--overlap-param-gather needs --use-distributed-optimizer "
+                          "(or Megatron-FSDP)", key)
+        if not _has(ctx, "overlap-grad-reduce"):
+            yield Finding("--overlap-param-gather needs --overlap-grad-reduce", key)
+
+
+class CpuOffloadingConflicts(Rule):
+    """Activation CPU offloading excludes recompute and pipeline parallelism.
+
+    What it checks:
+        --cpu-offloading (or --cpu-offloading-num-layers > 0) together with a recompute
+        granularity or pp > 1; --cpu-offloading-num-layers must be below the layer count.
+
+    Why it matters:
+        TransformerConfig raises "CPU offloading does not work when activation recomputation is
+        enabled" and rejects pipeline parallelism with CPU offloading, at model construction.
+
+    How to fix:
+        Choose one memory saver: recompute or offloading; offload with pp = 1 only.
+
+    Example:
+        Bad:
+
+            --cpu-offloading
+            --cpu-offloading-num-layers 4
+            --num-layers 32
+            --recompute-granularity selective
+
+        Good:
+
+            --cpu-offloading
+            --cpu-offloading-num-layers 4
+            --num-layers 32
+    """
+
+    code = "ML410"
+    name = "cpu-offloading-conflicts"
+    severity = Severity.ERROR
+    formats = ("megatron",)
+
+    def check(self, ctx: Context):
+        count = _int(_flag(ctx, "cpu-offloading-num-layers")) or 0
+        if not (_has(ctx, "cpu-offloading") or count > 0):
+            return
+        key = M + ("cpu-offloading" if _has(ctx, "cpu-offloading") else
+                   "cpu-offloading-num-layers")
+        if _has(ctx, "recompute-granularity") or _has(ctx, "recompute-activations"):
+            yield Finding("CPU offloading does not work with activation recomputation",
+                          (key, M + "recompute-granularity"))
+        if ctx.scenario.parallelism.pp > 1:
+            yield Finding("CPU offloading is not supported with pipeline parallelism",
+                          (key, "pp"))
+        layers = ctx.scenario.model.config.get("num_hidden_layers") if ctx.scenario.model \
+            else None
+        if isinstance(layers, int) and count >= layers:
+            yield Finding(f"--cpu-offloading-num-layers {count} must be below the {layers} layers",
+                          (M + "cpu-offloading-num-layers",))
+
+
+RULES = [
+    QueryGroupsIgnored(),
+    SequenceParallelWithoutTp(),
+    MoeTensorParallelNeedsSp(),
+    RecomputeSettings(),
+    InterleavedSchedule(),
+    BatchScheduleConflict(),
+    MlaWithGqa(),
+    SeqLengthExceedsPositions(),
+    OverlapParamGatherRequirements(),
+    CpuOffloadingConflicts(),
+]

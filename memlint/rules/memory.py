@@ -1,0 +1,404 @@
+"""ML1xx: memory. Does the worst pipeline stage fit the GPU, and what dominates it?
+
+Every rule here reads the Estimate (terms and components per stage) and the Scenario; none does
+memory maths of its own.
+"""
+from __future__ import annotations
+
+import math
+
+from memlint.diagnostics import Severity
+from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
+                                    with_training)
+from memlint.rules.base import Finding, Rule
+
+# Keys to point at, by what dominates the stage: the setting a user would change first.
+_KEYS_BY_COMPONENT = {
+    "activations": ("micro_batch", "seq_len", "recompute", "cp", "tp", "pp"),
+    "logits": ("micro_batch", "seq_len", "pp", "last_stage_layers"),
+    "weights": ("tp", "pp", "zero", "fsdp", "ep", "offload_params"),
+    "gradients": ("zero", "fsdp", "tp", "pp", "ep"),
+    "optimizer": ("zero", "fsdp", "offload_optimizer", "tp", "pp", "ep"),
+    "vision": ("pp", "first_stage_layers", "micro_batch"),
+    "buffers": ("zero", "fsdp", "reshard_after_forward"),
+    "runtime": ("gpu", "gpu_memory"),
+}
+_FALLBACK_KEYS = ("gpu", "gpu_memory", "model", "world_size")
+
+
+def keys_for(stage) -> tuple:
+    parts = stage.components()
+    biggest = max(parts, key=lambda name: parts[name]) if parts else "weights"
+    return _KEYS_BY_COMPONENT.get(biggest, ()) + _FALLBACK_KEYS
+
+
+class ExceedsGpuMemory(Rule):
+    """The worst pipeline stage needs more memory than one GPU has.
+
+    What it checks:
+        The peak of every pipeline stage (the most it holds at once: forward end, backward or
+        optimizer step) against the GPU's capacity. The message names the worst stage, its
+        total, the capacity and its three largest terms.
+
+    Why it matters:
+        The job dies with CUDA out-of-memory at the first step, after waiting in the queue. With
+        mixed-precision Adam each parameter costs 16 bytes (2 weights + 2 gradients + 12 fp32
+        master and moments): a 70B model needs 1.12 TB of states before one activation, 14
+        H100-80GB GPUs' worth, so it cannot train unsharded on 8 of them.
+
+    How to fix:
+        Shard what dominates: weights and optimizer with ZeRO / FSDP (zero = 3, fsdp = "full"),
+        tensor or pipeline parallelism (tp, pp); activations with recompute = "full", a smaller
+        micro_batch or context parallelism (cp). `memlint estimate --explain` shows each term.
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-70b"
+            gpu = "H100-80GB"
+            world_size = 8
+            micro_batch = 1
+            seq_len = 4096
+
+        Good (memlint.toml):
+
+            model = "llama3-70b"
+            gpu = "H100-80GB"
+            world_size = 32
+            micro_batch = 1
+            seq_len = 4096
+            fsdp = "full"
+            recompute = "full"
+    """
+
+    code = "ML101"
+    name = "exceeds-gpu-memory"
+    severity = Severity.ERROR
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        if estimate is None or not estimate.stages:
+            return
+        capacity = estimate.capacity_bytes
+        stage = estimate.peak_stage
+        total = stage.total_bytes
+        if total <= capacity:
+            return
+        over = [s for s in estimate.stages if s.total_bytes > capacity]
+        terms = ", ".join(f"{t.name} {size(ctx, t.bytes)}" for t in largest_terms(stage))
+        count = (f" ({len(over)} of {len(estimate.stages)} stages exceed it)"
+                 if len(estimate.stages) > 1 else "")
+        yield Finding(
+            f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
+            f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
+            f"{estimate.gpu_name}{count}; largest terms: {terms}",
+            keys=keys_for(stage),
+            data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
+                  "excess_bytes": total - capacity})
+
+
+class LowMemoryHeadroom(Rule):
+    """The worst stage fits, but with less free memory than the margin.
+
+    What it checks:
+        Whether the peak stage leaves at least `margin` (default 0.10, i.e. 10%) of the GPU
+        free. It stays silent when the stage does not fit at all (exceeds-gpu-memory reports
+        that).
+
+    Why it matters:
+        An estimate is not a measurement: allocator fragmentation commonly takes 5-10% of a
+        GPU, NCCL grows its buffers with more process groups, and the first step or a longer
+        batch peaks higher than a steady step. A run planned at 76 of 80 GiB often dies at
+        step 1 or hours later on an unusual batch.
+
+    How to fix:
+        Free a little memory (a smaller micro_batch, selective recompute, one more ZeRO stage)
+        or accept the risk by raising the threshold: `[tool.memlint.options.low-memory-headroom]
+        margin = 0.05`.
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            micro_batch = 2
+            seq_len = 5120
+            recompute = "selective"
+
+        Good (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            micro_batch = 1
+            seq_len = 4096
+            recompute = "full"
+    """
+
+    code = "ML102"
+    name = "low-memory-headroom"
+    severity = Severity.WARNING
+    options = {"margin": (float, 0.10)}
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        if estimate is None or not estimate.stages:
+            return
+        margin = float(ctx.options.get("margin", 0.10))
+        capacity = estimate.capacity_bytes
+        stage = estimate.peak_stage
+        total = stage.total_bytes
+        if total > capacity or total <= capacity * (1 - margin):
+            return
+        free = capacity - total
+        yield Finding(
+            f"{stage_label(estimate, stage)} peaks at {size(ctx, total)} of "
+            f"{size(ctx, capacity)} ({total / capacity:.0%}), leaving {size(ctx, free)}: under "
+            f"the {margin:.0%} margin kept for fragmentation and spikes",
+            keys=keys_for(stage),
+            data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
+                  "free_bytes": free, "margin": margin})
+
+
+def next_power_of_two(value: float) -> int:
+    return 1 if value <= 1 else 2 ** math.ceil(math.log2(value))
+
+
+class ContextParallelNeeded(Rule):
+    """At this sequence length the activations do not fit next to the model states without cp.
+
+    What it checks:
+        For each stage, the memory left for activations (capacity minus everything else the
+        stage holds) against its sequence-proportional memory: activations, and on the last
+        stage the logits, which cp splits too. When they do not fit, it suggests the smallest
+        power-of-two context-parallel size by the rule cp >= activations / available (seed 000,
+        CH 4.3), with activations counted at cp = 1. Error when the stage does not fit at all;
+        warning when it fits but within `margin` of the capacity. Only at long sequences
+        (seq_len >= `min_seq_len`, default 8192), where cp is the right tool.
+
+    Why it matters:
+        Activations grow linearly with the sequence: 34·L·B·T·d bytes with FlashAttention. For
+        the seed's 428B MoE at T = 128K, 15 layers per stage, d = 6144, that is 411 GB per
+        micro-batch against 53 GB left after the states: cp >= 7.7, so cp = 8.
+
+    How to fix:
+        Set cp to the suggested size (it must divide the data-parallel GPUs and seq_len / 2cp
+        must be whole for load-balanced ring attention); full recompute first, when it is off,
+        often helps more (34 -> 2 bytes per B·T·d per layer).
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            micro_batch = 1
+            seq_len = 131072
+            recompute = "full"
+
+        Good (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            micro_batch = 1
+            seq_len = 131072
+            recompute = "full"
+            cp = 8
+    """
+
+    code = "ML103"
+    name = "context-parallel-needed"
+    severity = Severity.WARNING
+    options = {"margin": (float, 0.10), "min_seq_len": (int, 8192)}
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        if estimate is None or not estimate.stages:
+            return
+        if ctx.scenario.training.seq_len < int(ctx.options.get("min_seq_len", 8192)):
+            return
+        margin = float(ctx.options.get("margin", 0.10))
+        capacity = estimate.capacity_bytes
+        cp = ctx.scenario.parallelism.cp
+        worst = None
+        for stage in estimate.stages:
+            activations = component(stage, "activations") + component(stage, "logits")
+            available = capacity - (stage.total_bytes - activations)
+            if activations <= 0 or available <= 0:
+                continue  # nothing to split, or the states alone do not fit (cp cannot help)
+            ratio = activations * cp / available
+            if activations > available * (1 - margin) and (worst is None or ratio > worst[0]):
+                worst = (ratio, stage, activations, available)
+        if worst is None:
+            return
+        ratio, stage, activations, available = worst
+        suggested = max(next_power_of_two(ratio), cp * 2)
+        oom = activations > available
+        recompute = ("; full recompute (recompute = \"full\") is the cheaper first step"
+                     if ctx.scenario.training.recompute != "full" else "")
+        yield Finding(
+            f"{stage_label(estimate, stage)}: activations (with logits) at seq_len "
+            f"{ctx.scenario.training.seq_len} take {size(ctx, activations)} with cp={cp}, but "
+            f"only {size(ctx, available)} is left beside the model states; cp >= "
+            f"{size(ctx, activations * cp)} / {size(ctx, available)} = {ratio:.1f}, so "
+            f"cp={suggested}{recompute}",
+            keys=("seq_len", "cp", "micro_batch", "recompute"),
+            severity=Severity.ERROR if oom else None,
+            data={"stage": stage.stage, "activation_bytes": activations,
+                  "available_bytes": available, "suggested_cp": suggested})
+
+
+class AttentionScoresMaterialized(Rule):
+    """Attention scores (T x T per head) are kept for backward: no fused attention at long seq.
+
+    What it checks:
+        Whether any stage holds the term `activations.attention_scores` (eager attention, or
+        a kernel that materializes softmax(QK^T)) at seq_len >= `min_seq_len` (default 2048),
+        and how many bytes it takes. When the estimate folds the scores into its activation
+        terms, the bytes are what re-estimating with flash attention saves.
+
+    Why it matters:
+        Scores grow with the square of the sequence: 5·H·T/d bytes per B·T·d per layer beside
+        the 34 of everything else (seed 000, CH 1.4.2). At T = 4096 with 32 heads and d = 4096
+        that is 160, nearly 6x the rest; FlashAttention takes C_act from about 354 to 34.
+
+    How to fix:
+        Use a fused kernel: attention = "flash" (Megatron --use-flash-attn, HF
+        attn_implementation="flash_attention_2") or "sdpa".
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            seq_len = 4096
+            attention = "eager"
+
+        Good (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            seq_len = 4096
+            attention = "flash"
+    """
+
+    code = "ML104"
+    name = "attention-scores-materialized"
+    severity = Severity.WARNING
+    options = {"min_seq_len": (int, 2048)}
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        if estimate is None:
+            return
+        seq_len = ctx.scenario.training.seq_len
+        if seq_len < int(ctx.options.get("min_seq_len", 2048)):
+            return
+        found = []
+        for stage in estimate.stages:
+            term = stage.term("activations.attention_scores")
+            if term is not None and term.bytes > 0:
+                found.append((term.bytes, stage))
+        if not found and ctx.scenario.training.attention == "eager":
+            found = self._by_reestimate(ctx)
+        if not found:
+            return
+        scores, stage = max(found, key=lambda item: item[0])
+        share = scores / max(1, stage.total_bytes)
+        yield Finding(
+            f"attention scores are materialized ({ctx.scenario.training.attention} attention): "
+            f"{size(ctx, scores)} on {stage_label(estimate, stage)} at seq_len {seq_len}, "
+            f"{share:.0%} of its peak; flash or sdpa attention does not keep them",
+            keys=("attention", "seq_len"),
+            data={"stage": stage.stage, "bytes": scores})
+
+    @staticmethod
+    def _by_reestimate(ctx) -> list:
+        """Without a separate scores term: the activations flash attention would save."""
+        fused = try_estimate(with_training(ctx.scenario, attention="flash"))
+        if fused is None:
+            return []
+        saved = {s.stage: component(s, "activations") for s in fused.stages}
+        out = []
+        for stage in ctx.estimate.stages:
+            delta = component(stage, "activations") - saved.get(stage.stage, 0)
+            if delta > 0:
+                out.append((delta, stage))
+        return out
+
+
+class LogitsMemoryDominates(Rule):
+    """The last stage's logits and loss buffers are a large share of its memory.
+
+    What it checks:
+        The `logits` component of the last pipeline stage (logits in the compute dtype, their
+        fp32 upcast for the loss, and its gradient) against `share` (default 0.25) of the
+        stage's total.
+
+    Why it matters:
+        Logits are B·T·V values, several copies: at micro_batch 4, seq_len 8192 and a 128K
+        vocabulary one bf16 copy is 8.4 GB and the fp32 upcast 16.8 GB, more than the weights
+        of an 8B model sharded over 8 GPUs.
+
+    How to fix:
+        Use a fused or chunked cross-entropy that never materializes the full fp32 logits
+        (Megatron's fused cross entropy, Liger kernel, Cut Cross-Entropy), a smaller micro
+        batch, or fewer layers on the last stage (last_stage_layers).
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            recompute = "full"
+            micro_batch = 8
+            seq_len = 8192
+
+        Good (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            fsdp = "full"
+            recompute = "full"
+            micro_batch = 1
+            seq_len = 2048
+    """
+
+    code = "ML105"
+    name = "logits-memory-dominates"
+    severity = Severity.WARNING
+    options = {"share": (float, 0.25)}
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        if estimate is None or not estimate.stages:
+            return
+        stage = max(estimate.stages, key=lambda s: s.stage)
+        logits = component(stage, "logits")
+        total = stage.total_bytes
+        limit = float(ctx.options.get("share", 0.25))
+        if total <= 0 or logits <= total * limit:
+            return
+        yield Finding(
+            f"logits and loss buffers take {size(ctx, logits)} of {size(ctx, total)} "
+            f"({logits / total:.0%}) on {stage_label(estimate, stage)}, over the {limit:.0%} "
+            "share; a fused or chunked cross-entropy avoids most of it",
+            keys=("micro_batch", "seq_len", "model.vocab_size", "last_stage_layers"),
+            data={"stage": stage.stage, "logits_bytes": logits, "total_bytes": total})
+
+
+RULES = [ExceedsGpuMemory(), LowMemoryHeadroom(), ContextParallelNeeded(),
+         AttentionScoresMaterialized(), LogitsMemoryDominates()]

@@ -1,0 +1,439 @@
+"""ML6xx: strategy. The parallel layout works, but a different choice would fit, or fit cheaper.
+
+These rules re-run the memory model on a modified scenario (`dataclasses.replace` on its
+parallelism) to tell what a change would buy; they do no memory maths of their own. Throughput
+cost classes are those of the seed article's Pareto table (seed 000, CH 10.1) and offload decision
+tree (CH 6.4).
+"""
+from __future__ import annotations
+
+from memlint.diagnostics import Severity
+from memlint.rules._support import (component, size, stage_label, try_estimate, with_parallelism)
+from memlint.rules.base import Finding, Rule
+
+
+def _num_experts(scenario):
+    if scenario.model is None:
+        return None
+    try:
+        from memlint.memory.params import architecture
+
+        arch = architecture(scenario.model.config)
+    except Exception:  # noqa: BLE001 - an unreadable config: the adapters report it
+        return None
+    return arch.moe.num_experts if arch.moe is not None else None
+
+
+def _topology_ok(scenario) -> bool:
+    """Whether the layout is valid, judged only when the GPU count is actually known."""
+    if not (scenario.is_set("world_size") or scenario.is_set("dp")):
+        return True
+    from memlint.memory.topology import resolve
+
+    return not resolve(scenario).problems
+
+
+class MoeWithoutExpertParallel(Rule):
+    """A mixture-of-experts model trains with ep = 1: every GPU holds every expert.
+
+    What it checks:
+        Whether the model has routed experts (the estimate's `experts` parameter count) while
+        expert parallelism is 1. Warning; error when the run does not fit. It re-estimates with
+        ep = 2, 4, 8, ... (dividing the expert count and, when the GPU count is known, the
+        data-parallel GPUs) and suggests the smallest ep that fits.
+
+    Why it matters:
+        Experts are most of an MoE's parameters: 398B of the seed's 428B "M3". Without EP the
+        weights and optimizer alone take 93.6 GB per GPU at tp = 4, pp = 4 with ZeRO-2 on 512
+        H100s, more than 80 GB, and no ZeRO stage, recompute or cp can save it (seed 000, CH 7).
+        EP divides expert memory by ep at the cost of an all-to-all.
+
+    How to fix:
+        Set ep to the suggested size (Megatron --expert-model-parallel-size, torchtitan
+        expert_parallel_degree); keep the EP group inside a node where possible.
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "mixtral-8x7b"
+            gpu = "H100-80GB"
+            world_size = 16
+            zero = 2
+            recompute = "full"
+
+        Good (memlint.toml):
+
+            model = "mixtral-8x7b"
+            gpu = "H100-80GB"
+            world_size = 16
+            zero = 2
+            recompute = "full"
+            ep = 8
+    """
+
+    code = "ML601"
+    name = "moe-without-expert-parallel"
+    severity = Severity.WARNING
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        scenario = ctx.scenario
+        if estimate is None or not estimate.stages or scenario.parallelism.ep != 1:
+            return
+        experts = int(estimate.params.get("experts", 0) or 0)
+        if experts <= 0:
+            return
+        capacity = estimate.capacity_bytes
+        fits = estimate.peak_bytes <= capacity
+        count = _num_experts(scenario)
+        suggestion = ""
+        suggested = None
+        limit = count or 256
+        candidate = 2
+        while candidate <= limit:
+            if count is None or count % candidate == 0:
+                variant = with_parallelism(scenario, ep=candidate)
+                if _topology_ok(variant):
+                    result = try_estimate(variant)
+                    if result is not None and result.peak_bytes <= capacity:
+                        suggested = candidate
+                        suggestion = (f"; ep={candidate} is the smallest that fits (peak "
+                                      f"{size(ctx, estimate.peak_bytes)} -> "
+                                      f"{size(ctx, result.peak_bytes)})")
+                        break
+            candidate *= 2
+        if suggested is None and not fits:
+            suggestion = f"; no ep up to {limit} fits on its own: shard further as well"
+        total = int(estimate.params.get("total", 0) or 0)
+        share = f" ({experts / total:.0%} of {total / 1e9:.1f}B)" if total else ""
+        what = f"{count} routed experts" if count else "routed experts"
+        yield Finding(
+            f"MoE model with {what}{share} runs with ep=1: every GPU keeps all experts' weights, "
+            f"gradients and optimizer states{suggestion}",
+            keys=("ep", "world_size", "model"),
+            severity=None if fits else Severity.ERROR,
+            data={"expert_params": experts, "suggested_ep": suggested})
+
+
+class VisionEncoderOnFirstStage(Rule):
+    """A vision-language model with pp > 1 puts the vision encoder on stage 0, making it the peak.
+
+    What it checks:
+        With pipeline parallelism, whether stage 0 (embedding + vision encoder + projector +
+        its layers) peaks above every other stage, and by how much. It re-estimates with fewer
+        decoder layers on stage 0 to suggest an uneven split.
+
+    Why it matters:
+        The ViT, its projector and the image activations sit only on the first stage: about 3-7
+        GB per GPU for the seed's M3 VLM (seed 000, CH 8). The other stages then idle below the
+        capacity while stage 0 is the one that runs out, the last straw at long sequences.
+
+    How to fix:
+        Give stage 0 fewer decoder layers (first_stage_layers; Megatron
+        --decoder-first-pipeline-num-layers), or lower micro_batch / raise cp.
+
+    Example:
+        Bad (memlint.toml):
+
+            gpu = "H100-80GB"
+            world_size = 8
+            pp = 4
+            zero = 1
+            recompute = "full"
+            micro_batch = 1
+            images_per_sample = 4
+            [model]
+            model_type = "llava"
+            [model.text_config]
+            model_type = "llama"
+            hidden_size = 4096
+            intermediate_size = 11008
+            num_hidden_layers = 32
+            num_attention_heads = 32
+            vocab_size = 32064
+            [model.vision_config]
+            model_type = "clip_vision_model"
+            hidden_size = 1024
+            intermediate_size = 4096
+            num_hidden_layers = 24
+            num_attention_heads = 16
+            patch_size = 14
+            image_size = 336
+
+        Good (memlint.toml):
+
+            gpu = "H100-80GB"
+            world_size = 8
+            pp = 4
+            zero = 1
+            recompute = "full"
+            micro_batch = 1
+            images_per_sample = 4
+            first_stage_layers = 6
+            [model]
+            model_type = "llava"
+            [model.text_config]
+            model_type = "llama"
+            hidden_size = 4096
+            intermediate_size = 11008
+            num_hidden_layers = 32
+            num_attention_heads = 32
+            vocab_size = 32064
+            [model.vision_config]
+            model_type = "clip_vision_model"
+            hidden_size = 1024
+            intermediate_size = 4096
+            num_hidden_layers = 24
+            num_attention_heads = 16
+            patch_size = 14
+            image_size = 336
+    """
+
+    code = "ML602"
+    name = "vision-encoder-on-first-stage"
+    severity = Severity.WARNING
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        scenario = ctx.scenario
+        if estimate is None or scenario.parallelism.pp <= 1 or len(estimate.stages) < 2:
+            return
+        stages = sorted(estimate.stages, key=lambda s: s.stage)
+        first, rest = stages[0], stages[1:]
+        vision = component(first, "vision")
+        if vision <= 0:
+            return
+        runner_up = max(rest, key=lambda s: s.total_bytes)
+        excess = first.total_bytes - runner_up.total_bytes
+        if excess <= 0:
+            return
+        hint = self._split(ctx, first)
+        yield Finding(
+            f"stage 0 holds the vision encoder ({size(ctx, vision)}) and peaks at "
+            f"{size(ctx, first.total_bytes)}, {size(ctx, excess)} more than the largest other "
+            f"stage ({stage_label(estimate, runner_up)}, {size(ctx, runner_up.total_bytes)}); "
+            f"{hint}",
+            keys=("pp", "first_stage_layers", "micro_batch", "images_per_sample"),
+            data={"vision_bytes": vision, "excess_bytes": excess})
+
+    @staticmethod
+    def _split(ctx, first) -> str:
+        scenario = ctx.scenario
+        best = None
+        for layers in range(first.layers - 1, max(-1, first.layers - 33), -1):
+            result = try_estimate(with_parallelism(scenario, first_stage_layers=layers))
+            if result is None:
+                break
+            if best is None or result.peak_bytes < best[1]:
+                best = (layers, result.peak_bytes)
+            elif result.peak_bytes > best[1]:
+                break
+        if best is not None and ctx.estimate.peak_bytes - best[1] > 0:
+            return (f"first_stage_layers={best[0]} (from {first.layers}) lowers the peak to "
+                    f"{size(ctx, best[1])}; or lower micro_batch")
+        return "give stage 0 fewer layers (first_stage_layers) or lower micro_batch"
+
+
+class SequenceParallelOff(Rule):
+    """Tensor parallelism without sequence parallelism keeps norm and dropout activations whole.
+
+    What it checks:
+        tp > 1 with sp off; when a model is known, the activation memory sp would save, by
+        re-estimating with sp on.
+
+    Why it matters:
+        Without SP, LayerNorm/RMSNorm and dropout activations (B·T·d each, 10-15% of a layer's
+        activations, seed 000 CH 2.1) are replicated on all tp ranks; SP splits them 1/tp at no
+        extra communication volume (the all-reduce becomes reduce-scatter + all-gather).
+
+    How to fix:
+        Turn it on: Megatron --sequence-parallel, torchtitan's TP plan with sequence sharding,
+        sp = true in a memlint file.
+
+    Example:
+        Bad (memlint.toml):
+
+            tp = 4
+
+        Good (memlint.toml):
+
+            tp = 4
+            sp = true
+    """
+
+    code = "ML603"
+    name = "sequence-parallel-off"
+    severity = Severity.INFO
+
+    def check(self, ctx):
+        scenario = ctx.scenario
+        par = scenario.parallelism
+        if par.tp <= 1 or par.sp:
+            return
+        saving = ""
+        estimate = ctx.estimate
+        if estimate is not None and estimate.stages:
+            result = try_estimate(with_parallelism(scenario, sp=True))
+            if result is not None:
+                before = sum(component(s, "activations") for s in estimate.stages)
+                after = sum(component(s, "activations") for s in result.stages)
+                if before > after:
+                    saving = (f"; sp would cut activations by {size(ctx, before - after)} "
+                              f"summed over stages (peak {size(ctx, estimate.peak_bytes)} -> "
+                              f"{size(ctx, result.peak_bytes)})")
+        yield Finding(f"tp={par.tp} without sequence parallelism: norm and dropout activations "
+                      f"are replicated on every tp rank{saving}",
+                      keys=("sp", "tp"))
+
+
+class Zero3WhenZero2Fits(Rule):
+    """ZeRO-3 / full FSDP shards the weights although ZeRO-2 (or SHARD_GRAD_OP) would fit.
+
+    What it checks:
+        zero = 3 (or fsdp = "full"): it re-estimates with zero = 2 (fsdp = "shard_grad_op") and
+        reports when that fits with `margin` (default 0.10) to spare.
+
+    Why it matters:
+        Sharding the weights adds an all-gather before forward and again before backward:
+        about 1.5x the communication of ZeRO-2 (3 versus 2 model sizes per step, Rajbhandari et
+        al. 2020). The seed's Pareto table (000, CH 10.1) rates ZeRO-3 three stars, "heavy
+        all-gather, memory traded for throughput", against four for ZeRO-1/2, and its decision
+        tree enables ZeRO-3 only when weights still do not fit.
+
+    How to fix:
+        Use zero = 2 (DeepSpeed "stage": 2, FSDP SHARD_GRAD_OP, or torchtitan with
+        reshard_after_forward off) when memory allows.
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            zero = 3
+            micro_batch = 1
+            seq_len = 2048
+            recompute = "full"
+
+        Good (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            zero = 2
+            micro_batch = 1
+            seq_len = 2048
+            recompute = "full"
+    """
+
+    code = "ML604"
+    name = "zero3-when-zero2-fits"
+    severity = Severity.INFO
+    options = {"margin": (float, 0.10)}
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        scenario = ctx.scenario
+        par = scenario.parallelism
+        if estimate is None or not estimate.stages:
+            return
+        if par.zero == 3:
+            variant, label, key = with_parallelism(scenario, zero=2), "zero=2", "zero"
+        elif par.fsdp == "full":
+            variant, label, key = (with_parallelism(scenario, fsdp="shard_grad_op"),
+                                   'fsdp="shard_grad_op"', "fsdp")
+        else:
+            return
+        result = try_estimate(variant)
+        if result is None:
+            return
+        margin = float(ctx.options.get("margin", 0.10))
+        capacity = estimate.capacity_bytes
+        if result.peak_bytes > capacity * (1 - margin):
+            return
+        yield Finding(
+            f"{label} would also fit (peak {size(ctx, result.peak_bytes)} of "
+            f"{size(ctx, capacity)}, now {size(ctx, estimate.peak_bytes)}) and skip the weight "
+            "all-gathers: about 1.5x less communication (seed 000 CH 10.1: ZeRO-3 3 stars, "
+            "ZeRO-1/2 4 stars)",
+            keys=(key,),
+            data={"peak_bytes": result.peak_bytes})
+
+
+_OFFLOADS = (
+    # (parallelism field, value meaning off, what, throughput cost class: seed 000 CH 10.1/6.4)
+    ("offload_optimizer", "none", "optimizer offload",
+     "3-5x lower throughput at scale (PCIe transfers, CPU Adam), 2 stars in CH 10.1"),
+    ("offload_params", "none", "parameter offload",
+     "5-20x lower throughput (PCIe per layer, CPU latency), 1 star in CH 10.1"),
+    ("offload_activations", False, "activation offload",
+     "20-100x lower throughput (CH 6.4), the last resort"),
+)
+
+
+class OffloadWhenItFits(Rule):
+    """An offload to CPU/NVMe is on although the run fits on the GPU without it.
+
+    What it checks:
+        For each offload that is on (optimizer, parameters, activations): it re-estimates with
+        that offload off and reports when the run still fits with `margin` (default 0.10).
+
+    Why it matters:
+        Offload trades throughput for memory, by a lot (seed 000, CH 10.1 and 6.4): optimizer
+        offload costs 3-5x at scale (107 GB over PCIe per step for M3 at tp = 4, pp = 4),
+        parameter offload 5-20x, activation offload 20-100x. Paying that for memory you do not
+        need is the most expensive mistake in a config.
+
+    How to fix:
+        Turn the offload off (DeepSpeed "offload_optimizer": {"device": "none"}, FSDP
+        cpu_offload false) and keep the memory on the GPU.
+
+    Example:
+        Bad (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            zero = 3
+            offload_optimizer = "cpu"
+            seq_len = 2048
+            recompute = "full"
+
+        Good (memlint.toml):
+
+            model = "llama3-8b"
+            gpu = "H100-80GB"
+            world_size = 8
+            zero = 3
+            seq_len = 2048
+            recompute = "full"
+    """
+
+    code = "ML605"
+    name = "offload-when-it-fits"
+    severity = Severity.INFO
+    options = {"margin": (float, 0.10)}
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        scenario = ctx.scenario
+        if estimate is None or not estimate.stages:
+            return
+        margin = float(ctx.options.get("margin", 0.10))
+        capacity = estimate.capacity_bytes
+        for field, off, what, cost in _OFFLOADS:
+            value = getattr(scenario.parallelism, field)
+            if value == off or value is False:
+                continue
+            result = try_estimate(with_parallelism(scenario, **{field: off}))
+            if result is None or result.peak_bytes > capacity * (1 - margin):
+                continue
+            yield Finding(
+                f"{what} ({field}={value}) is on, but the run fits without it (peak "
+                f"{size(ctx, result.peak_bytes)} of {size(ctx, capacity)}); it costs {cost}",
+                keys=(field,),
+                data={"peak_bytes": result.peak_bytes})
+
+
+RULES = [MoeWithoutExpertParallel(), VisionEncoderOnFirstStage(), SequenceParallelOff(),
+         Zero3WhenZero2Fits(), OffloadWhenItFits()]

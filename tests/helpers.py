@@ -1,0 +1,54 @@
+"""Hand-built Scenarios and Estimates for rule, engine and reporter tests (no memory model)."""
+from __future__ import annotations
+
+from memlint.ir import Assumptions, Hardware, Model, Parallelism, Provenance, Scenario, Training
+from memlint.memory.assumptions import profile_defaults
+from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+
+GiB = 1024**3
+
+
+def scenario(training=None, parallelism=None, hardware=None, model=None, provenance=None,
+             profile="precise", extra=None, sources=("run.memlint.toml",)):
+    return Scenario(
+        model=model,
+        training=Training(**(training or {})),
+        parallelism=Parallelism(**(parallelism or {})),
+        hardware=Hardware(**(hardware or {})),
+        assumptions=Assumptions(profile=profile, values=dict(profile_defaults(profile))),
+        provenance=dict(provenance or {}),
+        sources=tuple(sources),
+        extra=dict(extra or {}),
+    )
+
+
+def at(line, key, path="run.memlint.toml", column=1):
+    return Provenance(path, line, column, key)
+
+
+def stage(index=0, layers=8, phase="backward", **components):
+    """A stage whose terms are one per component (`weights=10*GiB`, ...) plus named extras.
+
+    A keyword `terms` may give extra Term objects.
+    """
+    extra_terms = components.pop("terms", ())
+    terms = [Term(f"{name}.total", name, int(value), f"{name} formula", {"x": 1})
+             for name, value in components.items() if value]
+    terms.extend(extra_terms)
+    return StageEstimate(stage=index, layers=layers, phase=phase, terms=tuple(terms),
+                         phases=(Phase(phase, tuple(terms)),))
+
+
+def estimate(*stages, capacity=80 * GiB, gpu="H100-80GB", params=None, profile="precise",
+             sources=("run.memlint.toml",)):
+    return Estimate(profile=profile, sources=tuple(sources),
+                    params=dict(params or {"total": 8_000_000_000, "trainable": 8_000_000_000}),
+                    gpu_name=gpu, capacity_bytes=capacity, stages=tuple(stages))
+
+
+def run_rule(rule, scen, est, **options):
+    from memlint.rules import configure
+    from memlint.rules.base import Context
+
+    return list(rule.check(Context(scenario=scen, estimate=est,
+                                   options=configure(rule, options))))

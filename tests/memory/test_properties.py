@@ -1,0 +1,134 @@
+"""Properties of the `precise` model (hypothesis): more parallelism or recompute never raises a
+per-GPU term it should lower; totals are the sum of their terms, in integer bytes; estimates are
+deterministic."""
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from memlint.memory.estimate import estimate
+from memlint.scenario import build, overrides_partial
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIX = os.path.join(ROOT, "fixtures", "hf")
+DENSE = os.path.join(FIX, "Meta-Llama-3.1-8B.json")
+MOE = os.path.join(FIX, "Mixtral-8x7B-v0.1.json")
+
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def run(config, sets):
+    scenario, diagnostics = build([overrides_partial(sets, model=config)])
+    errors = [d for d in diagnostics if d.severity.label == "error"]
+    assert not errors, [d.message for d in errors]
+    return estimate(scenario)
+
+
+def component(est, name, stage=None, phase=None):
+    """The most bytes of one component on any (or the given) stage, in one named phase (or the
+    stage's peak): phases are compared like for like, since the peak phase may move."""
+    stages = est.stages if stage is None else [est.stages[stage]]
+    best = 0
+    for s in stages:
+        for p in s.phases:
+            if phase is None or p.name == phase:
+                best = max(best, sum(t.bytes for t in p.terms if t.component == name))
+    return best
+
+
+PHASES = ("forward_end", "backward_start", "backward_recompute", "optimizer")
+
+
+def assert_lowered(high, low, names, stage=None):
+    for phase in PHASES:
+        for name in names:
+            assert (component(high, name, stage, phase) <= component(low, name, stage, phase)), \
+                (phase, name)
+
+
+base = st.fixed_dictionaries({
+    "framework": st.sampled_from(["megatron", "deepspeed", "fsdp2", "hf"]),
+    "micro_batch": st.sampled_from([1, 2, 4]),
+    "seq_len": st.sampled_from([1024, 4096]),
+    "precision": st.sampled_from(["bf16", "fp32", "amp-bf16", "pure-bf16"]),
+    "attention": st.sampled_from(["flash", "sdpa", "eager"]),
+    "recompute": st.sampled_from(["none", "selective", "full"]),
+})
+
+
+def sets_of(params, **extra):
+    merged = dict(params, **extra)
+    return [f"{k}={v}" for k, v in merged.items()]
+
+
+@SETTINGS
+@given(base, st.sampled_from([1, 2, 4]))
+def test_tp_with_sp_lowers_activations_and_states(params, tp):
+    low = run(DENSE, sets_of(params, tp=tp, sp="true", world_size=8 * tp))
+    high = run(DENSE, sets_of(params, tp=2 * tp, sp="true", world_size=16 * tp))
+    assert_lowered(high, low, ("weights", "gradients", "optimizer", "activations", "logits"), 0)
+
+
+@SETTINGS
+@given(base, st.sampled_from([1, 2]))
+def test_pp_lowers_states(params, pp):
+    low = run(DENSE, sets_of(params, pp=pp, world_size=8 * pp, global_batch=64))
+    high = run(DENSE, sets_of(params, pp=2 * pp, world_size=16 * pp, global_batch=64))
+    assert_lowered(high, low, ("weights", "gradients", "optimizer"))
+
+
+@SETTINGS
+@given(base, st.sampled_from([1, 2, 4]))
+def test_ep_lowers_expert_states(params, ep):
+    low = run(MOE, sets_of(params, ep=ep, world_size=8))
+    high = run(MOE, sets_of(params, ep=2 * ep, world_size=8))
+    assert_lowered(high, low, ("weights", "gradients", "optimizer"))
+
+
+@SETTINGS
+@given(base, st.sampled_from([1, 2, 4]))
+def test_cp_lowers_activations(params, cp):
+    low = run(DENSE, sets_of(params, cp=cp, world_size=8 * cp))
+    high = run(DENSE, sets_of(params, cp=2 * cp, world_size=16 * cp))
+    assert_lowered(high, low, ("activations", "logits"))
+
+
+@SETTINGS
+@given(base, st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 4]))
+def test_dp_with_zero_lowers_sharded_states(params, zero, dp):
+    params = dict(params, framework="deepspeed")
+    low = run(DENSE, sets_of(params, zero=zero, world_size=dp))
+    high = run(DENSE, sets_of(params, zero=zero, world_size=2 * dp))
+    lowered = ["optimizer"] + (["gradients"] if zero >= 2 else []) + (
+        ["weights"] if zero >= 3 else [])
+    assert_lowered(high, low, lowered)
+
+
+@SETTINGS
+@given(base)
+def test_recompute_never_raises_activations(params):
+    none = run(DENSE, sets_of(params, recompute="none"))
+    for mode in ("selective", "full"):
+        other = run(DENSE, sets_of(params, recompute=mode))
+        for stage in range(len(none.stages)):
+            for phase in ("forward_end", "backward_start"):
+                assert (component(other, "activations", stage, phase)
+                        <= component(none, "activations", stage, phase))
+
+
+@SETTINGS
+@given(base, st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([0, 1, 3]))
+def test_totals_are_integer_sums_and_deterministic(params, tp, pp, zero):
+    sets = sets_of(params, tp=tp, pp=pp, zero=zero, world_size=8 * tp * pp, global_batch=32)
+    first = run(MOE, sets)
+    second = run(MOE, sets)
+    assert first.to_dict() == second.to_dict()
+    for stage in first.stages:
+        assert all(isinstance(t.bytes, int) and t.bytes >= 0 for t in stage.terms)
+        assert stage.total_bytes == sum(t.bytes for t in stage.terms)
+        assert stage.total_bytes == sum(stage.components().values())
+        for phase in stage.phases:
+            assert phase.total <= stage.total_bytes
+    assert first.peak_bytes == max(s.total_bytes for s in first.stages)
