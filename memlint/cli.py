@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="print a rule's documentation")
     explain.add_argument("rule", metavar="CODE|NAME")
     explain.add_argument("--debug", action="store_true")
+
+    from memlint.commands import plan
+
+    plan.add_parser(sub)
     return parser
 
 
@@ -468,8 +472,14 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from memlint.commands import plan
+
+    return plan.run(args)
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain}
+            "explain": cmd_explain, "plan": cmd_plan}
 
 
 def main(argv: Optional[list] = None) -> int:
