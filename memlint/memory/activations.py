@@ -379,6 +379,19 @@ def lora_items(sh: Shapes, run: HFRun) -> list:
     return items
 
 
+def op_sac_items(sh: Shapes, c: int) -> list:
+    """torchtitan's selective activation checkpointing by op ("selective", selective_ac_option
+    "op"): a layer keeps its input, the outputs of every other matmul in call order (wq, wv, w1,
+    w2 of wq, wk, wv, wo, w1, w3, w2) and the SDPA output with its log-sum-exp; everything else
+    is recomputed in the layer's backward (torchtitan distributed/activation_checkpoint.py,
+    `_save_list` and the "mm every other" policy)."""
+    return [
+        Item("layer input (checkpoint)", c * sh.d),
+        Item("saved matmul outputs (wq, wv, w1, w2)", c * (sh.dq + sh.dv + sh.ffn + sh.d)),
+        Item("SDPA output + log-sum-exp", c * sh.do + 4 * sh.heads),
+    ]
+
+
 def recompute_items(c: int, d: int, tp: int, sp: bool) -> list:
     """Full recompute keeps only each layer's input (seed 000 CH 5.2: 'the input hidden state')."""
     return [Item("layer input (checkpoint)", c * d / (tp if sp else 1))]

@@ -130,6 +130,9 @@ class _Model:
             start += n
         self.plans = plans
         self.lora = self.tr.lora_rank > 0
+        # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
+        self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
+                       and self.tr.recompute_every <= 1 and not self.seed)
         self.lora_per_layer = (_lora_params(self.arch, self.tr.lora_rank, self.tr.lora_targets)
                                if self.lora else [0] * self.arch.layers)
         if self.seed and self.lora:
@@ -383,7 +386,9 @@ class _Model:
             key = (moe_layer, first and eager_modules)
             if key not in cache:
                 sh = act.shapes(arch, moe_layer)
-                if eager_modules:
+                if eager_modules and self.op_sac and not moe_layer:
+                    items = act.op_sac_items(sh, self.dt.compute)
+                elif eager_modules:
                     items = act.hf_layer_items(sh, self.hf_run(first))
                 else:
                     items = act.fused_layer_items(

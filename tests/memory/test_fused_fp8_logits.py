@@ -39,3 +39,15 @@ def test_megatron_logits_keep_fp32_softmax_and_cast_gradient():
     for name in ("forward_end", "backward_start"):
         logits = [t for t in phases[name].terms if t.name == "logits"][0]
         assert logits.bytes == (2 + 4) * (128256 // 2) * 4096
+
+
+def test_torchtitan_op_level_selective_ac_keeps_every_other_matmul():
+    """FSDP2 + selective (op) AC: layer input, wq/wv/w1/w2 outputs, SDPA output + lse."""
+    scenario, _ = build([overrides_partial(["framework=fsdp2", "fsdp=full", "world_size=8",
+                                            "seq_len=8192", "recompute=selective"],
+                                           model="llama3-8b")])
+    stage = estimate(scenario).stages[0]
+    term = [t for p in stage.phases for t in p.terms if t.name == "activations"][0]
+    per_token = 2 * (4096 + 4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32
+    assert term.inputs["bytes_per_token_per_layer"] == per_token
+    assert term.bytes == per_token * 8192 * 32
