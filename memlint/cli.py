@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="print a rule's documentation")
     explain.add_argument("rule", metavar="CODE|NAME")
     explain.add_argument("--debug", action="store_true")
+
+    from memlint.commands import plan
+
+    plan.add_parser(sub)
     return parser
 
 
@@ -273,14 +277,90 @@ def run_pipeline(partials: list, args, config, reg):
                         "no memory estimate: no model (give --model PATH|PRESET, or model = "
                         "... in a memlint.toml)", Provenance(anchor, None, None, None)))
     elif model is not None and (model.config or model.total_params):
-        estimate, problem = _estimate(scenario, anchor, args)
-        if problem is not None:
-            pre.append(problem)
+        model_problems = _model_type_warnings(scenario)
+        pre.extend(model_problems)
+        if getattr(args, "command", None) == "check" and _world_unknown(scenario):
+            # ZeRO / FSDP shard over the data-parallel size: without the world size the per-GPU
+            # states are unknowable, and assuming one GPU would be a false alarm.
+            pre.append(make(MISSING_MODEL, Severity.INFO,
+                            "no memory check: ZeRO/FSDP shard the model over the data-parallel "
+                            "size, and the world size is not given (give --world-size N, or "
+                            "world_size in a memlint.toml / [tool.memlint])",
+                            scenario.where("zero") or scenario.where("fsdp")
+                            or Provenance(anchor, None, None, None)))
+        elif getattr(args, "command", None) == "check" and not _describes_run(partials, args):
+            pre.extend(_model_config_errors(scenario, anchor))
+            # A config.json alone describes a model, not a training run: the defaults (one GPU,
+            # no parallelism) would make every large model "not fit", a false alarm.
+            pre.append(make(MISSING_MODEL, Severity.INFO,
+                            "no memory check: this file describes a model, not a training run "
+                            "(lint it together with the run's config, e.g. in a memlint.toml "
+                            "`files = [...]`, or give the run with --set tp=... world_size=...)",
+                            Provenance(anchor, None, None, None)))
+        else:
+            estimate, problem = _estimate(scenario, anchor, args)
+            if problem is not None:
+                pre.append(problem)
     formats = tuple(p.fmt for p in partials)
     suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
     diagnostics = engine.lint(scenario, estimate, config, reg, pre, suppressions, formats,
                               anchor=anchor)
     return diagnostics, estimate
+
+
+MODEL_ONLY_FORMATS = ("hf_config", "preset")
+
+
+def _world_unknown(scenario) -> bool:
+    """True when the per-GPU states depend on a data-parallel size nobody gave."""
+    par = scenario.parallelism
+    if par.world_size is not None or par.dp is not None:
+        return False
+    if par.fsdp != "none" and par.dp_shard not in (None, -1):
+        return False
+    return par.zero > 0 or par.fsdp != "none"
+
+
+def _describes_run(partials: list, args) -> bool:
+    """True when some source says how the model is trained (not only what it is)."""
+    if any(p.fmt not in MODEL_ONLY_FORMATS for p in partials):
+        return True
+    return any(not a.split("=", 1)[0].strip().startswith("model") for a in _assignments(args))
+
+
+def _model_config_errors(scenario, anchor) -> list:
+    """A model config that cannot be read (missing or bad key) is an error at that key."""
+    from memlint.diagnostics import INVALID_VALUE, Severity, make
+    from memlint.ir import Provenance
+    from memlint.memory.params import ConfigError, architecture
+
+    try:
+        architecture(scenario.model.config)
+    except ConfigError as exc:
+        key = f"model.{exc.key}"
+        prov = scenario.where(key) or scenario.where("model") or Provenance(anchor, None, None,
+                                                                            None)
+        return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key)]
+    return []
+
+
+def _model_type_warnings(scenario) -> list:
+    """ML008: a model_type memlint does not count exactly is read through the generic keys."""
+    from memlint.diagnostics import UNKNOWN_MODEL_TYPE, Severity, make
+    from memlint.memory.params import ConfigError, architecture
+
+    try:
+        arch = architecture(scenario.model.config)
+    except ConfigError:
+        return []  # the estimate reports it, at the key
+    if getattr(arch, "known", True):
+        return []
+    key = "model.model_type" if scenario.where("model.model_type") else "model"
+    return [make(UNKNOWN_MODEL_TYPE, Severity.WARNING,
+                 f"model_type {arch.model_type!r} is not one memlint counts exactly: parameters "
+                 "are read through the generic llama-style keys (hidden_size, "
+                 "num_hidden_layers, intermediate_size, ...), so counts may be approximate",
+                 scenario.where(key), key=key)]
 
 
 def _estimate(scenario, anchor, args):
@@ -483,8 +563,14 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from memlint.commands import plan
+
+    return plan.run(args)
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain}
+            "explain": cmd_explain, "plan": cmd_plan}
 
 
 def main(argv: Optional[list] = None) -> int:

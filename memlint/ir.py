@@ -109,6 +109,7 @@ class Training:
     attention: str = "flash"
     recompute: str = "none"
     recompute_every: int = 1
+    train_base: bool = True   # False: the base model is frozen (no grads / optimizer states)
     lora_rank: int = 0
     lora_targets: str = "qkvo"
     lora_dropout: float = 0.0

@@ -220,6 +220,8 @@ _KEYS = [
         "activation recomputation"),
     Key("recompute_every", "training", "recompute_every", positive_int,
         "selective recompute: keep a full activation set every K layers"),
+    Key("train_base", "training", "train_base", to_bool,
+        "whether the base model's weights are trained (false: frozen, e.g. Megatron --freeze-LM)"),
     Key("lora_rank", "training", "lora_rank", non_negative_int, "LoRA rank (0: no LoRA)"),
     Key("lora_targets", "training", "lora_targets",
         choice("qkvo", "all-linear", aliases={"all_linear": "all-linear", "all": "all-linear"}),

@@ -1181,6 +1181,13 @@ class _Interp:
         fsdp_grads = v("--megatron-fsdp-main-grads-dtype")
         if self.on("--use-megatron-fsdp") and fsdp_grads in ("fp32", "bf16", "fp16"):
             self.set("grad_dtype", fsdp_grads, "--megatron-fsdp-main-grads-dtype")
+        if self.on("--freeze-LM"):
+            self.set("train_base", False, "--freeze-LM",
+                     "train_base false (--freeze-LM: the language model has no gradients or "
+                     "optimizer states)")
+        if self.on("--fp8-format") and (bf16 or fp16):
+            # FP8 GEMMs (Transformer Engine) over bf16/fp16 mixed precision
+            self.set("precision", "fp8", "--fp8-format")
         if self.on("--fp8-param-gather") and self.on("--fp8-format"):
             self.set("param_dtype", "fp8", "--fp8-param-gather")
         if self.on("--use-precision-aware-optimizer") and "--exp-avg-dtype" in self.values:
@@ -1221,6 +1228,15 @@ class _Interp:
             self.set("zero", stage, flag, f"zero {stage} (Megatron-FSDP sharding strategy)")
         elif self.on("--use-distributed-optimizer"):
             self.set("zero", 1, "--use-distributed-optimizer")
+        elif self.on("--deepspeed") and self.on("--bf16") and not v("--zero-stage"):
+            # Megatron-DeepSpeed with bf16 and ZeRO stage 0 runs DeepSpeed's BF16_Optimizer,
+            # which partitions the fp32 master weights and Adam moments over data parallelism
+            # (a ZeRO-1 equivalent: deepspeed/runtime/bf16_optimizer.py, engine.py
+            # _configure_bf16_optimizer) and keeps full fp32 gradients.
+            flag = "--zero-stage" if "--zero-stage" in self.values else "--bf16"
+            self.set("zero", 1, flag,
+                     "zero 1 (DeepSpeed BF16_Optimizer: bf16 with ZeRO stage 0 partitions the "
+                     "optimizer states)")
         elif "--zero-stage" in self.values:
             self.set("zero", v("--zero-stage"), "--zero-stage")
         if self.on("--use-torch-fsdp2"):

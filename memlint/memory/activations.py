@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -132,47 +133,53 @@ def shapes(arch, moe_layer: bool) -> Shapes:
 
 
 def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden_dropout: bool,
-                      attention_dropout: bool, selective: bool) -> list:
+                      attention_dropout: bool, selective: bool, gemm: Optional[int] = None) -> list:
     """Korthikanti et al. 2022 section 4.1, tensor by tensor (c bytes per element; masks 1 byte).
 
     Tensor-parallel region tensors divide by tp; LayerNorm/dropout-region tensors divide by tp only
     with sequence parallelism (Table 2). GPT-3 (dq=dk=dv=d, ffn=4d, plain GeLU, dropout) gives 34.
+    `gemm`: bytes of each saved GEMM input when it differs from c — FP8 training with Transformer
+    Engine keeps the FP8 casts of the linear layers' inputs for backward (1 byte;
+    transformer_engine/pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py).
     """
+    g = c if gemm is None else gemm
     rep = tp if sp else 1  # the replicated (norm / dropout) region
     items = [
         Item("norm1 input", c * sh.d / rep),
-        Item("qkv input (norm1 output)", c * sh.d / rep),
+        Item("qkv input (norm1 output)", g * sh.d / rep),
         Item("q, k, v", c * (sh.dq + sh.dk + sh.dv) / tp),
     ]
     if sh.mla_latent:
         items.append(Item("MLA latents", c * sh.mla_latent / rep))
     if flash:
         items.append(Item("attention output (flash) + log-sum-exp", (c * sh.do + 4 * sh.heads) / tp))
+        if g != c:
+            items.append(Item("o-proj input (FP8 cast)", g * sh.do / tp))
     else:
         if not selective:
             scores = c * sh.heads + (sh.heads if attention_dropout else 0) + (
                 c * sh.heads if attention_dropout else 0)
             items.append(Item("attention scores, softmax, dropout (T×T)", 0.0, scores / tp))
-        items.append(Item("attention output (o-proj input)", c * sh.do / tp))
+        items.append(Item("attention output (o-proj input)", g * sh.do / tp))
     if hidden_dropout:
         items.append(Item("attention dropout mask", sh.d / rep))
     items.append(Item("norm2 input", c * sh.d / rep))
-    items.append(Item("mlp input (norm2 output)", c * sh.d / rep))
+    items.append(Item("mlp input (norm2 output)", g * sh.d / rep))
     if sh.top_k:
         k = sh.top_k
         width = (2 if sh.gated else 1) * sh.moe_ffn
         items.append(Item("router logits and probabilities (fp32)", 8 * sh.experts / rep))
-        items.append(Item(f"routed tokens: top-{k} copies of the input", c * sh.d * k / rep))
+        items.append(Item(f"routed tokens: top-{k} copies of the input", g * sh.d * k / rep))
         items.append(Item(f"experts fc1 output (top-{k})", c * width * k / tp))
-        items.append(Item(f"experts fc2 input (top-{k})", c * sh.moe_ffn * k / tp))
+        items.append(Item(f"experts fc2 input (top-{k})", g * sh.moe_ffn * k / tp))
         items.append(Item(f"experts output before weighting (top-{k})", c * sh.d * k / rep))
         if sh.shared_ffn:
             items.append(Item("shared expert fc1 output", c * (2 if sh.gated else 1) * sh.shared_ffn / tp))
-            items.append(Item("shared expert fc2 input", c * sh.shared_ffn / tp))
+            items.append(Item("shared expert fc2 input", g * sh.shared_ffn / tp))
     else:
         width = (2 if sh.gated else 1) * sh.ffn
         items.append(Item("fc1 output (activation input)", c * width / tp))
-        items.append(Item("fc2 input (activation output)", c * sh.ffn / tp))
+        items.append(Item("fc2 input (activation output)", g * sh.ffn / tp))
     if hidden_dropout:
         items.append(Item("mlp dropout mask", sh.d / rep))
     return items
@@ -370,6 +377,19 @@ def lora_items(sh: Shapes, run: HFRun) -> list:
         items.append(Item("LoRA dropout: mask and dropped input per adapter",
                           (a + mask) * sum(inputs)))
     return items
+
+
+def op_sac_items(sh: Shapes, c: int) -> list:
+    """torchtitan's selective activation checkpointing by op ("selective", selective_ac_option
+    "op"): a layer keeps its input, the outputs of every other matmul in call order (wq, wv, w1,
+    w2 of wq, wk, wv, wo, w1, w3, w2) and the SDPA output with its log-sum-exp; everything else
+    is recomputed in the layer's backward (torchtitan distributed/activation_checkpoint.py,
+    `_save_list` and the "mm every other" policy)."""
+    return [
+        Item("layer input (checkpoint)", c * sh.d),
+        Item("saved matmul outputs (wq, wv, w1, w2)", c * (sh.dq + sh.dv + sh.ffn + sh.d)),
+        Item("SDPA output + log-sum-exp", c * sh.do + 4 * sh.heads),
+    ]
 
 
 def recompute_items(c: int, d: int, tp: int, sp: bool) -> list:

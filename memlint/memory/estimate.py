@@ -136,6 +136,9 @@ class _Model:
             start += n
         self.plans = plans
         self.lora = self.tr.lora_rank > 0
+        # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
+        self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
+                       and self.tr.recompute_every <= 1 and not self.seed)
         self.lora_per_layer = (_lora_params(self.arch, self.tr.lora_rank, self.tr.lora_targets)
                                if self.lora else [0] * self.arch.layers)
         if self.seed and self.lora:
@@ -174,7 +177,8 @@ class _Model:
         counts = self.counts
         total = self.total_params()
         lora = sum(self.lora_per_layer) if self.lora else 0
-        return {"total": total + lora, "trainable": lora if self.lora else total,
+        trainable = lora if self.lora else (total if self.tr.train_base else 0)
+        return {"total": total + lora, "trainable": trainable,
                 "embedding": counts.embedding + counts.position_embedding,
                 "lm_head": counts.lm_head, "experts": self.expert_params(),
                 "vision": counts.vision + counts.projector}
@@ -238,6 +242,12 @@ class _Model:
             optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
                                                 par.offload_optimizer,
                                                 adafactor_factored=trainable_count)
+        elif not tr.train_base:
+            # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
+            # but it has no gradients and no optimizer states
+            weights += states.weight_terms(
+                [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
+                par.fsdp, par.offload_params)
         else:
             weights += states.weight_terms(groups, dt, par.zero, par.fsdp, par.offload_params)
             gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
@@ -382,13 +392,16 @@ class _Model:
             key = (moe_layer, first and eager_modules)
             if key not in cache:
                 sh = act.shapes(arch, moe_layer)
-                if eager_modules:
+                if eager_modules and self.op_sac and not moe_layer:
+                    items = act.op_sac_items(sh, self.dt.compute)
+                elif eager_modules:
                     items = act.hf_layer_items(sh, self.hf_run(first))
                 else:
                     items = act.fused_layer_items(
                         sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
                         arch.hidden_dropout > 0, arch.attention_dropout > 0,
-                        tr.recompute == "selective" and tr.recompute_every <= 1)
+                        tr.recompute == "selective" and tr.recompute_every <= 1,
+                        gemm=1 if tr.precision == "fp8" else None)
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))

@@ -192,8 +192,11 @@ def logits_terms(model, phase: str) -> list:
     transformers (ForCausalLMLoss): logits in the compute dtype are held by the model output,
     upcast to fp32 and log-softmaxed (the fp32 log-probabilities are saved); at the start of the
     loss backward the log-probabilities, their gradient and the fp32 logits' gradient are alive
-    (3 × 4 B × V per token). Megatron's vocab-parallel cross entropy keeps the fp32 softmax and
-    writes the gradient into it (megatron/core/tensor_parallel/cross_entropy.py).
+    (3 × 4 B × V per token). Megatron's vocab-parallel cross entropy (and its fused variant)
+    upcasts the logits, keeps the fp32 exp-logits for backward and writes the gradient into that
+    buffer in place; the compute-dtype logits live until the forward returns and the gradient is
+    cast back to the compute dtype at the start of backward: (c + 4) B per logit in both phases
+    (megatron/core/tensor_parallel/cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py).
     """
     arch, tr, topo = model.arch, model.tr, model.topo
     tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
@@ -206,9 +209,9 @@ def logits_terms(model, phase: str) -> list:
             per, formula = c + 4, f"logits {c} B + fp32 log-probs 4 B"
     else:
         if phase == "backward_start":
-            per, formula = c + 8, f"logits {c} B + fp32 softmax 4 B + fp32 gradient 4 B"
+            per, formula = c + 4, f"fp32 softmax/gradient buffer 4 B + gradient cast {c} B"
         else:
-            per, formula = c + 4, f"logits {c} B + fp32 softmax 4 B"
+            per, formula = c + 4, f"logits {c} B + fp32 exp-logits 4 B"
     value = per * vocab * tokens
     return [Term("logits", "logits", value,
                  f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",

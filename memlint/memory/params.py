@@ -422,6 +422,15 @@ def _architecture(config: Mapping) -> Architecture:
         return _llava(config)
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
         return _qwen_vl(config, model_type)
+    if (not any(key in config for key in ("hidden_size", "n_embd", "d_model"))
+            and isinstance(config.get("text_config"), Mapping)):
+        # a multimodal family not known here (llama4, qwen3_vl, gemma3/4, ...): its language
+        # model is the nested text_config, read through the generic keys; the vision tower is
+        # not counted (the caller warns that the model type is not known exactly)
+        text = _text_reader(config, model_type)
+        text_type = _model_type(config["text_config"], "text_config") or model_type
+        arch = _text(text, text_type, tied=_vlm_tied(config, text))
+        return _replace(arch, model_type=model_type, known=False)
     return _text(_Reader(config, model_type), model_type)
 
 

@@ -339,6 +339,13 @@ class Zero3WhenZero2Fits(Rule):
             return
         if par.zero == 3:
             variant, label, key = with_parallelism(scenario, zero=2), "zero=2", "zero"
+        elif par.fsdp == "full" and scenario.training.framework == "fsdp2":
+            if not par.reshard_after_forward:
+                return
+            # FSDP2 has no SHARD_GRAD_OP strategy: keeping the unsharded parameters from forward
+            # to backward (reshard_after_forward=False) is its ZeRO-2-like setting
+            variant, label, key = (with_parallelism(scenario, reshard_after_forward=False),
+                                   "reshard_after_forward = false", "reshard_after_forward")
         elif par.fsdp == "full":
             variant, label, key = (with_parallelism(scenario, fsdp="shard_grad_op"),
                                    'fsdp="shard_grad_op"', "fsdp")

@@ -36,11 +36,11 @@ def codes(partial, severity=None):
 
 # file -> (world_size, tp, pp, cp, ep, vpp, zero, precision)
 EXPECTED = {
-    "bigscience_tr11_176B_ml.txt": (192, 4, 12, 1, 1, 1, 0, "bf16"),
+    "bigscience_tr11_176B_ml.txt": (192, 4, 12, 1, 1, 1, 1, "bf16"),  # BF16_Optimizer = ZeRO-1
     "gpt3_175b_distributed.txt": (8, 8, 16, 1, 1, 1, 0, "fp16"),
-    "llama3_8b_h100_fp8.txt": (8, 1, 1, 1, 1, 1, 1, "bf16"),
+    "llama3_8b_h100_fp8.txt": (8, 1, 1, 1, 1, 1, 1, "fp8"),
     "megatron_fsdp_deepseek_v3.txt": (None, 1, 1, 1, 8, 1, 3, "bf16"),
-    "megatron_fsdp_llama3_8b_h100_fp8.txt": (8, 1, 1, 1, 1, 1, 3, "bf16"),
+    "megatron_fsdp_llama3_8b_h100_fp8.txt": (8, 1, 1, 1, 1, 1, 3, "fp8"),
     "mixtral_8x7b_distributed.txt": (8, 1, 4, 1, 8, 1, 1, "bf16"),
     "multimodal_nvlm_pretrain_qwen20_72b_internvit_6b.txt": (8, 8, 1, 1, 1, 1, 1, "bf16"),
     "multimodal_pretrain_mistral_clip.txt": (8, 4, 1, 1, 1, 1, 1, "bf16"),
@@ -60,7 +60,7 @@ EXPECTED = {
     "Megatron-LM__tests-functional_tests-test_cases-multimodal-llava-multimodal_llava_mcore_te_"
     "tp4_sp_cp2-model_config.yaml": (None, 4, 1, 2, 1, 1, 0, "bf16"),
     "Megatron-LM__tests-functional_tests-test_cases-nemotron-nemotron3_super_release_gb200-model_"
-    "config.yaml": (None, 2, 1, 1, 64, 1, 1, "bf16"),
+    "config.yaml": (None, 2, 1, 1, 64, 1, 1, "fp8"),
     "verl__verl-trainer-config-engine-megatron.yaml": (None, 1, 1, 1, 1, 1, 1, "bf16"),
 }
 

@@ -1,0 +1,243 @@
+"""`memlint plan`: the parallel configurations that fit a GPU budget, ranked.
+
+    memlint plan --model PATH|PRESET --gpus N --gpu NAME [--gpus-per-node 8] --seq-len T
+                 --global-batch B [--top K] [--format text|json] [--set key=value ...]
+    memlint plan ds_config.json --model config.json --gpus 64 ...
+
+With configuration files, their settings are the starting point and the plans are the nearest
+configurations that fit (fewest changed keys first). Every plan's `set` list (JSON) are `--set`
+arguments that reproduce it with `memlint estimate`. Wired into memlint/cli.py as
+`add_parser(subparsers)` + `run(args) -> int`; exit codes: 0 some plan fits, 1 none does, 2 the
+command could not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional
+
+GiB = 1024**3
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "plan", help="find the parallel configurations that fit, ranked",
+        description="Search tp/pp/dp/cp/ep, ZeRO/FSDP, recompute, micro batch and offload for the "
+                    "configurations whose per-GPU memory fits, ranked by headroom and a "
+                    "documented throughput-penalty model.")
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("configs", nargs="*", metavar="CONFIG",
+                        help="existing config files to start from (plans nearest to them first)")
+    parser.add_argument("--model", help="HF config.json (or its directory) or a preset name")
+    parser.add_argument("--gpus", type=int, help="total number of GPUs (default: world_size of the "
+                                                  "config)")
+    parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB")
+    parser.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
+    parser.add_argument("--seq-len", type=int, help="sequence length (--set seq_len)")
+    parser.add_argument("--global-batch", type=int, help="global batch in samples")
+    parser.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    parser.add_argument("--headroom", type=float, default=0.10,
+                        help="share of GPU memory a plan should leave free (default 0.10)")
+    parser.add_argument("--cross-node-tp", action="store_true",
+                        help="also try tensor parallelism wider than a node")
+    parser.add_argument("--max-pp", type=int, help="largest pipeline size to try")
+    parser.add_argument("--allow-bubble", action="store_true",
+                        help="also try pipelines with fewer micro-batches than stages")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--set", dest="assignments", action="append", default=[],
+                        metavar="KEY=VALUE", help="set a scenario key (repeatable)")
+    parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+
+
+class _Usage(Exception):
+    pass
+
+
+def base_assignments(args) -> list:
+    """The command line as scenario assignments (what every plan is relative to)."""
+    out = list(args.assignments)
+    if args.seq_len is not None:
+        out.append(f"seq_len={args.seq_len}")
+    if args.global_batch is not None:
+        out.append(f"global_batch={args.global_batch}")
+    if args.gpu:
+        out.append(f"gpu={args.gpu}")
+    if args.gpus_per_node is not None:
+        out.append(f"gpus_per_node={args.gpus_per_node}")
+    return out
+
+
+def _load_configs(paths: list) -> list:
+    if not paths:
+        return []
+    try:
+        from memlint.adapters.registry import load_file
+    except ImportError:
+        raise _Usage("reading config files needs memlint.adapters.registry, which this build "
+                     "lacks; give the settings with --set instead") from None
+    partials = []
+    for path in paths:
+        partial = load_file(path)
+        partials.append(partial)
+    return partials
+
+
+def build_base(args):
+    from memlint.scenario import build, overrides_partial
+
+    partials = _load_configs(args.configs)
+    try:
+        cli = overrides_partial(base_assignments(args), args.model)
+    except ValueError as exc:
+        raise _Usage(f"--set: {exc}") from None
+    scenario, diagnostics = build(partials + [cli])
+    errors = [d for d in diagnostics if getattr(d.severity, "label", "") == "error"]
+    if errors:
+        raise _Usage("; ".join(d.message for d in errors))
+    if scenario.model is None:
+        raise _Usage("no model: give --model PATH|PRESET")
+    return scenario, bool(partials)
+
+
+def near_settings(scenario) -> dict:
+    """The starting configuration's values of the keys plans are compared on."""
+    par, tr = scenario.parallelism, scenario.training
+    return {"tp": par.tp, "pp": par.pp, "cp": par.cp, "ep": par.ep, "zero": par.zero,
+            "fsdp": par.fsdp, "dp_replicate": par.dp_replicate, "recompute": tr.recompute,
+            "recompute_every": tr.recompute_every, "micro_batch": tr.micro_batch,
+            "offload_optimizer": par.offload_optimizer, "offload_params": par.offload_params}
+
+
+def run(args) -> int:
+    try:
+        return _run(args)
+    except _Usage as exc:
+        print(f"memlint plan: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - exit 2 with one line unless --debug
+        if getattr(args, "debug", False):
+            raise
+        print(f"memlint plan: internal error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    from memlint.memory.estimate import EstimateError
+    from memlint.planner import search_plans
+
+    scenario, from_files = build_base(args)
+    gpus = args.gpus or scenario.parallelism.world_size
+    if not gpus or gpus <= 0:
+        raise _Usage("give --gpus N (the GPU budget)")
+    if args.top is not None and args.top <= 0:
+        raise _Usage("--top must be positive")
+    if not 0 <= args.headroom < 1:
+        raise _Usage("--headroom must be in [0, 1)")
+    gpn = args.gpus_per_node or scenario.hardware.gpus_per_node
+    try:
+        result = search_plans(scenario, gpus, gpn, args.top, headroom=args.headroom,
+                              near=near_settings(scenario) if from_files else None,
+                              cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
+                              allow_bubble=args.allow_bubble)
+    except (EstimateError, ValueError) as exc:
+        raise _Usage(str(exc)) from None
+    if args.format == "json":
+        print(json.dumps(to_json(result, scenario, args), indent=2))
+    else:
+        render_text(result, scenario, args)
+    return 0 if result.plans else 1
+
+
+def to_json(result, scenario, args) -> dict:
+    from memlint import __version__
+
+    out = {"memlint_version": __version__,
+           "base": {"model": scenario.model.name, "set": base_assignments(args),
+                    "profile": scenario.assumptions.profile,
+                    "framework": scenario.training.framework,
+                    "gpu": {"name": scenario.hardware.gpu,
+                            "capacity_bytes": scenario.hardware.gpu_memory}}}
+    out.update(result.to_dict())
+    return out
+
+
+def _gib(value: int, units: str) -> str:
+    return f"{value / (1e9 if units == 'GB' else GiB):.1f}"
+
+
+def render_text(result, scenario, args, file=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file or sys.stdout, highlight=False)
+    units = scenario.assumptions.get("units", "GiB")
+    cap = scenario.hardware.gpu_memory
+    stats = result.stats
+    console.print(f"[bold]memlint plan[/bold]: {scenario.model.name or 'model'} on "
+                  f"{result.gpus} x {scenario.hardware.gpu} ({_gib(cap, units)} {units}), "
+                  f"{result.gpus_per_node} per node, framework {scenario.training.framework}, "
+                  f"profile {scenario.assumptions.profile}")
+    console.print(f"examined {stats.examined:,} candidates: {stats.pruned_states:,} cut by the "
+                  f"model-states bound, {stats.pruned_bound:,} by the activation bound, "
+                  f"{stats.pruned_rules:,} by rules; {stats.estimated} estimated, "
+                  f"{stats.fitting} fit ({stats.seconds:.2f} s)")
+    for note in result.notes:
+        console.print(f"note: {note}")
+    if not result.plans:
+        console.print("[red]no configuration fits[/red]")
+        return
+    table = Table(title="ranked plans", show_lines=False)
+    for col in ("#", "layout", "zero/fsdp", "recompute", "mb×acc", "offload", f"peak {units}",
+                "headroom", "step ×"):
+        table.add_column(col)
+    for p in result.plans:
+        s = p.settings
+        shard = f"zero{s['zero']}" if s["fsdp"] == "none" else s["fsdp"] + (
+            f" r{s['dp_replicate']}" if "dp_replicate" in s else "")
+        rec = s["recompute"] + (f"/{s['recompute_every']}" if s["recompute"] == "selective" else "")
+        off = "-" if s["offload_optimizer"] == "none" and s["offload_params"] == "none" else (
+            "params+opt" if s["offload_params"] != "none" else "opt")
+        table.add_row(str(p.rank), p.label(), shard, rec,
+                      f"{s['micro_batch']}×{s.get('grad_accum', '-')}", off,
+                      _gib(p.peak_bytes, units),
+                      f"{p.headroom_fraction * 100:.0f}%" + ("" if p.has_headroom else " (low)"),
+                      f"{p.cost.relative_step_time:.2f}")
+    console.print(table)
+    for p in result.plans:
+        console.print(f"\n[bold]#{p.rank} {p.label()}[/bold]  --set " + " --set ".join(
+            p.assignments()))
+        if p.changed:
+            console.print("  changes: " + ", ".join(p.changed))
+        stages = Table(show_header=True, box=None, padding=(0, 1))
+        for col in ("stage", "layers", "phase", "weights", "grads", "optim", "activ", "other",
+                    "total"):
+            stages.add_column(col)
+        for st in p.estimate.stages:
+            comp = st.components()
+            other = sum(v for k, v in comp.items()
+                        if k not in ("weights", "gradients", "optimizer", "activations"))
+            stages.add_row(str(st.stage), str(st.layers), st.phase,
+                           *(_gib(comp.get(k, 0), units) for k in
+                             ("weights", "gradients", "optimizer", "activations")),
+                           _gib(other, units), _gib(st.total_bytes, units))
+        console.print(stages)
+        for pen in p.penalties:
+            console.print(f"  +{pen.fraction * 100:5.1f}%  {pen.name}: {pen.explanation} "
+                          f"[dim]({pen.source})[/dim]")
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Stand-alone entry point (`python -m memlint.commands.plan`), until cli.py wires it in."""
+    parser = argparse.ArgumentParser(prog="memlint plan")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

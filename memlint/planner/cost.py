@@ -1,0 +1,313 @@
+"""The throughput-penalty model that ranks fitting plans (`memlint plan`).
+
+A plan's cost is its estimated step time relative to the ideal step (all GPUs computing the
+model's FLOPs at a fixed utilization, nothing else): `relative_step_time = 1 + sum(fractions)`,
+where each `Penalty.fraction` is the extra time of one mechanism divided by the ideal compute
+time `t_c`. Lower is better. The numbers are order-of-magnitude engineering estimates meant to
+rank layouts the way the seed article's decision tree does (../shared/seeds/000 CH 10.1-10.2),
+not to predict absolute throughput; every constant is named below with its source.
+
+Ideal compute time per step and GPU (Kaplan et al. 2020 / Narayanan et al. 2021 FLOP count):
+    t_c = tokens · (6·N_active + 6·L·T·d_q) / (world · peak_flops · MFU)
+with N_active the parameters a token passes through (MoE: dense + experts·top_k/E), and the
+attention score/value FLOPs halved for the causal mask.
+
+Penalties (fractions of t_c):
+- recompute (seed 000 CH 5.2): full re-runs the forward, forward ≈ 1/3 of forward+backward:
+  +1/3 (the article's 30-40%); selective every K layers recomputes (K-1)/K of them:
+  +(1/3)·(K-1)/K (K=2: 17%, K=4: 25%; the article's 15-25%); selective attention-core only
+  (K=1, Megatron `--recompute-activations`): +3%.
+- pipeline bubble (Narayanan et al. 2021, section 2.2): with m micro-batches per step and pp
+  stages (vpp virtual stages each), the idle share of the step is (pp-1)/(m·vpp+pp-1), i.e.
+  extra time (pp-1)/(m·vpp) of the ideal step.
+- tensor parallelism (Megatron-LM, Shoeybi et al. 2019 / Korthikanti et al. 2022): per layer and
+  token 4 all-reduces (or reduce-scatter + all-gather with SP, same bytes) of d values in bf16,
+  each moving 2·(tp-1)/tp of the message per GPU (ring); 6 with full recompute. Over NVLink
+  inside a node; across nodes the per-GPU NIC bandwidth applies (about 9x slower: the "big
+  penalty"). Not overlapped.
+- data parallelism / ZeRO / FSDP (seed 000 CH 3, 10.1; Rajbhandari et al. 2020): ZeRO-0/1
+  all-reduce (or reduce-scatter + all-gather) the gradients once per step; ZeRO-2 reduce-
+  scatters in every micro-batch's backward; ZeRO-3 / FSDP all-gather the parameters in every
+  micro-batch's forward and backward (again for a full-recompute forward, seed 000 CH 5.3) and
+  reduce-scatter gradients every micro-batch; HSDP does that inside the shard group and an
+  all-reduce of the shard across replicas. `DP_OVERLAP` of it hides under compute.
+- expert parallelism (seed 000 CH 10.1: all-to-all, expensive across nodes): per MoE layer and
+  token, dispatch + combine in forward and backward of top_k·d bf16 values, (ep-1)/ep of it
+  leaving the GPU. Not overlapped.
+- context parallelism (seed 000 CH 4.4: ring P2P, cp-1 serial hops): K and V blocks passed
+  cp-1 times in forward, K, V, dK, dV in backward; `CP_OVERLAP` hides under attention compute.
+- small GEMMs (roofline): a GEMM of M tokens against a d×d' weight does ~M FLOPs per byte of
+  weight it reads, so below the GPU's ridge point (peak FLOP/s / HBM bandwidth, ~295 on H100)
+  it is bandwidth-bound; extra time ≈ ridge / M. M is the tokens of one micro-batch on one GPU
+  (micro_batch · T / cp) for the dense part, and the tokens each local expert receives
+  (M · top_k · ep / E) for the experts, weighted by their FLOP shares. This is what makes tiny
+  CP chunks and MoE without EP slow.
+- stage imbalance (uneven pipeline splits, the LM head on the last stage): the slowest stage
+  sets the pace: max stage load · pp / total load - 1.
+- pipeline P2P: each micro-batch's activations (micro_batch · T/cp · d / tp bf16 values) go to
+  the next stage in forward and back in backward, across nodes.
+- latency: every collective / P2P hop pays `LATENCY_INTRA` or `LATENCY_INTER` (NCCL small-
+  message latency); it is what makes many-hop CP rings and deep pipelines of thin stages slow.
+- optimizer offload (seed 000 CH 6.1): PCIe 4·N_shard bytes each step (bf16 grads down, bf16
+  params up) at `HOST_BANDWIDTH`, plus CPU Adam at `CPU_ADAM_PARAMS_PER_S`. The article's
+  example (26.75B params per GPU) gives its 3-5x; sharded by ZeRO the cost shrinks, as it says.
+- parameter offload (seed 000 CH 6.2, 10.1: 5-20x): a flat x10 step time (+9).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Peak dense bf16 FLOP/s and per-GPU intra-node bandwidth (one direction, bytes/s), from the
+# vendors' data sheets. Unknown GPUs use the H100 row.
+_HW = {
+    "H100-80GB": (989e12, 450e9, 3.35e12), "H100-94GB": (835e12, 300e9, 3.9e12),
+    "H200": (989e12, 450e9, 4.8e12), "B200": (2250e12, 900e9, 8e12),
+    "B300": (2250e12, 900e9, 8e12), "A100-80GB": (312e12, 300e9, 2.0e12),
+    "A100-40GB": (312e12, 300e9, 1.55e12), "V100-32GB": (125e12, 150e9, 0.9e12),
+    "V100-16GB": (125e12, 150e9, 0.9e12), "L40S": (362e12, 32e9, 0.86e12),
+    "A10G": (125e12, 16e9, 0.6e12), "RTX-4090": (165e12, 16e9, 1.0e12),
+    "MI300X": (1307e12, 448e9, 5.3e12), "MI325X": (1307e12, 448e9, 6e12),
+    "MI250X": (383e12, 200e9, 3.2e12),
+}
+#: NCCL latency per collective step / P2P hop.
+LATENCY_INTRA = 10e-6
+LATENCY_INTER = 25e-6
+#: Across nodes: one 400 Gb/s NIC per GPU (InfiniBand NDR / RoCE), ~50 GB/s.
+INTER_NODE_BANDWIDTH = 50e9
+#: Host link for offload: PCIe 4.0 x16 effective, seed 000 CH 6.1 (25-32 GB/s).
+HOST_BANDWIDTH = 25e9
+#: CPU Adam throughput per GPU process, seed 000 CH 6.1 (~8B params/s).
+CPU_ADAM_PARAMS_PER_S = 8e9
+#: Model FLOP utilization of the ideal step (only scales t_c; ranks are insensitive to it).
+MFU = 0.5
+#: Share of data-parallel / FSDP traffic hidden under compute (bucketed overlap, prefetch).
+DP_OVERLAP = 0.5
+#: Share of the CP ring hidden under the attention of the block in hand.
+CP_OVERLAP = 0.5
+#: Parameter offload multiplier (seed 000 CH 6.2 / 10.1: 5-20x).
+PARAM_OFFLOAD_SLOWDOWN = 10.0
+#: Selective recompute of the attention core only (Korthikanti et al. 2022: ~2-4% with flash).
+SELECTIVE_CORE_FRACTION = 0.03
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class Penalty:
+    name: str
+    fraction: float      # extra step time / ideal compute time
+    explanation: str
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "fraction": round(self.fraction, 6),
+                "explanation": self.explanation, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Cost:
+    relative_step_time: float
+    penalties: tuple
+
+    def to_dict(self) -> dict:
+        return {"relative_step_time": round(self.relative_step_time, 6),
+                "penalties": [p.to_dict() for p in self.penalties]}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the cost model needs of the model, computed once per search."""
+
+    layers: int
+    moe_layers: int
+    vocab: int
+    hidden: int
+    q_width: int           # heads · head_dim
+    kv_width: int          # kv_heads · head_dim
+    dense_params: int
+    expert_params: int
+    top_k: int
+    num_experts: int
+
+    @property
+    def active_params(self) -> float:
+        share = self.top_k / self.num_experts if self.num_experts else 0.0
+        return self.dense_params + self.expert_params * share
+
+
+def hardware(gpu: str):
+    return _HW.get(gpu, _HW["H100-80GB"])
+
+
+def link(span: int, gpus_per_node: int, intra: float) -> tuple:
+    """Bandwidth of a group spanning `span` consecutive ranks: NVLink inside a node, else NIC."""
+    if span <= gpus_per_node:
+        return intra, "inside a node"
+    return INTER_NODE_BANDWIDTH, "across nodes"
+
+
+def latency(bw: float) -> float:
+    return LATENCY_INTER if bw == INTER_NODE_BANDWIDTH else LATENCY_INTRA
+
+
+def _fmt(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, tokens: float,
+         tp: int, pp: int, vpp: int, cp: int, ep: int, etp: int, dp: int, expert_dp: int,
+         seed_layout: bool, zero: int, fsdp: str, replicate: int, reshard_after_forward: bool,
+         recompute: str, recompute_every: int, microbatches: int, micro_batch: int,
+         offload_optimizer: str, offload_params: str, grad_bytes: int, param_bytes: int,
+         optimizer_shard: int, stage_layers: tuple = ()) -> Cost:
+    """The penalties of one layout. `tokens`: tokens per optimizer step (global batch · T)."""
+    flops, intra, hbm = hardware(gpu)
+    per_token = 6 * f.active_params + 6 * f.layers * seq * f.q_width
+    t_c = tokens * per_token / (world * flops * MFU)
+    m = max(1, microbatches)
+    out = []
+
+    # -- recompute
+    if recompute == "full":
+        re_frac = 1 / 3
+        out.append(Penalty("recompute", re_frac, "full recompute re-runs every forward: +1/3 FLOPs",
+                           "seed 000 CH 5.2 (+30-40%)"))
+    elif recompute == "selective":
+        k = max(1, recompute_every)
+        re_frac = (1 / 3) * (k - 1) / k if k > 1 else SELECTIVE_CORE_FRACTION
+        what = (f"selective every {k} layers re-runs {k - 1}/{k} of the forward" if k > 1
+                else "selective (attention core only)")
+        out.append(Penalty("recompute", re_frac, what, "seed 000 CH 5.2 (+15-25%)"))
+    else:
+        re_frac = 0.0
+
+    # -- pipeline bubble
+    if pp > 1:
+        frac = (pp - 1) / (m * max(1, vpp))
+        idle = (pp - 1) / (m * max(1, vpp) + pp - 1)
+        out.append(Penalty("pipeline_bubble", frac,
+                           f"(pp-1)/(m+pp-1) = {pp - 1}/({m}+{pp - 1}) = {_fmt(idle)} of the step "
+                           f"idle with m = {m} micro-batches" + (f", vpp {vpp}" if vpp > 1 else ""),
+                           "Narayanan et al. 2021 section 2.2"))
+
+    layers_per_stage = f.layers / pp
+    stage_tokens = tokens / (dp * cp) if not seed_layout else tokens / (dp * cp * ep)
+    # -- tensor parallelism
+    if tp > 1:
+        bw, where = link(tp, gpus_per_node, intra)
+        collectives = 4 + 2 * (re_frac * 3)  # a recomputed forward repeats its 2 all-reduces
+        volume = layers_per_stage * stage_tokens * collectives * 2 * (tp - 1) / tp * f.hidden * BF16
+        lat = layers_per_stage * m * collectives * latency(bw)
+        frac = (volume / bw + lat) / t_c
+        out.append(Penalty("tensor_parallel", frac,
+                           f"tp {tp} all-reduces ({collectives:g} per layer) {where} "
+                           f"at {bw / 1e9:.0f} GB/s", "Shoeybi et al. 2019; seed 000 CH 10.1"))
+
+    # -- data parallelism / ZeRO / FSDP
+    dense_local = f.dense_params / (tp * pp)
+    expert_local = f.expert_params / ((tp if seed_layout else etp) * ep * pp)
+    stride = tp * cp * (ep if seed_layout else 1)
+    dp_time = 0.0
+    parts = []
+    for params, group in ((dense_local, dp), (expert_local, expert_dp)):
+        if params <= 0 or group <= 1:
+            continue
+        ring = (group - 1) / group
+        sharded = zero >= 3 or fsdp in ("full", "hybrid")
+        if sharded:
+            shard_group = max(1, group // max(1, replicate))
+            gathers = (2 if reshard_after_forward else 1) + (1 if recompute == "full" else 0)
+            s_ring = (shard_group - 1) / shard_group
+            bw, _ = link(stride * shard_group, gpus_per_node, intra)
+            t = m * (gathers * s_ring * params * param_bytes + s_ring * params * grad_bytes) / bw
+            if replicate > 1:
+                bw_r, _ = link(stride * group, gpus_per_node, intra)
+                t += 2 * (replicate - 1) / replicate * params / shard_group * grad_bytes / bw_r
+            parts.append(f"{gathers} param all-gathers + grad reduce-scatter per micro-batch "
+                         f"over {shard_group}")
+        else:
+            bw, _ = link(stride * group, gpus_per_node, intra)
+            if zero == 2 or fsdp == "shard_grad_op":
+                t = (m * ring * params * grad_bytes + ring * params * param_bytes) / bw
+                parts.append(f"grad reduce-scatter per micro-batch over {group}")
+            else:
+                t = 2 * ring * params * grad_bytes / bw
+                parts.append(f"one grad all-reduce per step over {group}")
+        dp_time += t
+    if dp_time:
+        frac = dp_time * (1 - DP_OVERLAP) / t_c
+        out.append(Penalty("data_parallel", frac, "; ".join(parts) +
+                           f" ({_fmt(DP_OVERLAP)} hidden under compute)",
+                           "Rajbhandari et al. 2020; seed 000 CH 3, 5.3, 10.1"))
+
+    # -- expert parallelism
+    if ep > 1 and f.moe_layers:
+        span = ep * (tp if seed_layout else etp)
+        bw, where = link(span, gpus_per_node, intra)
+        passes = 4 + 2 * (re_frac * 3)
+        volume = (f.moe_layers / pp) * (tokens * pp / world) * passes * f.top_k * f.hidden * BF16 \
+            * (ep - 1) / ep
+        lat = (f.moe_layers / pp) * m * passes * latency(bw)
+        frac = (volume / bw + lat) / t_c
+        out.append(Penalty("expert_parallel", frac,
+                           f"ep {ep} all-to-all ({passes:g} per MoE layer, top-{f.top_k}) {where}",
+                           "seed 000 CH 10.1 (all-to-all, expensive across nodes)"))
+
+    # -- context parallelism
+    if cp > 1:
+        bw, where = link(tp * cp, gpus_per_node, intra)
+        local = micro_batch * seq / cp
+        kv = 2 * f.kv_width / tp * BF16
+        hops = (cp - 1) * (1 + 2 + re_frac * 3)  # forward K,V; backward K,V + dK,dV
+        volume = layers_per_stage * m * hops * local * kv
+        lat = layers_per_stage * m * hops * latency(bw)
+        frac = (volume / bw * (1 - CP_OVERLAP) + lat) / t_c
+        out.append(Penalty("context_parallel", frac,
+                           f"cp {cp} ring: {cp - 1} serial K/V hops per layer {where}, "
+                           f"{local:,.0f} tokens per chunk",
+                           "seed 000 CH 4.4, 10.1 (ring P2P, latency-bound)"))
+
+    # -- pipeline: imbalance and P2P
+    if pp > 1:
+        layer_active = max(1.0, (f.active_params - 2 * f.vocab * f.hidden) / max(1, f.layers))
+        loads = [float(n) for n in (stage_layers or [f.layers / pp] * pp)]
+        loads[-1] += f.vocab * f.hidden / layer_active
+        loads[0] += 0.0  # the embedding lookup costs no GEMM
+        imbalance = max(loads) * pp / sum(loads) - 1
+        if imbalance > 1e-9:
+            out.append(Penalty("stage_imbalance", imbalance,
+                               f"slowest stage: {max(loads):.2f} layer-equivalents vs mean "
+                               f"{sum(loads) / pp:.2f} (LM head on the last stage)",
+                               "Narayanan et al. 2021; Megatron uneven pipeline splits"))
+        bw_p, _ = link(gpus_per_node + 1, gpus_per_node, intra)
+        p2p = 2 * m * micro_batch * (seq / cp) * f.hidden * BF16 / tp
+        t = p2p / bw_p + 2 * m * latency(bw_p)
+        out.append(Penalty("pipeline_p2p", t / t_c,
+                           f"activations sent between stages: 2 x {m} micro-batches",
+                           "Narayanan et al. 2021"))
+
+    # -- small GEMMs
+    ridge = flops / hbm
+    tokens_mb = micro_batch * seq / cp
+    dense_share = f.dense_params / max(1.0, f.active_params)
+    frac = dense_share * ridge / tokens_mb
+    why = f"{tokens_mb:,.0f} tokens per micro-batch per GPU"
+    if f.num_experts and f.expert_params:
+        per_expert = tokens_mb * f.top_k * ep / f.num_experts
+        frac += (1 - dense_share) * ridge / max(1.0, per_expert)
+        why += f", {per_expert:,.0f} per local expert"
+    out.append(Penalty("small_gemm", frac, f"{why} (ridge point {ridge:.0f} FLOP/B)",
+                       "roofline: GEMM arithmetic intensity ~ tokens"))
+
+    # -- offload
+    if offload_optimizer != "none":
+        shard = (dense_local + expert_local) / max(1, optimizer_shard)
+        t = 4 * shard / HOST_BANDWIDTH + shard / CPU_ADAM_PARAMS_PER_S
+        out.append(Penalty("offload_optimizer", t / t_c,
+                           f"{shard / 1e9:.2f}B params/GPU: PCIe 4N bytes + CPU Adam each step",
+                           "seed 000 CH 6.1 (3-5x at 26.75B/GPU)"))
+    if offload_params != "none":
+        out.append(Penalty("offload_params", PARAM_OFFLOAD_SLOWDOWN - 1,
+                           f"parameters streamed over PCIe every micro-batch: x{PARAM_OFFLOAD_SLOWDOWN:g}",
+                           "seed 000 CH 6.2, 10.1 (5-20x)"))
+    total = 1.0 + sum(p.fraction for p in out)
+    return Cost(total, tuple(out))

@@ -1,0 +1,113 @@
+"""`memlint check` on real public configs: findings a config's author would defend, no false alarms.
+
+The files come from ../shared/fixtures-real (see its SOURCES.md) or fixtures/; each test names the
+situation that used to cry wolf and what the right answer is.
+"""
+import json
+import os
+
+import pytest
+
+from memlint.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REAL = os.path.join(ROOT, "..", "shared", "fixtures-real")
+needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/fixtures-real absent")
+
+
+def check(capsys, *argv):
+    code = main(["check", *argv, "--format", "json"])
+    out, _err = capsys.readouterr()
+    report = json.loads(out)
+    return code, report
+
+
+def codes(report, severity=None):
+    return [d["code"] for d in report["diagnostics"]
+            if severity is None or d["severity"] == severity]
+
+
+def test_model_config_alone_is_not_a_run(capsys):
+    """A config.json says what the model is, not how it trains: no OOM verdict on defaults."""
+    code, report = check(capsys, os.path.join(ROOT, "fixtures", "hf", "Meta-Llama-3.1-8B.json"))
+    assert code == 0
+    assert "ML101" not in codes(report) and "ML006" in codes(report, "info")
+    assert report["estimates"] == []
+
+
+def test_model_config_alone_still_reports_a_missing_key(capsys, tmp_path):
+    with open(os.path.join(ROOT, "fixtures", "hf", "calib-llama.json")) as handle:
+        config = json.load(handle)
+    del config["hidden_size"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config, indent=1))
+    code, report = check(capsys, str(path))
+    assert code == 1
+    errors = [d for d in report["diagnostics"] if d["severity"] == "error"]
+    assert errors and "hidden_size" in errors[0]["message"]
+
+
+def test_model_config_with_a_run_is_estimated(capsys):
+    code, report = check(capsys, os.path.join(ROOT, "fixtures", "hf", "Meta-Llama-3.1-8B.json"),
+                         "--set", "tp=2", "--world-size", "8", "--set", "zero=1")
+    assert report["estimates"] and code == 0
+
+
+@needs_real
+def test_unknown_multimodal_family_reads_its_text_config(capsys):
+    """Llama-4 Scout nests its language model in text_config: a warning, not an error."""
+    code, report = check(capsys, os.path.join(REAL, "hf-configs",
+                                              "Llama-4-Scout-17B-16E-Instruct.json"))
+    assert code == 0
+    assert "ML008" in codes(report, "warning")
+    assert "ML004" not in codes(report)
+
+
+@needs_real
+def test_sharded_run_without_world_size_is_not_judged(capsys):
+    """torchtitan's llama3_8b.toml fills the shard degree from NGPU: unknown here, so no OOM."""
+    path = os.path.join(REAL, "torchtitan", "torchtitan__torchtitan-models-llama3-train_configs-"
+                        "llama3_8b.toml")
+    code, report = check(capsys, path)
+    assert code == 0 and "ML101" not in codes(report)
+    code, report = check(capsys, path, "--world-size", "8")
+    assert report["estimates"], "with the world size the run is estimated"
+    assert "ML101" not in codes(report), "Llama-3 8B with FSDP over 8 H100s fits"
+
+
+@needs_real
+def test_world_size_from_a_scheduler_default_is_a_warning(capsys):
+    """NNODES=${SLURM_NNODES:-1}: EP 8 does not fit one node, but the scheduler may start more."""
+    code, report = check(capsys, os.path.join(REAL, "megatron-args",
+                                              "mixtral_8x7b_distributed.txt"))
+    assert "ML202" in codes(report, "warning")
+    assert "ML202" not in codes(report, "error")
+
+
+@needs_real
+def test_megatron_deepspeed_bf16_optimizer_partitions_states(capsys):
+    """BLOOM-176B trained on 80 GB GPUs: bf16 + ZeRO stage 0 is DeepSpeed's BF16_Optimizer."""
+    code, report = check(capsys, os.path.join(REAL, "megatron-args",
+                                              "bigscience_tr11_176B_ml.txt"))
+    assert code == 0 and "ML101" not in codes(report)
+    peak = report["estimates"][0]["peak_bytes"]
+    assert peak < 80 * 1024**3
+
+
+@needs_real
+def test_frozen_language_model_has_no_optimizer_states(capsys):
+    """NVLM pre-training freezes the LM and the ViT (--freeze-LM --freeze-ViT)."""
+    code, report = check(capsys, os.path.join(
+        REAL, "megatron-args", "multimodal_nvlm_pretrain_qwen20_72b_internvit_6b.txt"))
+    assert code == 0
+    estimate = report["estimates"][0]
+    assert estimate["params"]["trainable"] == 0
+    stage = estimate["stages"][0]
+    assert stage["components"]["optimizer"] == 0 and stage["components"]["gradients"] == 0
+
+
+@needs_real
+def test_nvidia_fp8_llama3_recipe_fits(capsys):
+    """Megatron's own Llama-3 8B FP8 recipe for 8 H100s (TP1, no recompute) must fit."""
+    code, report = check(capsys, os.path.join(REAL, "megatron-args", "llama3_8b_h100_fp8.txt"))
+    assert "ML101" not in codes(report) and code == 0
