@@ -33,7 +33,7 @@ def _family(name: str) -> str:
 
 
 BY_FAMILY = {f: [c for c in CORPUS if _family(c[0]) == f] for f in FAMILIES}
-SETTINGS = settings(max_examples=250, deadline=None, derandomize=True, database=None,
+SETTINGS = settings(max_examples=600, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.function_scoped_fixture])
 
@@ -177,3 +177,25 @@ def test_regressions_found_by_fuzzing(case, workdir, monkeypatch):
     name, text, args = REGRESSIONS[case]
     _assert_ok(name, text.encode(), args, workdir)
     _assert_ok(name, text.encode(), args, workdir, fmt="text")
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(sets=st.lists(st.tuples(st.sampled_from(mutate.SET_KEYS), st.sampled_from(mutate.SET_VALUES)),
+                     max_size=3),
+       model=st.sampled_from(mutate.MODELS), gpus=st.sampled_from(["8", "16", "0", "-1", "x"]))
+def test_cli_plan_with_random_sets(sets, model, gpus):
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from memlint import cli
+
+    args = ["plan", "--format", "json", "--model", model, "--gpus", gpus, "--top", "3"]
+    for key, value in sets:
+        args += ["--set", f"{key}={value}"]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(args)
+    assert code in (0, 1, 2), (args, code)
+    assert "internal error" not in err.getvalue() and "Traceback" not in err.getvalue(), \
+        (args, err.getvalue())
