@@ -325,14 +325,37 @@ class _YAMLError(Exception):
         self.mark = mark
 
 
+# libyaml composes nested nodes recursively in C: a document nested tens of thousands of levels
+# deep ("[[[[..." or "- - - - ...") overflows the C stack and kills the process. Deeper documents
+# than this bound go through the pure-Python loader, whose recursion ends in a RecursionError.
+_C_YAML_MAX_DEPTH = 1000
+_YAML_COMPACT = re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
+
+
+def _yaml_depth_bound(text: str) -> int:
+    """An upper bound on a YAML document's nesting depth, cheap to compute: every flow level
+    needs its own '[' or '{', and every block level more indentation or another compact
+    indicator ('- - x') on its line."""
+    flow = text.count("[") + text.count("{")
+    block = 0
+    for match in _YAML_COMPACT.finditer(text):
+        indent = len(match.group(0)) - len(match.group(1))
+        block = max(block, indent + match.group(1).count("-") + match.group(1).count("?")
+                    + match.group(1).count(":"))
+    return flow + block + 1
+
+
 def load_yaml(path: str, text: str) -> Document:
     import yaml
 
     doc = Document(path=path, text=text)
-    try:
+    loader = yaml.SafeLoader
+    if _yaml_depth_bound(text) <= _C_YAML_MAX_DEPTH:
         # libyaml's parser when PyYAML has it (5-10x faster); the nodes, marks and errors are
         # the same as the pure-Python SafeLoader's, which remains the fallback
-        nodes = list(yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        nodes = list(yaml.compose_all(text, Loader=loader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)

@@ -379,16 +379,17 @@ def lora_items(sh: Shapes, run: HFRun) -> list:
     return items
 
 
-def op_sac_items(sh: Shapes, c: int) -> list:
+def op_sac_items(sh: Shapes, c: int, tp: int = 1) -> list:
     """torchtitan's selective activation checkpointing by op ("selective", selective_ac_option
     "op"): a layer keeps its input, the outputs of every other matmul in call order (wq, wv, w1,
     w2 of wq, wk, wv, wo, w1, w3, w2) and the SDPA output with its log-sum-exp; everything else
     is recomputed in the layer's backward (torchtitan distributed/activation_checkpoint.py,
-    `_save_list` and the "mm every other" policy)."""
+    `_save_list` and the "mm every other" policy). Under torchtitan's tensor parallelism (with
+    sequence parallelism) each of them is sharded over tp."""
     return [
-        Item("layer input (checkpoint)", c * sh.d),
-        Item("saved matmul outputs (wq, wv, w1, w2)", c * (sh.dq + sh.dv + sh.ffn + sh.d)),
-        Item("SDPA output + log-sum-exp", c * sh.do + 4 * sh.heads),
+        Item("layer input (checkpoint)", c * sh.d / tp),
+        Item("saved matmul outputs (wq, wv, w1, w2)", c * (sh.dq + sh.dv + sh.ffn + sh.d) / tp),
+        Item("SDPA output + log-sum-exp", (c * sh.do + 4 * sh.heads) / tp),
     ]
 
 

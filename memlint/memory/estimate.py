@@ -392,8 +392,8 @@ class _Model:
             key = (moe_layer, first and eager_modules)
             if key not in cache:
                 sh = act.shapes(arch, moe_layer)
-                if eager_modules and self.op_sac and not moe_layer:
-                    items = act.op_sac_items(sh, self.dt.compute)
+                if self.op_sac and not moe_layer:
+                    items = act.op_sac_items(sh, self.dt.compute, topo.tp)
                 elif eager_modules:
                     items = act.hf_layer_items(sh, self.hf_run(first))
                 else:

@@ -66,6 +66,8 @@ def test_alias_bomb_rejected_fast_with_bounded_memory(repo, capsys, width):
     ("deep.memlint.yaml", "memlint:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n"),
     ("deep.memlint.toml", "x = " + "[" * 100_000 + "]" * 100_000 + "\n"),
     ("deep2.memlint.yaml", "memlint:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 400))),
+    # compact block sequences nest without indentation; libyaml (C) would overflow its stack
+    ("deep3.memlint.yaml", "memlint:\n  x: \n    " + "- " * 100_000 + "x\n"),
 ])
 def test_deep_nesting_is_a_parse_error(repo, capsys, name, text):
     if name.endswith(".json"):
