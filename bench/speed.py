@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     files = real_files()
     if files:
         runs = max(3, args.runs // 3)
-        wall, rss, codes = median_run(memlint + ["check", "--format", "json",
+        wall, rss, codes = median_run(memlint + ["check",
                                                  "--allow-outside-root", *files], work, runs)
         rate = len(files) / wall
         results["b"] = {"files": len(files), "wall_s": wall, "files_per_s": rate,

@@ -51,7 +51,12 @@ def _read_toml(path: str) -> dict:
 def repo_root(path: str) -> str:
     """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
     start = os.path.abspath(path)
-    current = start if os.path.isdir(start) else os.path.dirname(start)
+    return _root_of(start if os.path.isdir(start) else os.path.dirname(start))
+
+
+@lru_cache(maxsize=256)
+def _root_of(current: str) -> str:
+    """repo_root of a directory; cached, as find_pyproject is, for the life of one run."""
     probe = current
     while True:
         if os.path.exists(os.path.join(probe, ".git")) or os.path.isfile(
