@@ -64,6 +64,7 @@ class FullRecomputeDoubleAllgather(Rule):
         the layer's forward hooks again gathers them a third time: 50% more all-gather traffic.
         For Llama-3-8B in bf16 (7.0B decoder-layer parameters) sharded over 8 GPUs that is
         about 11.4 GiB more received per GPU per step, exposed on slower links.
+        A torchtitan job asking for 8 x 4 = 32 ranks on 16 GPUs fails at start-up.
 
     How to fix:
         Under FSDP use the framework's checkpoint wrapper inside the unit (axolotl/accelerate:
@@ -148,6 +149,7 @@ class ParallelDegreesWorldMismatch(Rule):
         Both frameworks refuse to start when the product differs ("does not match num_processes"
         in accelerate; an assertion in torchtitan), after the job has waited in the queue and
         loaded the model: minutes to hours lost per attempt on a large allocation.
+        A torchtitan job asking for 8 x 4 = 32 ranks on 16 GPUs fails at start-up.
 
     How to fix:
         Make the product equal the GPU count, or let torchtitan fill the shard degree with

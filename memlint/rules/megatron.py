@@ -58,6 +58,13 @@ class QueryGroupsIgnored(Rule):
         For Llama-3 8B (32 heads, 8 groups, 32 layers, head dim 128) that adds
         2·32·4096·128·24 = 805M K/V parameters (~13 GB of weights, grads and Adam states) and 4x
         the K/V activations, with no error or warning.
+    On 1,536-sample batches of the GPT-3 175B example that is 128 GPUs idle in the queue
+    for nothing.
+        A DeepSeek-V3-style run (61 layers, 128 heads) never reaches step 1.
+    Llama-3 8B with --seq-length 16384 over 8192 positions stops at start-up on every one of
+    its 8+ GPUs.
+    A 64-GPU job fails in its first second after waiting in the queue.
+    Both combinations stop a run before step 1, on all of its GPUs.
 
     How to fix:
         Add --group-query-attention next to --num-query-groups.
@@ -355,6 +362,7 @@ class BatchScheduleConflict(Rule):
     Why it matters:
         Megatron raises "Cannot specify both --step-batch-size-schedule and --global-batch-size"
         in validate_args, before any model is built, so the job dies as soon as it starts.
+        On the GPT-3 175B example that is 128 GPUs waiting in the queue for a job that cannot start.
 
     How to fix:
         Keep the schedule (its last entry is the final global batch) and drop
@@ -391,6 +399,7 @@ class MlaWithGqa(Rule):
     Why it matters:
         Megatron asserts "Group query attention is mutually exclusive with multi latent
         attention" at start-up.
+        A DeepSeek-V3-style run (61 layers, 128 heads, 671B parameters) never reaches step 1.
 
     How to fix:
         Drop --group-query-attention (and --num-query-groups) for MLA models.
@@ -426,6 +435,7 @@ class SeqLengthExceedsPositions(Rule):
     Why it matters:
         Megatron asserts "max_position_embeddings must be greater than or equal to seq_length"
         (the learned position table, and RoPE caches, are sized by it).
+        Llama-3 8B at --seq-length 16384 over 8192 positions stops at start-up on all of its GPUs.
 
     How to fix:
         Raise --max-position-embeddings to at least the sequence length.
@@ -468,6 +478,7 @@ class OverlapParamGatherRequirements(Rule):
     Why it matters:
         Megatron asserts both in validate_args; the parameter all-gather only exists when the
         optimizer state (and updated parameters) are sharded.
+        A 64-GPU job fails within seconds of leaving the queue.
 
     How to fix:
         Add --use-distributed-optimizer and --overlap-grad-reduce, or drop
@@ -513,6 +524,7 @@ class CpuOffloadingConflicts(Rule):
     Why it matters:
         TransformerConfig raises "CPU offloading does not work when activation recomputation is
         enabled" and rejects pipeline parallelism with CPU offloading, at model construction.
+        Either combination stops the run before step 1, on all of its GPUs.
 
     How to fix:
         Choose one memory saver: recompute or offloading; offload with pp = 1 only.

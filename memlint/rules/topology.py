@@ -474,7 +474,8 @@ class MoeTopkExceedsExperts(Rule):
 
     Why it matters:
         torch.topk with k > n fails in the first forward pass, after the model is loaded and
-        sharded; Megatron's router does not check it at start-up.
+        sharded; Megatron's router does not check it at start-up: a Mixtral run (8 experts) with top-k 10
+    loads and shards 47B parameters before it dies.
 
     How to fix:
         Lower --moe-router-topk (num_experts_per_tok) or raise the expert count.
