@@ -382,6 +382,7 @@ def _schema_diagnostics(doc: Document) -> list:
         return []
     diagnostics = []
     seen = set()
+    tuning = _autotuning_enabled(doc.data)
     for top in sorted(_errors_of(doc.data), key=lambda e: list(map(str, e.path))):
         for error in _leaf_errors(top):
             path = tuple(error.absolute_path)
@@ -392,9 +393,22 @@ def _schema_diagnostics(doc: Document) -> list:
             if key in seen:
                 continue
             seen.add(key)
+            if tuning and isinstance(error.instance, list) and path and path[0] != "autotuning":
+                # with the autotuner on, a list in place of a value is a search space that
+                # DeepSpeed's autotuner expands into one config per value (autotuning/README)
+                diagnostics.append(make(UNRESOLVED, Severity.INFO,
+                                        f"{_dotted(path)}: autotuning search space "
+                                        f"{json.dumps(error.instance)}; each value is tried",
+                                        doc.prov(path), path=_dotted(path)))
+                continue
             diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, _message(error, path),
                                     doc.prov(path), path=_dotted(path)))
     return diagnostics
+
+
+def _autotuning_enabled(data) -> bool:
+    block = data.get("autotuning") if isinstance(data, dict) else None
+    return isinstance(block, dict) and block.get("enabled") is True
 
 
 def _message(error, path: tuple) -> str:
@@ -429,10 +443,16 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) ->
     mode = subschema.get("x-unknown-keys", "error")
     block = _dotted(path) if path else "top level"
     out = []
+    launcher_args = []
     for key in instance:
         if key in allowed:
             continue
         where = doc.prov(path + (key,), _dotted(path + (key,)))
+        if not path and "-" in str(key):
+            # DeepSpeed's keys never contain '-': gpt-neox (and Megatron-DeepSpeed) configs put
+            # their own arguments (num-layers, hidden-size, ...) beside DeepSpeed's keys
+            launcher_args.append((key, where))
+            continue
         if not path and str(key).startswith("_"):
             out.append(make(UNKNOWN_KEY, Severity.INFO,
                             f"top-level key {key!r} is not a DeepSpeed option; read as a comment "
@@ -453,6 +473,13 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) ->
             message = f"unknown key {key!r} in {block}: {note or 'DeepSpeed ignores it'}{tail}"
             severity = Severity.WARNING
         out.append(make(UNKNOWN_KEY, severity, message, where, key=key, suggestion=hint))
+    if launcher_args:
+        first_key, first_where = launcher_args[0]
+        out.append(make(UNKNOWN_KEY, Severity.INFO,
+                        f"{len(launcher_args)} top-level keys with '-' (e.g. {first_key!r}) are "
+                        "not DeepSpeed options but a training framework's own arguments "
+                        "(gpt-neox style); DeepSpeed ignores them and memlint does not read them",
+                        first_where, key=first_key))
     return out
 
 

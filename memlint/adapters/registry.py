@@ -17,7 +17,7 @@ import importlib
 import os
 from typing import Optional
 
-from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, Severity, make
+from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
 
@@ -172,8 +172,10 @@ def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
     module = detect_format(path, text)
     if module is None:
         partial = Partial(source=path, fmt="unknown")
+        # a file memlint cannot read is not a broken config: a warning, so that a hook or CI
+        # gate never fails on a valid config of a framework memlint does not know
         partial.diagnostics.append(make(
-            PARSE_ERROR, Severity.ERROR,
+            PARSE_ERROR, Severity.WARNING,
             f"cannot tell which config format this is (memlint reads: "
             f"{', '.join(formats())}); name it after its format or list it under `files` in a "
             "memlint.toml", Provenance(path, None, None, None)))
@@ -219,6 +221,20 @@ def inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
+def _resolve_reference(target: str, path: str, root: str) -> str:
+    """A referenced path, tried beside the referring file, at the repository root (axolotl and
+    accelerate resolve against the working directory, usually the repository root) and in the
+    working directory; the first that exists, else the first candidate."""
+    if os.path.isabs(target):
+        return os.path.normpath(target)
+    candidates = [os.path.join(os.path.dirname(path), target), os.path.join(root, target),
+                  os.path.join(os.getcwd(), target)]
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return os.path.normpath(candidate)
+    return os.path.normpath(candidates[0])
+
+
 def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
                          allow_outside_root: bool = False, root: Optional[str] = None,
                          _seen: Optional[set] = None, _depth: int = 0) -> list:
@@ -234,18 +250,28 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
         target, prov = _reference(item, partial)
         if not target:
             continue
-        resolved = os.path.normpath(target if os.path.isabs(target)
-                                    else os.path.join(os.path.dirname(path), target))
+        resolved = _resolve_reference(target, path, root)
         if not allow_outside_root and not inside(resolved, root):
             partial.diagnostics.append(make(
-                INVALID_VALUE, Severity.ERROR,
-                f"refers to {target!r}, outside the repository root {root}; not followed "
-                "(pass --allow-outside-root to follow it)", prov, key=prov.key))
+                INVALID_VALUE, Severity.WARNING,
+                f"refers to {target!r}, outside the repository root {root}; not followed, so "
+                "its settings are not checked (pass --allow-outside-root to follow it)", prov,
+                key=prov.key))
             continue
-        if not os.path.isfile(resolved):
+        if not os.path.isfile(resolved) and partial.fmt == "native":
+            # memlint's own scenario file lists a file that is not there: its author's mistake
             partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
                                             f"referenced file {target!r} does not exist",
                                             prov, key=prov.key))
+            continue
+        if not os.path.isfile(resolved):
+            # launchers resolve such paths against their working directory, which memlint
+            # cannot know: a file not found is unchecked, not wrong
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.WARNING,
+                f"referenced file {target!r} not found (looked beside this file, at the "
+                "repository root and in the working directory); its settings are not checked",
+                prov, key=prov.key))
             continue
         if os.path.realpath(resolved) in seen:
             continue

@@ -111,3 +111,29 @@ def test_nvidia_fp8_llama3_recipe_fits(capsys):
     """Megatron's own Llama-3 8B FP8 recipe for 8 H100s (TP1, no recompute) must fit."""
     code, report = check(capsys, os.path.join(REAL, "megatron-args", "llama3_8b_h100_fp8.txt"))
     assert "ML101" not in codes(report) and code == 0
+
+
+@needs_real
+def test_gpt_neox_autotuning_config_is_not_an_error(capsys):
+    """gpt-neox: its own hyphenated arguments beside DeepSpeed's, and an autotuning search
+    space (`"stage": [0, 1, 2, 3]`) instead of a value."""
+    code, report = check(capsys, os.path.join(REAL, "gpt-neox",
+                                              "gpt-neox__configs-autotuning_configs-small_tune.json"))
+    assert code == 0
+    messages = [d["message"] for d in report["diagnostics"]]
+    assert any("autotuning search space" in m for m in messages)
+    assert not any("DeepSpeed ignores it" in m and "num-layers" in m for m in messages)
+
+
+@needs_real
+def test_unknown_format_and_unresolvable_reference_are_warnings(capsys):
+    """A framework memlint does not read (OLMo) and a DeepSpeed file an axolotl YAML names
+    relative to the working directory: reported, but a hook or CI gate does not fail on them."""
+    code, report = check(capsys, os.path.join(REAL, "fsdp",
+                                              "OLMo__configs-official-1124-OLMo2-13B-stage1.yaml"))
+    assert code == 0 and "ML001" in codes(report, "warning")
+    code, report = check(capsys, os.path.join(
+        REAL, "axolotl", "axolotl__examples-gpt-oss-gpt-oss-20b-fft-deepspeed-zero3.yaml"))
+    assert code == 0
+    assert any("not found" in d["message"] for d in report["diagnostics"]
+               if d["severity"] == "warning")
