@@ -444,11 +444,14 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) ->
     block = _dotted(path) if path else "top level"
     out = []
     launcher_args = []
+    # a key with '-' marks a gpt-neox-style file: then every unknown top-level key is one of
+    # that framework's own arguments
+    framework_file = not path and any("-" in str(k) for k in instance if k not in allowed)
     for key in instance:
         if key in allowed:
             continue
         where = doc.prov(path + (key,), _dotted(path + (key,)))
-        if not path and "-" in str(key):
+        if framework_file and not str(key).startswith("_"):
             # DeepSpeed's keys never contain '-': gpt-neox (and Megatron-DeepSpeed) configs put
             # their own arguments (num-layers, hidden-size, ...) beside DeepSpeed's keys
             launcher_args.append((key, where))
@@ -476,9 +479,10 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) ->
     if launcher_args:
         first_key, first_where = launcher_args[0]
         out.append(make(UNKNOWN_KEY, Severity.INFO,
-                        f"{len(launcher_args)} top-level keys with '-' (e.g. {first_key!r}) are "
-                        "not DeepSpeed options but a training framework's own arguments "
-                        "(gpt-neox style); DeepSpeed ignores them and memlint does not read them",
+                        f"{len(launcher_args)} top-level keys (e.g. {first_key!r}) are not "
+                        "DeepSpeed options but a training framework's own arguments (keys with "
+                        "'-', gpt-neox style); DeepSpeed ignores them and memlint does not read "
+                        "them",
                         first_where, key=first_key))
     return out
 
