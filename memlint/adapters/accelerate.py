@@ -517,14 +517,10 @@ def _within(root: str, path: str) -> bool:
 
 
 def _repo_root(directory: str) -> str:
-    probe = directory
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return directory
-        probe = parent
+    """The repository root above `directory` (memlint.config.repo_root: .git or pyproject.toml)."""
+    from memlint.config import repo_root
+
+    return repo_root(os.path.join(directory, "_"))
 
 
 def load(path: str, text: str) -> Partial:

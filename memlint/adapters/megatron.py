@@ -72,17 +72,11 @@ def _int(value: Any) -> int:
 
 
 def _pos(value: Any) -> int:
-    number = _int(value)
-    if number <= 0:
-        raise ValueError(f"must be a positive whole number, got {value!r}")
-    return number
+    return K.positive_int(_int(value))
 
 
 def _nonneg(value: Any) -> int:
-    number = _int(value)
-    if number < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
-    return number
+    return K.non_negative_int(_int(value))
 
 
 def _text(value: Any) -> str:

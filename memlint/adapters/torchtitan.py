@@ -824,15 +824,10 @@ def _within(root: str, path: str) -> bool:
 
 
 def _repo_root(path: str) -> str:
-    directory = os.path.dirname(os.path.abspath(path))
-    probe = directory
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return directory
-        probe = parent
+    """The repository root above the file `path` (memlint.config.repo_root)."""
+    from memlint.config import repo_root
+
+    return repo_root(path)
 
 
 def _find_referenced(path: str, name: str) -> Optional[str]:
