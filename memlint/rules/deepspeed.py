@@ -189,9 +189,13 @@ class BatchSizeMismatch(Rule):
                     "satisfies DeepSpeed's batch assertion", triple.where(*names))
             return
         if gb is None and mb is None:
+            # A config with no batch values at all is usually completed by its launcher
+            # (transformers' Trainer wrote them in before v4.6; scripts pass config_params),
+            # so this is a warning: DeepSpeed itself asserts if nothing fills them in.
             yield Finding(
                 "neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed "
-                "asserts that one of them is provided", ("deepspeed.config",))
+                "asserts that one of them is provided, unless the launcher fills them in (older "
+                "HF Trainer versions did)", ("deepspeed.config",), severity=Severity.WARNING)
             return
         _, failure = triple.derive()
         if failure:
