@@ -133,7 +133,8 @@ def shapes(arch, moe_layer: bool) -> Shapes:
 
 
 def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden_dropout: bool,
-                      attention_dropout: bool, selective: bool, gemm: Optional[int] = None) -> list:
+                      attention_dropout: bool, selective: bool, gemm: Optional[int] = None,
+                      etp: Optional[int] = None) -> list:
     """Korthikanti et al. 2022 section 4.1, tensor by tensor (c bytes per element; masks 1 byte).
 
     Tensor-parallel region tensors divide by tp; LayerNorm/dropout-region tensors divide by tp only
@@ -143,6 +144,7 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     transformer_engine/pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py).
     """
     g = c if gemm is None else gemm
+    et = etp or tp  # experts' MLPs are split over the expert-tensor-parallel group
     rep = tp if sp else 1  # the replicated (norm / dropout) region
     items = [
         Item("norm1 input", c * sh.d / rep),
@@ -170,8 +172,8 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
         width = (2 if sh.gated else 1) * sh.moe_ffn
         items.append(Item("router logits and probabilities (fp32)", 8 * sh.experts / rep))
         items.append(Item(f"routed tokens: top-{k} copies of the input", g * sh.d * k / rep))
-        items.append(Item(f"experts fc1 output (top-{k})", c * width * k / tp))
-        items.append(Item(f"experts fc2 input (top-{k})", g * sh.moe_ffn * k / tp))
+        items.append(Item(f"experts fc1 output (top-{k})", c * width * k / et))
+        items.append(Item(f"experts fc2 input (top-{k})", g * sh.moe_ffn * k / et))
         items.append(Item(f"experts output before weighting (top-{k})", c * sh.d * k / rep))
         if sh.shared_ffn:
             items.append(Item("shared expert fc1 output", c * (2 if sh.gated else 1) * sh.shared_ffn / tp))

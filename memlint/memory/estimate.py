@@ -338,7 +338,7 @@ class _Model:
             terms.append(Term(
                 name="activations", component="activations",
                 bytes=int(round(full_bytes * inflight)),
-                formula=(f"{full_layers} layers × {per_layer_full / max(1, 1):,.1f} B/token × "
+                formula=(f"{full_layers} layers × {per_layer_full:,.1f} B/token × "
                          f"{tokens:,} tokens (B {tr.micro_batch} × T/cp {seq_local})"
                          + (f" × {inflight:g} in-flight micro-batches" if inflight != 1 else "")),
                 inputs={"layers": full_layers, "bytes_per_token_per_layer": per_layer_full,
@@ -371,8 +371,11 @@ class _Model:
         return terms
 
     def activation_source(self) -> str:
-        if self.tr.framework in ("hf", "fsdp2"):
-            return "eager PyTorch modules (transformers / torchtitan), op by op, op by op (memory/activations.py hf_layer_items)"
+        if self.op_sac:
+            return "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
+        if self.tr.framework == "hf" or (self.tr.framework == "fsdp2" and self.topo.tp == 1):
+            return ("eager PyTorch modules (transformers), op by op "
+                    "(memory/activations.py hf_layer_items)")
         return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
 
     def layer_bytes_per_token(self, plan: StagePlan, recompute: bool):
@@ -401,7 +404,7 @@ class _Model:
                         sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
                         arch.hidden_dropout > 0, arch.attention_dropout > 0,
                         tr.recompute == "selective" and tr.recompute_every <= 1,
-                        gemm=1 if tr.precision == "fp8" else None)
+                        gemm=1 if tr.precision == "fp8" else None, etp=topo.etp)
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))

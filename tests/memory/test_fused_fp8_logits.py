@@ -51,3 +51,13 @@ def test_torchtitan_op_level_selective_ac_keeps_every_other_matmul():
     per_token = 2 * (4096 + 4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32
     assert term.inputs["bytes_per_token_per_layer"] == per_token
     assert term.bytes == per_token * 8192 * 32
+
+
+def test_expert_mlps_split_over_expert_tensor_parallel_group():
+    """Megatron splits the experts' MLPs over etp (default tp), not over tp."""
+    sh = act.Shapes(d=4096, dq=4096, dk=1024, dv=1024, heads=32, do=4096, ffn=14336, gated=True,
+                    layernorm=False, moe_ffn=14336, top_k=2, experts=8)
+    items = {i.name: i.per_token for i in act.fused_layer_items(sh, 2, True, 4, True, False,
+                                                                False, False, etp=1)}
+    assert items["experts fc1 output (top-2)"] == 2 * 2 * 14336 * 2   # not divided by tp=4
+    assert items["q, k, v"] == 2 * (4096 + 1024 + 1024) / 4
