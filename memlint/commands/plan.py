@@ -175,7 +175,15 @@ def render_text(result, scenario, args, file=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file or sys.stdout, highlight=False)
+    stream = file or sys.stdout
+    # A pipe or a narrow terminal would squeeze the ranked table until the layout column is
+    # cut to "TP4·PP…": keep it at least wide enough for every column in full.
+    width = None
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        width = 140
+    console = Console(file=stream, highlight=False, width=width)
+    if console.width < 120:
+        console = Console(file=stream, highlight=False, width=120)
     units = scenario.assumptions.get("units", "GiB")
     cap = scenario.hardware.gpu_memory
     stats = result.stats
