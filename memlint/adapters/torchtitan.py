@@ -82,24 +82,19 @@ class Facts(dict):
         return None
 
 
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {value!r}")
-    return K.to_int(value)  # finite, whole, within 2**53; '1_000' and '8' read as numbers
-
-
-def _positive(value: Any) -> int:
-    number = _to_int(value)
-    if number < 1:
-        raise ValueError(f"must be a positive whole number, got {value!r}")
-    return number
+# torchtitan's integers go through the scenario-key converters (finite, whole, within 2**53;
+# '1_000' and '8' read as numbers; booleans rejected)
+_to_int = K.to_int
+_positive = K.positive_int
 
 
 def _shard(value: Any) -> int:
-    number = _to_int(value)
-    if number == -1 or number >= 1:
-        return number
-    raise ValueError(f"must be -1 (fill the remaining GPUs) or a positive whole number, got {value!r}")
+    """data_parallel_shard_degree: -1 (fill the remaining GPUs) or a positive whole number."""
+    number = K.shard_degree(value)
+    if number is None:
+        raise ValueError(f"must be -1 (fill the remaining GPUs) or a positive whole number, "
+                         f"got {value!r}")
+    return number
 
 
 def _global_batch(value: Any) -> Optional[int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+from memlint.memory.states import DTYPE_BYTES
 
 DEFAULT_REDUCE_BUCKET = 500_000_000
 DEFAULT_ALLGATHER_BUCKET = 500_000_000

@@ -10,13 +10,10 @@ from __future__ import annotations
 import math
 
 from memlint.memory import activations as act
+from memlint.memory.states import ceil_div as _ceil_div
 from memlint.memory.terms import Term
 
 MiB = 1024**2
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,13 +361,14 @@ def _deepspeed_buffers(model, plan, layer_params: list) -> list:
         setting = extra.get(f"deepspeed.{key}")
         return setting.value if isinstance(getattr(setting, "value", None), bool) else default
 
-    dtype = {4: "fp32", 2: "bf16", 1: "fp8"}.get(model.dt.grad, "bf16")
+    name_of = {4: "fp32", 2: "bf16", 1: "fp8"}  # bytes -> the dtype names of DTYPE_BYTES
+    dtype = name_of.get(model.dt.grad, "bf16")
     stage = model.par.zero
     records = [ds.reduce_bucket(stage, size("reduce_bucket_size", ds.DEFAULT_REDUCE_BUCKET, d * d),
                                 dtype, flag("contiguous_gradients", True),
                                 flag("overlap_comm", stage == 3))]
     if stage >= 3:
-        param_dtype = {4: "fp32", 2: "bf16", 1: "fp8"}.get(model.dt.param, "bf16")
+        param_dtype = name_of.get(model.dt.param, "bf16")
         stage_params = sum(layer_params)
         records.append(ds.stage3_live_parameters(
             size("stage3_max_live_parameters", ds.DEFAULT_MAX_LIVE_PARAMETERS, 1e9),

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
+from memlint.memory.states import ceil_div as _ceil_div
+
 SRC_FSDP2 = "PyTorch FSDP2 fully_shard (torch/distributed/fsdp/_fully_shard)"
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-int(a) // max(1, int(b)))
 
 
 def _term(name: str, component: str, nbytes: int, formula: str, inputs: dict,

@@ -86,8 +86,12 @@ class ShardedCount:
     shard: int        # ZeRO/FSDP shard group size for this group
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+def ceil_div(a: int, b: int) -> int:
+    """Elements per shard when `a` is split over `b` ranks (sharding rounds up)."""
+    return -(-int(a) // max(1, int(b)))
+
+
+_ceil_div = ceil_div
 
 
 def weight_terms(groups, dt: Dtypes, zero: int, fsdp: str, offload_params: str,

@@ -10,7 +10,6 @@ from typing import Iterable, Optional
 from memlint.diagnostics import Severity
 from memlint.rules.base import Context, Finding, Rule
 
-GiB = 1024 ** 3
 
 
 def _par(ctx: Context):
@@ -45,7 +44,9 @@ def _layer_params(ctx: Context) -> Optional[list]:
 
 
 def _fmt(nbytes: int) -> str:
-    return f"{nbytes / GiB:.1f} GiB" if nbytes >= GiB else f"{nbytes / 1024 ** 2:.0f} MiB"
+    from memlint.units import fmt
+
+    return fmt(nbytes, "GiB")
 
 
 class FullRecomputeDoubleAllgather(Rule):
