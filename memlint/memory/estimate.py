@@ -147,6 +147,7 @@ class _Model:
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
+        self.workspaces = extras.workspace_terms(self)
 
     # -- facts ---------------------------------------------------------------------------------
     def visual_tokens_per_image(self) -> int:
@@ -445,6 +446,7 @@ def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients,
     grads_now = model.dt.grads_persistent or phase == "optimizer"
     if grads_now:
         terms += list(gradients)
+    terms += model.workspaces
     if phase != "optimizer":
         terms += model.activation_terms(plan, phase)
         terms += model.logits_terms(plan, phase)
