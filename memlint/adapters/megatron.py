@@ -130,7 +130,8 @@ FLAGS = [
     Flag("--decoder-last-pipeline-num-layers", 1, "last_stage_layers", _pos),
     Flag("--account-for-embedding-in-pipeline-split", 0),
     Flag("--account-for-loss-in-pipeline-split", 0),
-    Flag("--overlap-p2p-comm", 0),
+    Flag("--no-overlap-p2p-communication", 0),  # store_false: p2p overlap is on by default
+    Flag("--microbatch-group-size-per-virtual-pipeline-stage", 1, None, _pos),  # default pp
     Flag("--use-distributed-optimizer", 0),                       # -> zero=1
     Flag("--use-megatron-fsdp", 0),                               # -> zero by strategy
     Flag("--data-parallel-sharding-strategy", 1, None,

@@ -319,7 +319,8 @@ class _Model:
             return terms
         inflight = 1.0
         if self.assume["pipeline.inflight_microbatches"]:
-            inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches)
+            inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches,
+                                                 *self.schedule_knobs())
         per_layer_full, items_full = self.layer_bytes_per_token(plan, recompute=False)
         if tr.recompute == "full":
             items = act.recompute_items(self.dt.compute, arch.hidden, topo.tp, par.sp)
@@ -370,6 +371,21 @@ class _Model:
             if self.arch.vision is not None and tr.images_per_sample:
                 terms += extras.vision_activation_terms(self, inflight)
         return terms
+
+    def schedule_knobs(self) -> tuple:
+        """(micro-batch group size per virtual stage, extra warm-up forwards) of Megatron's
+        interleaved schedule: `--microbatch-group-size-per-virtual-pipeline-stage` (default pp,
+        ModelParallelConfig.__post_init__) and one more with
+        `--overlap-moe-expert-parallel-comm` (schedules.py get_pp_rank_microbatches)."""
+        extra = self.scenario.extra
+        group = extra.get("megatron.microbatch-group-size-per-virtual-pipeline-stage")
+        try:
+            size = int(group.value) if group is not None else None
+        except (TypeError, ValueError):
+            size = None
+        overlap = extra.get("megatron.overlap-moe-expert-parallel-comm")
+        return (size if size and size > 0 else None,
+                1 if overlap is not None and overlap.value is True else 0)
 
     def activation_source(self) -> str:
         if self.op_sac:
