@@ -79,26 +79,12 @@ def largest(fits: Callable[[int], bool], low: int, high: int) -> tuple:
 def smallest(fits: Callable[[int], bool], low: int, high: int) -> tuple:
     """(smallest v in [low, high] with fits(v), the value just below it or None when it is low).
     fits must be false up to a boundary and true after it; (None, high) when fits(high) fails."""
-    if fits(low):
+    last_bad, first_good = largest(lambda v: not fits(v), low, high)
+    if last_bad is None:
         return low, None
-    bad, step = low, 1
-    good = None
-    while good is None:
-        probe = min(low + step, high)
-        if probe == bad:
-            return None, high
-        if fits(probe):
-            good = probe
-        else:
-            bad = probe
-            step *= 2
-    while good - bad > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
-    return good, bad
+    if first_good is None:
+        return None, high
+    return first_good, last_bad
 
 
 # ---------------------------------------------------------------------------------------------
