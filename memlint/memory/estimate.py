@@ -147,6 +147,7 @@ class _Model:
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
+        self.mtp_layers = self._mtp_layers()
         self.workspaces = extras.workspace_terms(self)
 
     # -- facts ---------------------------------------------------------------------------------
@@ -156,6 +157,14 @@ class _Model:
         if self.arch.vision is not None:
             return self.arch.vision.tokens_per_image
         return 0
+
+    def _mtp_layers(self) -> int:
+        """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
+        num_nextn_predict_layers): Megatron builds them on the last stage with their own loss."""
+        if self.tr.framework != "megatron" or self.seed:
+            return 0
+        value = self.scenario.model.config.get("num_nextn_predict_layers") or 0
+        return value if isinstance(value, int) and value > 0 else 0
 
     def _microbatches(self) -> int:
         if self.tr.grad_accum:
