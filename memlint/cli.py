@@ -367,7 +367,8 @@ def _model_type_warnings(scenario) -> list:
 def _estimate(scenario, anchor, args):
     import traceback
 
-    from memlint.diagnostics import INVALID_VALUE, MISSING_MODEL, Severity, make
+    from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity,
+                                     make)
     from memlint.ir import Provenance
     from memlint.rules import make_internal
 
@@ -389,6 +390,10 @@ def _estimate(scenario, anchor, args):
         if isinstance(exc, ConfigError) and not key.startswith("model"):
             key = f"model.{key}"
         prov = scenario.where(key) or scenario.where("model") or here
+        if getattr(exc, "severity", "error") == "warning":
+            # a valid model memlint does not count (the adapter already warned where it is)
+            return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
+                              prov, key=key)
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
                           key=key)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)

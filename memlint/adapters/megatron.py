@@ -54,6 +54,7 @@ from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
                                  make)
+from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, suppressions
 
@@ -332,6 +333,7 @@ class _Read:
     yaml_style: bool = False
     kind: str = "args"
     env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
+    entry: Optional[tuple] = None                  # the training script launched: (path, prov)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -533,6 +535,7 @@ def read_script(path: str, text: str) -> _Read:
         if not any(t.startswith("--") for t, _, _ in after):
             continue
         launched = True
+        read.entry = (fields[entry][0], fields[entry][1])
         _launcher_words(fields[:entry], read, whole=False)
         if any(t == "srun" for t, _, _ in fields[:entry]) and not (
                 {"nproc_per_node", "ntasks"} & set(read.launcher)):
@@ -894,6 +897,8 @@ class _Interp:
             self.partial.set_extra(f"megatron.launcher.{option}", text, prov)
         for name, (text, prov) in self.read.env.items():
             self.partial.set_extra(f"env.{name}", text, prov)
+        if self.read.entry is not None:
+            self.partial.set_extra("megatron.entry-script", *self.read.entry)
         for name in ("bf16", "fp16"):
             if self.on(f"--{name}"):
                 self.partial.set_extra(f"flags.{name}", True, self.prov(f"--{name}"))
@@ -902,6 +907,7 @@ class _Interp:
     def run(self) -> None:
         self.collect()
         self.extras()
+        self.unsupported_architecture()
         p = self.partial
         first = next(iter(self.args.values()), None)
         p.set("framework", "megatron",
@@ -916,6 +922,35 @@ class _Interp:
         self.batch()
         self.precision()
         self.memory_flags()
+
+    def unsupported_architecture(self) -> None:
+        """Models whose memory memlint does not count yet: a warning and no estimate, never an
+        invalid-config error and never a silent dense GPT (T5: pretrain_t5.py with
+        --encoder-num-layers/--decoder-num-layers; Mamba hybrids: --hybrid-layer-pattern,
+        --hybrid-override-pattern, pretrain_hybrid.py / pretrain_mamba.py)."""
+        entry = self.partial.extra.get("megatron.entry-script")
+        script = str(entry.value) if entry is not None else ""
+        reason, flag = None, None
+        for name in ("--hybrid-layer-pattern", "--hybrid-override-pattern", "--is-hybrid-model"):
+            if self.on(name):
+                reason, flag = "a Mamba hybrid (" + name + ")", name
+                break
+        if reason is None and re.search(r"pretrain_(hybrid|mamba)\.py$", script):
+            reason = f"a Mamba hybrid ({os.path.basename(script)})"
+        if reason is None and (re.search(r"pretrain_t5\.py$", script) or (
+                self.on("--encoder-num-layers") and self.on("--decoder-num-layers")
+                and not re.search(r"pretrain_vlm\.py$", script))):
+            flag = "--encoder-num-layers" if self.on("--encoder-num-layers") else None
+            reason = "a T5 encoder-decoder (--encoder-num-layers / --decoder-num-layers)"
+        if reason is None:
+            return
+        prov = self.prov(flag) if flag else (entry.prov if entry is not None else
+                                             Provenance(self.path, 1, 1, None))
+        self.partial.set_extra("megatron.unsupported-architecture", reason, prov)
+        self.diag(UNSUPPORTED_MODEL, Severity.WARNING,
+                  f"no estimate for this architecture: {reason} is not counted by memlint's "
+                  "memory model yet; memory checks are skipped (the other checks still run)",
+                  prov)
 
     def launcher(self) -> None:
         facts: dict = {}

@@ -31,9 +31,17 @@ from memlint.memory.topology import Topology, resolve
 class EstimateError(ValueError):
     """The scenario cannot be estimated; `key` names the scenario key at fault."""
 
+    severity = "error"
+
     def __init__(self, key: str, message: str):
         super().__init__(message)
         self.key = key
+
+
+class UnsupportedModel(EstimateError):
+    """A valid model memlint does not count yet (a warning, not an invalid config)."""
+
+    severity = "warning"
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,10 @@ class _Model:
         self.profile = scenario.assumptions.profile
         self.seed = self.profile == "seed"
         model = scenario.model
+        unsupported = scenario.extra.get("megatron.unsupported-architecture")
+        if unsupported is not None:
+            raise UnsupportedModel("model", f"no estimate for this architecture: "
+                                            f"{unsupported.value}")
         if model is None:
             raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
         try:

@@ -192,3 +192,40 @@ def test_env_vars_recorded_from_yaml():
     setting = partial.extra["env.CUBLAS_WORKSPACE_CONFIG"]
     assert setting.value == ":4096:8" and isinstance(setting.prov, Provenance)
     assert setting.prov.line == 5
+
+
+# -- models memlint does not count: a warning, never ML004 -----------------------------------
+
+@pytest.mark.parametrize("text", [
+    "--encoder-num-layers 12 --decoder-num-layers 12 --hidden-size 768 "
+    "--num-attention-heads 12\n",
+    "--num-layers 8 --hidden-size 512 --num-attention-heads 8 "
+    "--hybrid-layer-pattern M-M*-M-M-\n",
+    "#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_mamba.py --num-layers 8 "
+    "--hidden-size 512 --num-attention-heads 8\n",
+])
+def test_unsupported_architectures_warn(text):
+    from memlint.memory.estimate import EstimateError, UnsupportedModel
+
+    name = "run.sh" if text.startswith("#!") else "run.txt"
+    partial = M.load(name, text)
+    warnings = [d for d in partial.diagnostics if d.code == "ML008"]
+    assert warnings and warnings[0].severity.label == "warning"
+    assert "no estimate for this architecture" in warnings[0].message
+    assert not [d for d in partial.diagnostics if d.severity.label == "error"]
+    scenario, _ = build([partial, overrides_partial(["world_size=8"])])
+    with pytest.raises(UnsupportedModel) as caught:
+        estimate(scenario)
+    assert isinstance(caught.value, EstimateError) and caught.value.severity == "warning"
+
+
+def test_unsupported_architecture_cli_is_not_an_error(tmp_path, capsys):
+    from memlint.cli import main
+
+    config = tmp_path / "t5.txt"
+    config.write_text("--hidden-size 768\n--encoder-num-layers 12\n--decoder-num-layers 12\n"
+                      "--num-attention-heads 12\n--micro-batch-size 4\n--seq-length 512\n")
+    code = main(["check", str(config), "--format", "json", "--set", "world_size=8",
+                 "--allow-outside-root"])
+    out = capsys.readouterr().out
+    assert code == 0 and "ML004" not in out and "no estimate for this architecture" in out
