@@ -1065,6 +1065,7 @@ class _Interp:
                      + ("" if self.on("--position-embedding-type") else ", Megatron's default")
                      + ")")
             self.dropouts(anchor)
+            self.llava(anchor)
         self.vocab()
         self.moe(moe_experts, ffn)
         if mla:
@@ -1077,6 +1078,48 @@ class _Interp:
                 else:
                     self.set(target, default, "--multi-latent-attention",
                              f"{target[6:]} (Megatron default {default})")
+
+    def llava(self, anchor: str) -> None:
+        """Megatron's LLaVA (pretrain_vlm.py): a CLIP ViT of --encoder-num-layers (default
+        --num-layers) layers over --img-h x --img-w images cut in --patch-dim patches; its image
+        tokens (plus the class token unless --disable-vision-class-token) precede the
+        --dataloader-seq-length (default --seq-length) text tokens in the language model."""
+        entry = self.partial.extra.get("megatron.entry-script")
+        script = str(entry.value) if entry is not None else ""
+        if not (re.search(r"pretrain_vlm\.py$", script) or (not script and self.on("--img-h"))):
+            return
+        v = self.value
+        try:
+            layers = int(self.arg("--encoder-num-layers").values[0]) if self.on(
+                "--encoder-num-layers") else v("--num-layers")
+            height = int(self.arg("--img-h").values[0]) if self.on("--img-h") else 336
+            width = int(self.arg("--img-w").values[0]) if self.on("--img-w") else 336
+            patch = int(self.arg("--patch-dim").values[0]) if self.on("--patch-dim") else 14
+        except (ValueError, IndexError, AttributeError):
+            return
+        if not layers or patch <= 0:
+            return
+        flag = "--img-h" if self.on("--img-h") else anchor
+        self.set("model.vision_num_layers", layers,
+                 "--encoder-num-layers" if self.on("--encoder-num-layers") else flag,
+                 "vision_num_layers (LLaVA ViT: --encoder-num-layers, default --num-layers)")
+        self.set("model.vision_img_h", height, flag, "vision_img_h (--img-h)")
+        self.set("model.vision_img_w", width, flag, "vision_img_w (--img-w)")
+        self.set("model.vision_patch_dim", patch, flag, "vision_patch_dim (--patch-dim)")
+        class_token = not self.on("--disable-vision-class-token")
+        self.set("model.vision_class_token", class_token, flag, "vision_class_token")
+        tokens = (height // patch) * (width // patch) + (1 if class_token else 0)
+        self.set("images_per_sample", 1, flag, "images_per_sample 1 (pretrain_vlm.py)")
+        self.set("tokens_per_image", tokens, flag,
+                 f"tokens_per_image {tokens} ((img-h/patch)·(img-w/patch)"
+                 + (" + class token)" if class_token else ")"))
+        text = self.arg("--dataloader-seq-length")
+        if text is not None and text.values:
+            try:
+                self.set("seq_len", int(text.values[0]), "--dataloader-seq-length",
+                         "seq_len (text tokens: --dataloader-seq-length)")
+            except ValueError:
+                pass
 
     def dropouts(self, anchor: str) -> None:
         """Megatron's dropout probabilities, its own defaults when absent (TransformerConfig

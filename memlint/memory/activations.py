@@ -134,7 +134,7 @@ def shapes(arch, moe_layer: bool) -> Shapes:
 
 def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden_dropout: bool,
                       attention_dropout: bool, selective: bool, gemm: Optional[int] = None,
-                      etp: Optional[int] = None) -> list:
+                      etp: Optional[int] = None, softmax_bytes: Optional[float] = None) -> list:
     """Korthikanti et al. 2022 section 4.1, tensor by tensor (c bytes per element; masks 1 byte).
 
     Tensor-parallel region tensors divide by tp; LayerNorm/dropout-region tensors divide by tp only
@@ -142,6 +142,8 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     `gemm`: bytes of each saved GEMM input when it differs from c — FP8 training with Transformer
     Engine keeps the FP8 casts of the linear layers' inputs for backward (1 byte;
     transformer_engine/pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py).
+    `softmax_bytes`: bytes per score element the unfused softmax keeps (default c: a fused
+    softmax kernel keeps its output; the fp32 fallback keeps 4 + c).
     """
     g = c if gemm is None else gemm
     et = etp or tp  # experts' MLPs are split over the expert-tensor-parallel group
@@ -159,7 +161,8 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
             items.append(Item("o-proj input (FP8 cast)", g * sh.do / tp))
     else:
         if not selective:
-            scores = c * sh.heads + (sh.heads if attention_dropout else 0) + (
+            soft = c if softmax_bytes is None else softmax_bytes
+            scores = soft * sh.heads + (sh.heads if attention_dropout else 0) + (
                 c * sh.heads if attention_dropout else 0)
             items.append(Item("attention scores, softmax, dropout (T×T)", 0.0, scores / tp))
         items.append(Item("attention output (o-proj input)", g * sh.do / tp))

@@ -240,7 +240,11 @@ class _Model:
     def vision_params(self, plan: StagePlan) -> int:
         if not plan.first or self.arch.vision is None:
             return 0
-        return self.arch.vision.params + self.arch.vision.projector_params
+        total = self.arch.vision.params + self.arch.vision.projector_params
+        if self.arch.vision.model_type == "megatron_clip":
+            # Megatron's ViT and projection are tensor-parallel layers like the language model's
+            return math.ceil(total / self.topo.tp)
+        return total
 
     # -- terms ---------------------------------------------------------------------------------
     def state_terms(self, plan: StagePlan):
@@ -390,8 +394,73 @@ class _Model:
         if plan.first:
             terms += extras.embedding_activation_terms(self, tokens, seq_local, inflight)
             if self.arch.vision is not None and tr.images_per_sample:
-                terms += extras.vision_activation_terms(self, inflight)
+                if self.arch.vision.model_type == "megatron_clip":
+                    terms += self.megatron_vision_terms(inflight)
+                else:
+                    terms += extras.vision_activation_terms(self, inflight)
         return terms
+
+    def megatron_vision_terms(self, inflight: float) -> list:
+        """Megatron LLaVA's CLIP ViT, layer by layer like the language model (fused items on the
+        ViT's shapes: its config is a copy of the LM's), over B × image tokens, with tensor
+        parallelism but no sequence or context parallelism (pretrain_vlm.py turns them off for
+        the vision model and projection), plus the projection MLP's fc1 output, activation output
+        and input (megatron/core/models/multimodal/llava_model.py)."""
+        tr, topo, vision = self.tr, self.topo, self.arch.vision
+        c = self.dt.compute
+        tokens_per_image = self.visual_tokens_per_image()
+        tokens = tr.micro_batch * tr.images_per_sample * tokens_per_image
+        sh = act.Shapes(d=vision.hidden, dq=vision.hidden, dk=vision.hidden, dv=vision.hidden,
+                        heads=vision.heads, do=vision.hidden, ffn=vision.ffn,
+                        gated=self.arch.gated_mlp, layernorm=vision.norm == "layernorm")
+        flash = self.flash_for(vision.hidden // max(1, vision.heads))
+        items = act.fused_layer_items(
+            sh, c, flash, topo.tp, False, self.arch.hidden_dropout > 0,
+            self.arch.attention_dropout > 0,
+            self.tr.recompute == "selective" and self.tr.recompute_every <= 1,
+            softmax_bytes=self.softmax_bytes(tokens_per_image, vision.heads, flash))
+        per_token = sum(i.per_token + i.per_token_pair * tokens_per_image for i in items)
+        layers_bytes = int(per_token * tokens * vision.layers * inflight)
+        width = (2 if self.arch.gated_mlp else 1) * self.arch.ffn
+        projection = int((c * vision.hidden + 2 * c * width / topo.tp) * tokens * inflight)
+        return [Term("vision.activations", "vision", layers_bytes + projection,
+                     f"{vision.layers} ViT layers × {per_token:,.1f} B/token × {tokens:,} image "
+                     f"tokens (B {tr.micro_batch} × {tokens_per_image}) + projection MLP "
+                     f"{projection:,} B" + (f" × {inflight:g} in flight" if inflight != 1 else ""),
+                     {"layers": vision.layers, "tokens": tokens, "bytes_per_token": per_token,
+                      "saved": {i.name: round(i.per_token + i.per_token_pair * tokens_per_image, 2)
+                                for i in items}},
+                     "Korthikanti et al. 2022 on the ViT's shapes; megatron/core/models/vision/"
+                     "clip_vit_model.py, llava_model.py")]
+
+    def flash_for(self, head_dim: int) -> bool:
+        """Whether attention runs a flash/fused kernel (no T×T tensors saved)."""
+        return self.tr.attention in ("flash", "sdpa") and not (
+            self.tr.framework == "megatron" and head_dim % 8 and self.te_spec())
+
+    def te_spec(self) -> bool:
+        setting = self.scenario.extra.get("megatron.transformer-impl")
+        return setting is None or setting.value != "local"
+
+    def softmax_bytes(self, seq: int, heads: int, flash: bool) -> Optional[float]:
+        """Bytes per attention-score element kept by an unfused softmax (before dropout).
+
+        Megatron's and Transformer Engine's FusedScaleMaskSoftmax run the fused kernel only when
+        16 < T_k <= 16384, T_q and T_k are multiples of 4 and B·heads/tp is a multiple of 4
+        (`is_kernel_available`, megatron/core/fusions/fused_softmax.py): it keeps its c-byte
+        output. Otherwise torch's softmax runs, in fp32 when softmax-in-fp32 is on (TE's unfused
+        attention, --attention-softmax-in-fp32, --apply-query-key-layer-scaling): the fp32
+        probabilities (kept by softmax) and their c-byte cast (kept by the next bmm)."""
+        if flash or self.tr.framework != "megatron":
+            return None
+        c = self.dt.compute
+        batches = self.tr.micro_batch * math.ceil(heads / self.topo.tp)
+        if 16 < seq <= 16384 and seq % 4 == 0 and batches % 4 == 0:
+            return float(c)
+        extra = self.scenario.extra
+        fp32 = self.te_spec() or any(extra.get("megatron." + f) is not None for f in (
+            "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))
+        return float(4 + c) if fp32 else float(c)
 
     def schedule_knobs(self) -> tuple:
         """(micro-batch group size per virtual stage, extra warm-up forwards) of Megatron's
@@ -438,11 +507,13 @@ class _Model:
                 elif eager_modules:
                     items = act.hf_layer_items(sh, self.hf_run(first))
                 else:
+                    flash = self.flash_for(sh.dq // max(1, sh.heads))
                     items = act.fused_layer_items(
-                        sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
+                        sh, self.dt.compute, flash, topo.tp, par.sp,
                         arch.hidden_dropout > 0, arch.attention_dropout > 0,
                         tr.recompute == "selective" and tr.recompute_every <= 1,
-                        gemm=1 if tr.precision == "fp8" else None, etp=topo.etp)
+                        gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
+                        softmax_bytes=self.softmax_bytes(seq_local, arch.heads, flash))
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))

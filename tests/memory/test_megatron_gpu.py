@@ -229,3 +229,89 @@ def test_unsupported_architecture_cli_is_not_an_error(tmp_path, capsys):
                  "--allow-outside-root"])
     out = capsys.readouterr().out
     assert code == 0 and "ML004" not in out and "no estimate for this architecture" in out
+
+
+# -- logits: fused cross entropy, deferred embedding wgrad, MTP heads ------------------------
+
+BASE = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+        "--max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+        "--vocab-size 50257 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 ")
+
+
+def logits_of(text: str, phase: str = "forward_end"):
+    result = estimate(args_scenario(BASE + text + "\n"))
+    stage = result.stages[-1]
+    terms = next(p for p in stage.phases if p.name == phase).terms
+    return {t.name: t for t in terms if t.component == "logits"}
+
+
+def test_megatron_logits_bytes_per_logit():
+    vocab, tokens = 50432 // 2, 4 * 1024   # 50257 padded to a multiple of 128·tp
+    plain = logits_of("")["logits"]
+    assert plain.bytes == (2 + 4) * vocab * tokens           # logits + fp32 exp-logits
+    fused = logits_of("--cross-entropy-loss-fusion")["logits"]
+    assert fused.bytes == (2 + 4 + 4) * vocab * tokens       # + the fused path's fp32 copy
+    assert logits_of("--cross-entropy-loss-fusion", "backward_start")["logits"].bytes \
+        == plain.bytes
+    mtp = logits_of("--mtp-num-layers 1 --position-embedding-type rope")["logits"]
+    assert mtp.bytes == (2 * 4 + 2) * vocab * tokens and mtp.inputs["loss_heads"] == 2
+
+
+def test_deferred_embedding_wgrad_buffers():
+    vocab, tokens = 50432 // 2, 4 * 1024   # 50257 padded to a multiple of 128·tp
+    # dp = 8 / (2·2) = 2: m = 32 / (4·2) = 4 micro-batches; a limit of 2 holds 2 of them
+    term = logits_of("--defer-embedding-wgrad-compute --wgrad-deferral-limit 2")[
+        "logits.deferred_wgrad"]
+    assert term.bytes == 2 * (2 * vocab * tokens + 2 * 512 * tokens)
+    unlimited = logits_of("--defer-embedding-wgrad-compute")["logits.deferred_wgrad"]
+    assert unlimited.inputs["held"] == 3                     # all but the current one
+
+
+# -- attention kernels and the unfused softmax ------------------------------------------------
+
+def test_te_head_dim_not_multiple_of_8_is_unfused():
+    text = ("--num-layers 2 --hidden-size 624 --num-attention-heads 12 --seq-length 1024 "
+            "--micro-batch-size 4 --bf16 --attention-dropout 0 --hidden-dropout 0\n")
+    saved = estimate(args_scenario(text)).stages[0].term("activations").inputs["saved"]
+    assert any("T×T" in name for name in saved)              # head dim 52: no flash kernel
+    text64 = text.replace("--hidden-size 624", "--hidden-size 768")
+    saved = estimate(args_scenario(text64)).stages[0].term("activations").inputs["saved"]
+    assert not any("T×T" in name for name in saved)
+
+
+def test_softmax_fallback_keeps_fp32_probabilities():
+    text = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 4 "
+            "--bf16 --attention-backend unfused --attention-dropout 0 ")
+    kernel = estimate(args_scenario(text + "--seq-length 1024\n")).stages[0]
+    fallback = estimate(args_scenario(text + "--seq-length 1022\n")).stages[0]
+    name = "attention scores, softmax, dropout (T×T)"
+    per_pair = 8  # heads
+    assert kernel.term("activations").inputs["saved"][name] == pytest.approx(
+        2 * per_pair * 1024)
+    assert fallback.term("activations").inputs["saved"][name] == pytest.approx(
+        (4 + 2) * per_pair * 1022)
+
+
+# -- LLaVA (pretrain_vlm.py) ------------------------------------------------------------------
+
+LLAVA = ("--num-layers 12 --hidden-size 1024 --num-attention-heads 16 --seq-length 576 "
+         "--dataloader-seq-length 1232 --max-position-embeddings 4096 --micro-batch-size 1 "
+         "--bf16 --img-h 336 --img-w 336 --patch-dim 14 --vocab-size 8193 "
+         "--tensor-model-parallel-size 4 --disable-vision-class-token\n")
+
+
+def test_llava_vision_tower_and_tokens():
+    sc = args_scenario(LLAVA)
+    assert sc.training.images_per_sample == 1 and sc.training.tokens_per_image == 576
+    assert sc.training.seq_len == 1232
+    arch = architecture(sc.model.config)
+    d, ffn = 1024, 4096
+    vit_layer = (4 * d * d + 4 * d) + (2 * d * ffn + ffn + d) + 2 * 2 * d
+    assert arch.vision.params == 3 * 14 * 14 * d + d + 577 * d + 2 * d + 12 * vit_layer
+    assert arch.vision.projector_params == 2 * d * ffn + ffn + d
+    result = estimate(sc)
+    first = result.stages[0]
+    weights = first.term("vision.weights")
+    assert weights.inputs["params"] == -(-(arch.vision.params + arch.vision.projector_params)
+                                         // 4)          # tensor-parallel like the LM
+    assert first.term("vision.activations").inputs["tokens"] == 576
