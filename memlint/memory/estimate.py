@@ -17,6 +17,7 @@ phase holding everything, C_act coefficients, uniform parameter split, no logits
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -140,13 +141,19 @@ class _Model:
         if self.par.pp > self.arch.layers:
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
-        layers = stage_layers(self.arch.layers, self.par.pp, self.par.first_stage_layers,
-                              self.par.last_stage_layers)
-        plans, start = [], 0
-        for i, n in enumerate(layers):
-            plans.append(StagePlan(i, tuple(range(start, start + n)), i == 0, i == len(layers) - 1))
-            start += n
-        self.plans = plans
+        by_layout = self._layout_layers()
+        if by_layout is not None:
+            self.plans = [StagePlan(i, tuple(indices), i == 0, i == len(by_layout) - 1)
+                          for i, indices in enumerate(by_layout)]
+        else:
+            layers = stage_layers(self.arch.layers, self.par.pp, self.par.first_stage_layers,
+                                  self.par.last_stage_layers)
+            plans, start = [], 0
+            for i, n in enumerate(layers):
+                plans.append(StagePlan(i, tuple(range(start, start + n)), i == 0,
+                                       i == len(layers) - 1))
+                start += n
+            self.plans = plans
         self.lora = self.tr.lora_rank > 0
         # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
         self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
@@ -169,6 +176,36 @@ class _Model:
         if self.arch.vision is not None:
             return self.arch.vision.tokens_per_image
         return 0
+
+    def mtp_params(self) -> tuple:
+        """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
+        each a decoder layer like the model's last one, plus enorm and hnorm, the eh_proj
+        linear (2d -> d) and the block's final norm (megatron/core/transformer/
+        multi_token_prediction.py MultiTokenPredictionLayer)."""
+        last = self.counts.layers[-1]
+        per_norm = 2 * self.arch.hidden if self.arch.norm == "layernorm" else self.arch.hidden
+        dense = last.total - last.experts + 2 * self.arch.hidden * self.arch.hidden \
+            + 3 * per_norm
+        return self.mtp_layers * dense, self.mtp_layers * last.experts
+
+    def _layout_layers(self) -> Optional[list]:
+        """Decoder-layer indices per pipeline rank from `--pipeline-model-parallel-layout`
+        (Megatron's PipelineParallelLayerLayout: virtual stage k runs on rank k mod pp, its 't'
+        layers in order); None when there is no layout or it does not match the model."""
+        setting = self.scenario.extra.get("megatron.pipeline-layout-stages")
+        pp = self.par.pp
+        if setting is None or not isinstance(setting.value, (list, tuple)) or pp <= 1:
+            return None
+        stages = [str(stage) for stage in setting.value]
+        if len(stages) % pp or sum(stage.count("t") for stage in stages) != self.arch.layers:
+            return None
+        ranks: list = [[] for _ in range(pp)]
+        index = 0
+        for k, stage in enumerate(stages):
+            count = stage.count("t")
+            ranks[k % pp].extend(range(index, index + count))
+            index += count
+        return ranks
 
     def _mtp_layers(self) -> int:
         """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
@@ -226,6 +263,10 @@ class _Model:
             experts += layer.experts
         if plan.first:
             dense += self.counts.embedding + self.counts.position_embedding
+        if plan.last and self.mtp_layers:
+            mtp_dense, mtp_experts = self.mtp_params()
+            dense += mtp_dense
+            experts += mtp_experts
         if plan.last:
             dense += self.counts.final_norm
             if self.counts.lm_head:
@@ -389,6 +430,25 @@ class _Model:
                     formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
                     inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                     source="activation checkpointing re-runs one layer's forward in its backward"))
+        if plan.last and self.mtp_layers and tr.recompute != "full":
+            last = self.arch.layers - 1
+            mtp_plan = StagePlan(plan.stage, (last,), False, True)
+            per_token, _ = self.layer_bytes_per_token(mtp_plan, recompute=False)
+            c = self.dt.compute
+            rep = topo.tp if par.sp else 1
+            # the layer itself, plus the normed embedding and hidden halves and their
+            # concatenation (eh_proj's input): 3 × 2d·c / rep per token
+            extra = 3 * 2 * arch.hidden * c / rep
+            value = int((per_token + extra) * tokens * self.mtp_layers)
+            terms.append(Term(
+                name="activations.mtp", component="activations", bytes=value,
+                formula=(f"{self.mtp_layers} MTP layer(s) × ({per_token:,.1f} B/token (a layer "
+                         f"like the last) + {extra:,.1f} B/token (enorm, hnorm, eh_proj input)) "
+                         f"× {tokens:,} tokens, one micro-batch (the loss runs in the 1F1B "
+                         "steady state)"),
+                inputs={"layers": self.mtp_layers, "bytes_per_token": per_token,
+                        "tokens": tokens},
+                source="megatron/core/transformer/multi_token_prediction.py"))
         terms += extras.autocast_weight_terms(self, plan)
         terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
@@ -432,6 +492,20 @@ class _Model:
                                 for i in items}},
                      "Korthikanti et al. 2022 on the ViT's shapes; megatron/core/models/vision/"
                      "clip_vit_model.py, llava_model.py")]
+
+    def recompute_modules(self) -> Optional[frozenset]:
+        """Megatron's selective recompute modules (`--recompute-modules`, default core_attn,
+        TransformerConfig.__post_init__); None outside Megatron's selective recompute."""
+        if self.tr.framework != "megatron" or self.tr.recompute != "selective" \
+                or self.tr.recompute_every > 1:
+            return None
+        setting = self.scenario.extra.get("megatron.recompute-modules")
+        if setting is None:
+            return frozenset({"core_attn"})
+        value = setting.value
+        text = " ".join(value) if isinstance(value, (list, tuple)) else str(value)
+        names = frozenset(re.findall(r"[a-z_]+", text))
+        return names or frozenset({"core_attn"})
 
     def flash_for(self, head_dim: int) -> bool:
         """Whether attention runs a flash/fused kernel (no T×T tensors saved)."""
@@ -513,7 +587,9 @@ class _Model:
                         arch.hidden_dropout > 0, arch.attention_dropout > 0,
                         tr.recompute == "selective" and tr.recompute_every <= 1,
                         gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
-                        softmax_bytes=self.softmax_bytes(seq_local, arch.heads, flash))
+                        softmax_bytes=self.softmax_bytes(seq_local, arch.heads, flash),
+                        modules=self.recompute_modules(), moe_layer=moe_layer,
+                        separate_norm1=arch.mla is not None or not self.te_spec())
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))

@@ -315,3 +315,62 @@ def test_llava_vision_tower_and_tokens():
     assert weights.inputs["params"] == -(-(arch.vision.params + arch.vision.projector_params)
                                          // 4)          # tensor-parallel like the LM
     assert first.term("vision.activations").inputs["tokens"] == 576
+
+
+# -- selective recompute modules, pipeline layout, MTP ---------------------------------------
+
+def test_recompute_modules_drop_what_they_recompute():
+    from memlint.memory.activations import Shapes, fused_layer_items
+
+    dense = Shapes(d=512, dq=512, dk=512, dv=512, heads=8, do=512, ffn=2048, gated=False,
+                   layernorm=True)
+    names = {i.name for i in fused_layer_items(dense, 2, False, 1, False, False, False, False,
+                                               modules=frozenset({"core_attn"}))}
+    assert not any("T×T" in n for n in names)            # default: core attention recomputed
+    names = {i.name for i in fused_layer_items(dense, 2, False, 1, False, False, False, False,
+                                               modules=frozenset({"mlp"}))}
+    assert any("T×T" in n for n in names)                 # scores kept without core_attn
+    assert "fc1 output (activation input)" not in names
+    moe = Shapes(d=512, dq=512, dk=512, dv=512, heads=8, do=512, ffn=2048, gated=True,
+                 layernorm=False, moe_ffn=1024, top_k=2, experts=8)
+    names = {i.name for i in fused_layer_items(moe, 2, True, 1, False, False, False, False,
+                                               modules=frozenset({"mlp", "moe_act"}),
+                                               moe_layer=True)}
+    assert "experts fc1 output (top-2)" in names          # "mlp" leaves MoE layers alone
+    assert "experts fc2 input (top-2)" not in names       # moe_act drops the activation output
+    names = {i.name for i in fused_layer_items(moe, 2, True, 1, False, False, False, False,
+                                               modules=frozenset({"moe", "layernorm"}),
+                                               moe_layer=True)}
+    assert not any(n.startswith(("experts", "routed", "router")) for n in names)
+    assert "mlp input (norm2 output)" not in names        # MoE pre-MLP norm is its own module
+
+
+def test_recompute_modules_flag_reaches_the_model():
+    base = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --bf16 --attention-backend unfused "
+            "--recompute-granularity selective")
+    default = estimate(args_scenario(base + "\n")).stages[0].term("activations")
+    mlp_only = estimate(args_scenario(base + " --recompute-modules mlp\n")).stages[0].term(
+        "activations")
+    assert not any("T×T" in n for n in default.inputs["saved"])
+    assert any("T×T" in n for n in mlp_only.inputs["saved"])
+
+
+def test_pipeline_layout_places_layers_and_mtp():
+    text = ("--num-layers 16 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --global-batch-size 16 --bf16 --swiglu --normalization RMSNorm "
+            "--position-embedding-type rope --pipeline-model-parallel-size 2 --disable-bias-linear "
+            "--pipeline-model-parallel-layout 'Et*3|(tt|)*6tmL' --mtp-num-layers 1\n")
+    sc = args_scenario(text)
+    assert sc.parallelism.vpp == 4
+    result = estimate(sc)
+    # virtual stages Ettt, tt, tt, tt, tt, tt, tt, tmL: rank 0 holds 3+2+2+2, rank 1 2+2+2+1
+    assert [s.layers for s in result.stages] == [9, 7]
+    last = result.stages[-1]
+    assert last.term("activations.mtp").inputs["layers"] == 1
+    plain = estimate(args_scenario(text.replace(" --mtp-num-layers 1", ""))).stages[-1]
+    d = 512
+    ffn = int(4 * d * 2 / 3 / 64) * 64
+    layer = 4 * d * d + 3 * d * ffn + 2 * d
+    mtp = layer + 2 * d * d + 3 * d                       # + eh_proj, enorm, hnorm, final norm
+    assert last.term("weights").inputs["params"] - plain.term("weights").inputs["params"] == mtp
