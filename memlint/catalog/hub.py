@@ -243,19 +243,28 @@ def hub_fetch(name: str, revision: Optional[str] = None,
 # ---------------------------------------------------------------------------------------------
 
 
+def _take_file(result: Resolution, path: str, origin: str, source: str, done: str,
+               bad: str) -> bool:
+    """Read a found config.json into `result`; False (with the problem as a step) if unusable."""
+    data, problem = _read_json(path)
+    if data is None:
+        result.steps.append(f"{bad}: {problem}")
+        return False
+    result.config, result.path, result.origin, result.source = data, path, origin, source
+    if done:
+        result.steps.append(done)
+    return True
+
+
 def resolve(name: str, hub: Optional[bool] = None, env: Optional[dict] = None) -> Resolution:
     """Resolve a Hub id through the cache, the catalog and (opt-in) the Hub, in that order."""
     result = Resolution(name=name)
     path, steps = cache_lookup(name, env)
     result.steps.extend(steps)
-    if path is not None:
-        data, problem = _read_json(path)
-        if data is not None:
-            result.config, result.path, result.origin = data, path, "cache"
-            result.source = f"the Hugging Face cache ({path})"
-            result.steps.append(f"read {path} from the Hugging Face cache")
-            return result
-        result.steps.append(f"a malformed cache entry: {problem}")
+    if path is not None and _take_file(result, path, "cache", f"the Hugging Face cache ({path})",
+                                       f"read {path} from the Hugging Face cache",
+                                       "a malformed cache entry"):
+        return result
     entry, how = catalog_lookup(name)
     if entry is not None:
         result.config = dict(entry["config"])
@@ -271,12 +280,8 @@ def resolve(name: str, hub: Optional[bool] = None, env: Optional[dict] = None) -
     path, step = hub_fetch(name, env=env)
     result.steps.append(step)
     if path is not None:
-        data, problem = _read_json(path)
-        if data is not None:
-            result.config, result.path, result.origin = data, path, "hub"
-            result.source = f"the Hugging Face Hub (config.json, saved at {path})"
-            return result
-        result.steps.append(f"the Hub's config.json is unusable: {problem}")
+        _take_file(result, path, "hub", f"the Hugging Face Hub (config.json, saved at {path})",
+                   "", "the Hub's config.json is unusable")
     return result
 
 
