@@ -53,6 +53,10 @@ def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
                         help="largest config file read (default 4MiB)")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="follow references to files outside the repository root")
+    parser.add_argument("--hub", action="store_true",
+                        help="let a Hub model id that neither the HF cache nor the bundled catalog "
+                        "knows be fetched from the Hugging Face Hub (config.json only; needs "
+                        "memlint[hub]; off by default, also MEMLINT_HUB=1)")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -271,7 +275,8 @@ def run_pipeline(partials: list, args, config, reg):
     all_partials = list(partials) + ([project] if project else []) + [command_line_partial(args)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=config.allow_outside_root,
-                          max_bytes=_max_bytes(args))
+                          max_bytes=_max_bytes(args),
+                          hub=True if getattr(args, "hub", False) else None)
     anchor = engine.anchor_of(scenario)
     estimate = None
     model = scenario.model
