@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from memlint.logs import LogReport
+from memlint.memory.terms import RESERVED_TERMS
 from memlint.memory.topology import resolve
 from memlint.units import fmt
 
@@ -162,16 +163,14 @@ def estimate_run(scenario):
 def estimate_sides(stage) -> dict:
     """The stage's numbers each measured metric is compared with, and their terms."""
     tensors = [t for t in stage.terms if t.component != "runtime"]
-    allocator = [t for t in stage.terms if t.name == "runtime.allocator"]
+    allocator = [t for t in stage.terms if t.name in RESERVED_TERMS]
     outside = [t for t in stage.terms if t.component == "runtime" and t not in allocator]
     phases = {p.name: p for p in stage.phases}
     between = phases.get("forward_end") or next(iter(phases.values()), None)
     between_terms = between.terms if between is not None else stage.terms
     persistent = [t for t in between_terms if t.component in _PERSISTENT]
-    allocated = sum(t.bytes for t in tensors)
-    reserved = allocated + sum(t.bytes for t in allocator)
-    return {"allocated_bytes": allocated, "reserved_bytes": reserved,
-            "device_bytes": stage.total_bytes,
+    return {"allocated_bytes": stage.allocated_bytes, "reserved_bytes": stage.reserved_bytes,
+            "device_bytes": stage.device_bytes,
             "persistent_bytes": sum(t.bytes for t in persistent),
             "tensor_terms": tensors, "allocator_terms": allocator, "outside_terms": outside,
             "persistent_terms": persistent}
