@@ -53,6 +53,10 @@ def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
                         help="largest config file read (default 4MiB)")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="follow references to files outside the repository root")
+    parser.add_argument("--hub", action="store_true",
+                        help="let a Hub model id that neither the HF cache nor the bundled catalog "
+                        "knows be fetched from the Hugging Face Hub (config.json only; needs "
+                        "memlint[hub]; off by default, also MEMLINT_HUB=1)")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -265,10 +269,14 @@ def run_pipeline(partials: list, args, config, reg):
     from memlint.ir import Provenance
     from memlint.scenario import build
 
-    all_partials = list(partials) + [command_line_partial(args)]
+    from memlint.config import assumptions_partial
+
+    project = assumptions_partial(config)  # [tool.memlint.assumptions], fitted by `compare`
+    all_partials = list(partials) + ([project] if project else []) + [command_line_partial(args)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=config.allow_outside_root,
-                          max_bytes=_max_bytes(args))
+                          max_bytes=_max_bytes(args),
+                          hub=True if getattr(args, "hub", False) else None)
     anchor = engine.anchor_of(scenario)
     estimate = None
     model = scenario.model
@@ -594,6 +602,16 @@ def _add_fit_compare_parsers(sub) -> None:
                      help="micro_batch, seq_len, world_size (comma-separated)")
     fit.add_argument("--planner", action="store_true",
                      help="also the fewest GPUs on which the planner finds any layout")
+    compare = sub.add_parser("compare", help="compare a training log's memory with the estimate",
+                             description="Read the memory lines of a training log (Megatron, "
+                             "torchtitan, DeepSpeed, HF Trainer, CUDA out-of-memory) and compare "
+                             "them rank by rank with the estimate of the run PATHS describe.")
+    compare.add_argument("log", metavar="LOG")
+    compare.add_argument("paths", nargs="*", metavar="PATH")
+    _common(compare, ("text", "json"))
+    compare.add_argument("--write-assumptions", nargs="?", const="", metavar="PYPROJECT",
+                         help="record the fitted runtime assumptions in [tool.memlint."
+                         "assumptions] (default: the governing pyproject.toml)")
 
 
 def run_scenario(args):
@@ -605,7 +623,11 @@ def run_scenario(args):
     for path in args.paths:
         _check_path(path)
     config = lint_config(args, args.paths[0] if args.paths else os.getcwd())
-    partials = _load_run(args.paths, args, config, max_bytes) + [command_line_partial(args)]
+    from memlint.config import assumptions_partial
+
+    project = assumptions_partial(config)
+    partials = (_load_run(args.paths, args, config, max_bytes) + ([project] if project else [])
+                + [command_line_partial(args)])
     scenario, diagnostics = build(partials, base_dir=os.getcwd(),
                                   allow_outside_root=config.allow_outside_root,
                                   max_bytes=max_bytes)
@@ -637,8 +659,35 @@ def cmd_fit(args) -> int:
     return fit.exit_code(result)
 
 
+def cmd_compare(args) -> int:
+    from memlint.commands import compare
+
+    if not os.path.isfile(args.log):
+        raise UsageError(f"{args.log}: no such file")
+    try:
+        report = compare.read_log(args.log)
+        scenario, config = run_scenario(args)
+        result = compare.compare(scenario, compare.estimate_run(scenario), report)
+    except compare.CompareError as exc:
+        raise UsageError(f"cannot compare: {exc}") from None
+    if args.format == "json":
+        sys.stdout.write(compare.render_json(result))
+    else:
+        compare.render_text(result, _units(args, []))
+    if args.write_assumptions is not None:
+        if not result.fitted:
+            raise UsageError("--write-assumptions: the log measures no runtime assumption "
+                             "(it needs max allocated with max reserved, or an out-of-memory "
+                             "message)")
+        target = args.write_assumptions or config.source or "pyproject.toml"
+        written = compare.write_assumptions(target, result.fitted, args.log)
+        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {target} "
+                         "[tool.memlint.assumptions]\n")
+    return 0
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit}
+            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit, "compare": cmd_compare}
 
 
 def main(argv: Optional[list] = None) -> int:
