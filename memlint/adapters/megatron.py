@@ -1086,8 +1086,8 @@ class _Interp:
         --dataloader-seq-length (default --seq-length) text tokens in the language model."""
         entry = self.partial.extra.get("megatron.entry-script")
         script = str(entry.value) if entry is not None else ""
-        if not (re.search(r"pretrain_vlm\.py$", script) or (not script and self.on("--img-h"))):
-            return
+        if not re.search(r"pretrain_vlm\.py$", script):
+            return  # other multimodal scripts (examples/multimodal) build other vision models
         v = self.value
         try:
             layers = int(self.arg("--encoder-num-layers").values[0]) if self.on(
@@ -1480,8 +1480,11 @@ def _kind(path: str, text: str) -> str:
     return "args"
 
 
-def load(path: str, text: str, strict: bool = False) -> Partial:
-    """Read a Megatron launch script, argument file or YAML config. Never raises on bad input."""
+def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None) -> Partial:
+    """Read a Megatron launch script, argument file or YAML config. Never raises on bad input.
+
+    `entry`: the training script the arguments are given to, when the caller knows it and the
+    file does not say (a YAML test case run by a CI recipe); it decides the model family."""
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
     kind = _kind(path, text)
@@ -1498,6 +1501,8 @@ def load(path: str, text: str, strict: bool = False) -> Partial:
                                         Provenance(path, 1, 1, None)))
         return partial
     read.kind = kind
+    if entry and read.entry is None:
+        read.entry = (entry, Provenance(path, None, None, "training script (given by the caller)"))
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:
@@ -1525,7 +1530,7 @@ def _mark_default_world_size(partial: Partial, text: str) -> None:
         world.prov))
 
 
-def load_path(path: str, strict: bool = False) -> Partial:
+def load_path(path: str, strict: bool = False, entry: Optional[str] = None) -> Partial:
     from memlint.loaders import read_text
 
     text, diagnostics = read_text(path)
@@ -1533,4 +1538,4 @@ def load_path(path: str, strict: bool = False) -> Partial:
         partial = Partial(source=path, fmt=FORMAT)
         partial.diagnostics.extend(diagnostics)
         return partial
-    return load(path, text, strict=strict)
+    return load(path, text, strict=strict, entry=entry)

@@ -33,8 +33,8 @@ def ci_estimate(name: str, *sets: str):
     return scenario, estimate(scenario)
 
 
-def args_scenario(text: str, *sets: str):
-    partial = M.load("run.txt", text)
+def args_scenario(text: str, *sets: str, entry=None):
+    partial = M.load("run.txt", text, entry=entry)
     scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB", *sets])])
     return scenario
 
@@ -301,7 +301,9 @@ LLAVA = ("--num-layers 12 --hidden-size 1024 --num-attention-heads 16 --seq-leng
 
 
 def test_llava_vision_tower_and_tokens():
-    sc = args_scenario(LLAVA)
+    # only pretrain_vlm.py builds this model: the same flags under another script do not
+    assert args_scenario(LLAVA).training.images_per_sample == 0
+    sc = args_scenario(LLAVA, entry="pretrain_vlm.py")
     assert sc.training.images_per_sample == 1 and sc.training.tokens_per_image == 576
     assert sc.training.seq_len == 1232
     arch = architecture(sc.model.config)
