@@ -406,6 +406,10 @@ class _Reader:
                       "fsdp_cpu_ram_efficient_loading needs fsdp_sync_module_states: true; "
                       "`accelerate launch` raises (utils/launch.py, prepare_multi_gpu_env)",
                       *where("fsdp_sync_module_states"))
+        elif efficient is True:
+            # only rank 0 loads the weights on its CPU; the others start on the meta device and
+            # receive them through sync_module_states (accelerate utils/fsdp_utils.py)
+            self.set("model_init", "rank0-cpu", *where("fsdp_cpu_ram_efficient_loading"))
 
     def _deepspeed(self, ds: dict, data: dict) -> None:
         for key, value in ds.items():

@@ -222,6 +222,12 @@ FLAGS = [
     Flag("--exp-avg-dtype", 1, None, _choice("fp32", "fp16", "bf16", "fp8"), "fp32"),
     Flag("--megatron-fsdp-main-grads-dtype", 1, None, _choice("fp32", "bf16", "fp16", "auto")),
     Flag("--optimizer", 1, None, _text, "adam"),
+    # training length, checkpoints, initialisation (memory/host.py, memory/checkpoint.py)
+    Flag("--train-iters", 1, "train_steps", _pos),
+    Flag("--save", 1, None, _text),                               # -> checkpoint_interval
+    Flag("--save-interval", 1, None, _pos),                       # only with --save
+    Flag("--no-save-optim", 0),                                   # -> save_optimizer
+    Flag("--use-cpu-initialization", 0),                          # -> model_init shard-cpu
     # Megatron-DeepSpeed
     Flag("--deepspeed", 0),
     Flag("--deepspeed_config", 1, None, _text),
@@ -922,6 +928,18 @@ class _Interp:
         self.batch()
         self.precision()
         self.memory_flags()
+        self.checkpoints()
+
+    def checkpoints(self) -> None:
+        """Checkpoint saving and CPU initialisation: Megatron writes a checkpoint every
+        --save-interval iterations when --save is given (training.py), with the optimizer state
+        unless --no-save-optim; --use-cpu-initialization builds each rank's shard on the CPU."""
+        if self.on("--save") and "--save-interval" in self.values:
+            self.set("checkpoint_interval", self.values["--save-interval"], "--save-interval")
+        if self.on("--no-save-optim"):
+            self.set("save_optimizer", False, "--no-save-optim")
+        if self.on("--use-cpu-initialization"):
+            self.set("model_init", "shard-cpu", "--use-cpu-initialization")
 
     def unsupported_architecture(self) -> None:
         """Models whose memory memlint does not count yet: a warning and no estimate, never an

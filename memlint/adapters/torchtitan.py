@@ -155,6 +155,7 @@ TABLE: tuple = (
     (("activation_checkpoint",), "mode", "recompute", _ac_mode),
     (("optimizer",), "name", "optimizer", _optimizer),
     (("optimizer",), "implementation", "optimizer_impl", _impl),
+    (("training",), "steps", "train_steps", _positive),
 )
 
 # torchtitan defaults that differ from memlint's own (torchtitan/config/job_config.py).
@@ -209,6 +210,27 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
     _derive_offload(facts, partial)
     _derive_model(facts, partial, anchor, base_dir)
     _derive_float8(facts, partial)
+    _derive_checkpoint(facts, partial)
+
+
+def _derive_checkpoint(facts: Facts, partial: Partial) -> None:
+    """Checkpoints are written only with checkpoint.enable (older: enable_checkpoint), every
+    `interval` steps, the latest `keep_latest_k` kept (torchtitan components/checkpointer)."""
+    enable = facts.find("enable", "checkpoint") or facts.find("enable_checkpoint", "checkpoint")
+    if enable is None or enable[0] is not True:
+        return
+    for key, scenario_key, minimum in (("interval", "checkpoint_interval", 1),
+                                       ("keep_latest_k", "checkpoint_keep", 0)):
+        found = facts.find(key, "checkpoint")
+        if found is None:
+            continue
+        value, prov = found
+        try:
+            number = _to_int(value)
+        except (ValueError, TypeError):
+            continue   # a step-schedule or unreadable value: no checkpoint count
+        if number >= minimum:
+            partial.set(scenario_key, number, prov)
 
 
 def _setting(partial: Partial, key: str, default: Any = None) -> Any:

@@ -54,11 +54,13 @@ def _saves(tr) -> Optional[int]:
 
 
 def kept(scenario) -> tuple:
-    """(checkpoints kept, where that came from)."""
+    """(checkpoints kept, where that came from); None when the run's saving is not described."""
     tr = scenario.training
     saves = _saves(tr)
     keep, source = tr.checkpoint_keep, "checkpoint_keep"
     if keep is None:
+        if not tr.checkpoint_interval:
+            return None, "no checkpoint_interval: saving not described"
         if tr.framework == "fsdp2":
             keep, source = TORCHTITAN_KEEP_LATEST_K, "torchtitan keep_latest_k default 10"
         else:
@@ -68,8 +70,7 @@ def kept(scenario) -> tuple:
                                }.get(tr.framework, "every checkpoint is kept")
     if keep == 0:   # keep everything
         if saves is None:
-            return None, source + " (number of saves unknown: give train_steps and "\
-                                  "checkpoint_interval)"
+            return None, source + " (number of saves unknown: give train_steps)"
         return saves, f"{source}: {tr.train_steps} steps / interval {tr.checkpoint_interval}"
     if saves is not None and saves < keep:
         return saves, f"{tr.train_steps} steps / interval {tr.checkpoint_interval}"

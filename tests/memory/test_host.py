@@ -134,11 +134,39 @@ def test_checkpoint_size_and_count():
     assert {t.name: t.bytes for t in ckpt.terms} == {
         "checkpoint.weights": LLAMA3_8B * 2, "checkpoint.optimizer": LLAMA3_8B * 12}
     assert ckpt.kept == 20 and "keeps every" in ckpt.kept_source
-    keep = _estimate("model=llama3-8b", "framework=fsdp2", "world_size=8")
+    keep = _estimate("model=llama3-8b", "framework=fsdp2", "world_size=8",
+                     "checkpoint_interval=100")
     assert keep.checkpoint.kept == 10 and keep.checkpoint.bytes_each == LLAMA3_8B * 12
+    assert _estimate("model=llama3-8b", "framework=fsdp2").checkpoint.kept is None
     lora = _estimate("model=llama3-8b", "framework=hf", "lora_rank=16", "save_optimizer=false")
     (term,) = lora.checkpoint.terms
     assert term.name == "checkpoint.weights" and term.bytes == lora.params["trainable"] * 4
+
+
+@needs_real
+def test_real_megatron_script_checkpoints(capsys):
+    """NVIDIA's GPT-3 175B example saves every 10,000 of 500,000 iterations and never deletes."""
+    args = os.path.join(ROOT, "..", "shared", "fixtures-real", "megatron-args",
+                        "gpt3_175b_distributed.txt")
+    code, report = _check(capsys, args, "--disk", "100TB", "--select", "ML705")
+    (finding,) = report["diagnostics"]
+    assert finding["severity"] == "warning" and "50 checkpoints" in finding["message"]
+    assert finding["line"] is not None
+    ckpt = report["estimates"][0]["checkpoint"]
+    assert ckpt["kept"] == 50 and ckpt["bytes_each"] == 174_615_846_912 * 14
+    code, report = _check(capsys, args, "--disk", "100TB", "--select", "ML705",
+                          "--set", "checkpoint_keep=5")
+    assert report["diagnostics"] == []
+
+
+@needs_real
+def test_real_torchtitan_checkpointing_off_is_not_counted(capsys):
+    toml = os.path.join(ROOT, "..", "shared", "fixtures-real", "torchtitan",
+                        "torchtitan__torchtitan-models-deepseek_v3-train_configs-"
+                        "deepseek_v3_671b.toml")
+    code, report = _check(capsys, toml, "--world-size", "512", "--disk", "1TB")
+    assert report["estimates"][0]["checkpoint"]["kept"] is None   # [checkpoint] enable = false
+    assert "ML705" not in {d["code"] for d in report["diagnostics"]}
 
 
 @needs_real
@@ -179,3 +207,14 @@ def test_real_zero_infinity_config(capsys):
     assert terms["host.nvme_optimizer_swap_buffers"] == 8 * 4 * 100_000_000 * 4
     code, report = _check(capsys, INFINITY, "--model", "llama3-70b", "--world-size", "64")
     assert "ML704" not in {d["code"] for d in report["diagnostics"]}
+
+
+@needs_real
+def test_real_accelerate_cpu_ram_efficient_loading_is_one_copy(capsys):
+    """LLaMA-Factory examples/accelerate/fsdp2_config.yaml: fsdp_cpu_ram_efficient_loading."""
+    path = os.path.join(ROOT, "..", "shared", "fixtures-real", "fsdp",
+                        "LLaMA-Factory__examples-accelerate-fsdp2_config.yaml")
+    code, report = _check(capsys, path, "--model", "llama3-8b")
+    (node,) = report["estimates"][0]["host"]
+    assert node["phase"] == "startup" and node["phases"]["startup"] == LLAMA3_8B * 4
+    assert [t["inputs"]["model_init"] for t in node["terms"]] == ["rank0-cpu"]
