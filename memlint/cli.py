@@ -155,9 +155,21 @@ def _real(path: str) -> str:
 
 def _check_path(path: str) -> None:
     if not os.path.exists(path):
+        if os.path.islink(path):
+            raise UsageError(f"{path}: a broken symbolic link or a symbolic link loop")
         raise UsageError(f"{path}: no such file")
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory (give the config files)")
+
+
+def _check_inside(path: str, config, setting: str) -> None:
+    """Files that settings name stay inside the repository root (after links are resolved)."""
+    from memlint.adapters.registry import inside
+
+    if not config.allow_outside_root and not inside(path, config.root):
+        raise UsageError(f"{config.source}: [tool.memlint] {setting}: {os.path.relpath(path)} is "
+                         "outside the repository root; not read (set allow-outside-root = true "
+                         "or pass --allow-outside-root)")
 
 
 def _load_run(files, args, config, max_bytes) -> list:
@@ -201,6 +213,7 @@ def plan_runs(paths: list, args, max_bytes: int) -> list:
             if _real(path) in members and run["name"] not in {r[0] for r in runs}:
                 for member in run["files"]:
                     _check_path(member)
+                    _check_inside(member, config, "runs")
                 partials = _load_run(run["files"], args, config, max_bytes)
                 if run.get("set") or run.get("model"):
                     partials.append(_run_partial(run, config))
@@ -239,8 +252,13 @@ def default_paths(args) -> list:
         matches = sorted(glob.glob(full, recursive=True))
         if not matches and not glob.has_magic(pattern):
             raise UsageError(f"{config.source}: [tool.memlint] files: {pattern}: no such file")
-        paths.extend(m for m in matches if os.path.isfile(m))
+        matches = [m for m in matches if os.path.isfile(m)]
+        for match in matches:
+            _check_inside(match, config, f"files: {pattern!r}")
+        paths.extend(matches)
     for run in config.runs:
+        for member in run["files"]:
+            _check_inside(member, config, "runs")
         paths.extend(run["files"][:1])
     if not paths:
         pyproject = find_pyproject(os.getcwd())
@@ -338,10 +356,26 @@ def _model_config_errors(scenario, anchor) -> list:
         architecture(scenario.model.config)
     except ConfigError as exc:
         key = f"model.{exc.key}"
+        unknown = _unresolved(scenario, key)
+        if unknown is not None:
+            return [unknown]
         prov = scenario.where(key) or scenario.where("model") or Provenance(anchor, None, None,
                                                                             None)
         return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key)]
     return []
+
+
+def _unresolved(scenario, key: str):
+    """A required value that a script computes when it runs (`--num-layers $1`): no estimate,
+    said as info; it is not missing from a valid script."""
+    from memlint.diagnostics import MISSING_MODEL, Severity, make
+
+    found = scenario.extra.get(f"unresolved.{key}")
+    if found is None:
+        return None
+    return make(MISSING_MODEL, Severity.INFO,
+                f"no memory estimate: {key} is {found.value!r}, known only when the script runs "
+                f"(give `--set {key}=N` to check it)", found.prov, key=key)
 
 
 def _model_type_warnings(scenario) -> list:
@@ -387,6 +421,9 @@ def _estimate(scenario, anchor, args):
         key = getattr(exc, "key", None) or "model"
         if isinstance(exc, ConfigError) and not key.startswith("model"):
             key = f"model.{key}"
+        unknown = _unresolved(scenario, key)
+        if unknown is not None:
+            return None, unknown
         prov = scenario.where(key) or scenario.where("model") or here
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
                           key=key)
@@ -509,7 +546,9 @@ def cmd_estimate(args) -> int:
     if estimate is None:
         sys.stderr.write("memlint: error: no memory estimate could be made (see the "
                          "diagnostics above)\n")
-        return 2
+        # a config that cannot be read is a finding (exit 1), as in `check`
+        return 1 if engine.exit_code(diagnostics, config.fail_on) == 1 and any(
+            d.code == "ML001" and d.severity.label == "error" for d in diagnostics) else 2
     return engine.exit_code(diagnostics, config.fail_on)
 
 
@@ -578,7 +617,10 @@ def main(argv: Optional[list] = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 2
+        if code == 2:
+            _sarif_failure("the command line is not valid (see the usage message)", argv)
+        return code
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -587,7 +629,10 @@ def main(argv: Optional[list] = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:
-        sys.stderr.write(f"memlint: error: {exc}\n")
+        from memlint.report import escape_controls
+
+        sys.stderr.write(f"memlint: error: {escape_controls(str(exc))}\n")
+        _sarif_failure(escape_controls(str(exc)), argv)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("memlint: interrupted\n")
@@ -607,6 +652,18 @@ def main(argv: Optional[list] = None) -> int:
         sys.stderr.write(f"memlint: internal error: {type(exc).__name__}: {exc} "
                          "(run with --debug for the traceback)\n")
         return 2
+
+
+def _sarif_failure(message: str, argv: Optional[list]) -> None:
+    """On exit 2 with --format sarif, stdout still gets a valid SARIF log (README's upload)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    wanted = any(w == "--format=sarif" or (w == "--format" and i + 1 < len(words)
+                                           and words[i + 1] == "sarif")
+                 for i, w in enumerate(words))
+    if wanted:
+        from memlint.report.sarif_format import failure_log
+
+        sys.stdout.write(failure_log(message))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,9 +22,12 @@ class Key:
     doc: str
 
 
+MAX_NUMBER_CHARS = 1000  # no number in a config is written with more characters
+
+
 def _number(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {_short(value)}")
     if isinstance(value, (int, float)):
         try:
             number = float(value)
@@ -32,14 +35,16 @@ def _number(value: Any) -> float:
             raise ValueError(f"{_short(value)} is too large") from None
     elif isinstance(value, str):
         text = value.strip().replace("_", "")
+        if len(text) > MAX_NUMBER_CHARS:
+            raise ValueError(f"expected a number, got {_short(value)}")
         try:
             number = float(text)
         except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
+            raise ValueError(f"expected a number, got {_short(value)}") from None
     else:
-        raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")
+        raise ValueError(f"expected a number, got {type(value).__name__} {_short(value)}")
     if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"expected a finite number, got {value!r}")
+        raise ValueError(f"expected a finite number, got {_short(value)}")
     return number
 
 
@@ -49,13 +54,18 @@ MAX_INT = 2**53
 MAX_BYTES = 2**60
 
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
+
+
 def to_int(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
+    elif isinstance(value, str) and len(value) <= 40 and _INTEGER.fullmatch(value):
+        number = int(value.replace("_", ""))  # exactly: float() would round 2**53 + 1
     else:
         number = _number(value)
         if number != int(number):
-            raise ValueError(f"expected a whole number, got {value!r}")
+            raise ValueError(f"expected a whole number, got {_short(value)}")
         number = int(number)
     if abs(number) > MAX_INT:
         raise ValueError(f"{_short(value)} is too large (over 2**53)")
@@ -63,35 +73,41 @@ def to_int(value: Any) -> int:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**40:
+        # repr() of an int over 4,300 digits raises; its size is all a message needs
+        return f"a {value.bit_length()}-bit integer"
+    text = repr(value[:60] if isinstance(value, str) else value)
+    if len(text) <= 40:
+        return text
+    size = len(value) if isinstance(value, str) else len(text)
+    return f"{text[:20]}...({size} characters)"
 
 
 def positive_int(value: Any) -> int:
     number = to_int(value)
     if number <= 0:
-        raise ValueError(f"must be a positive whole number, got {value!r}")
+        raise ValueError(f"must be a positive whole number, got {_short(value)}")
     return number
 
 
 def non_negative_int(value: Any) -> int:
     number = to_int(value)
     if number < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
+        raise ValueError(f"must not be negative, got {_short(value)}")
     return number
 
 
 def non_negative_float(value: Any) -> float:
     number = _number(value)
     if number < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
+        raise ValueError(f"must not be negative, got {_short(value)}")
     return number
 
 
 def probability(value: Any) -> float:
     number = _number(value)
     if not 0.0 <= number < 1.0:
-        raise ValueError(f"must be in [0, 1), got {value!r}")
+        raise ValueError(f"must be in [0, 1), got {_short(value)}")
     return number
 
 
@@ -106,7 +122,7 @@ def to_bool(value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise ValueError(f"expected true or false, got {value!r}")
+    raise ValueError(f"expected true or false, got {_short(value)}")
 
 
 def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str]:
@@ -116,14 +132,17 @@ def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str
         text = str(value).strip().lower() if not isinstance(value, bool) else str(value).lower()
         text = aliases.get(text, text)
         if text not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {value!r}")
+            raise ValueError(f"expected one of {', '.join(options)}, got {_short(value)}")
         return text
 
     convert.options = options  # type: ignore[attr-defined]
     return convert
 
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.I)
+# one way to match each number (no nested or adjacent open repeats): linear on any input
+_SIZE = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*",
+                   re.I)
+MAX_SIZE_CHARS = 64
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024, "m": 10**6, "mb": 10**6,
           "mi": 1024**2, "mib": 1024**2, "g": 10**9, "gb": 10**9, "gi": 1024**3, "gib": 1024**3,
           "t": 10**12, "tb": 10**12, "ti": 1024**4, "tib": 1024**4}
@@ -136,16 +155,17 @@ def to_bytes(value: Any) -> int:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         number = _number(value)
         if number <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
+            raise ValueError(f"must be positive, got {_short(value)}")
         if number > MAX_BYTES:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         return int(number)
-    match = _SIZE.match(str(value))
+    text = str(value)
+    match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
     if not match:
-        raise ValueError(f"expected a size like 80GiB or 141GB, got {value!r}")
+        raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
     number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
     if number <= 0:
-        raise ValueError(f"must be positive, got {value!r}")
+        raise ValueError(f"must be positive, got {_short(value)}")
     if not number <= MAX_BYTES:  # also inf from '1e400'
         raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
     return int(number)
@@ -153,7 +173,7 @@ def to_bytes(value: Any) -> int:
 
 def to_str(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
+        raise ValueError(f"expected a non-empty string, got {_short(value)}")
     return value.strip()
 
 
@@ -173,7 +193,7 @@ def shard_degree(value: Any) -> Optional[int]:
 def zero_stage(value: Any) -> int:
     stage = to_int(value)
     if stage not in (0, 1, 2, 3):
-        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {value!r}")
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {_short(value)}")
     return stage
 
 
@@ -280,9 +300,20 @@ def is_model_key(name: str) -> bool:
     return name.startswith("model.") and name not in KEYS
 
 
-def suggest(name: str, candidates) -> Optional[str]:
-    """The closest known name, for did-you-mean messages."""
-    import difflib
+MAX_SUGGEST_CHARS = 80
 
-    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+
+def suggest(name: str, candidates) -> Optional[str]:
+    """The closest known name, for did-you-mean messages.
+
+    difflib's ratio is 2*matches/(len(a)+len(b)), so a candidate whose length is too far from
+    the name's can never reach the 0.6 cutoff: those are dropped before difflib runs, and a name
+    longer than any flag gets no suggestion (callers also cap how many they ask for per file)."""
+    import difflib  # for start-up speed: only a did-you-mean needs it
+
+    size = len(name)
+    if not size or size > MAX_SUGGEST_CHARS:
+        return None
+    close = [c for c in candidates if 0.6 * (size + len(c)) <= 2 * min(size, len(c))]
+    found = difflib.get_close_matches(name, close, n=1, cutoff=0.6)
     return found[0] if found else None

@@ -14,8 +14,10 @@ never raise on bad input and never execute content:
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -25,6 +27,9 @@ from memlint.ir import Provenance
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_YAML_NODES = 50_000
+# No count or size in a config has more digits than this; int() of a longer one costs quadratic
+# time and, past 4,300 digits, raises (sys.get_int_max_str_digits).
+MAX_INT_DIGITS = 4000
 
 
 @dataclass
@@ -51,25 +56,65 @@ class Document:
 
 
 def read_text(path: str, max_bytes: int = MAX_FILE_BYTES) -> tuple[Optional[str], list]:
-    """Read a config file as UTF-8 text, with a size limit. Problems become diagnostics."""
+    """Read a config file as text, with a size limit. Problems become diagnostics.
+
+    Only a regular file is opened: a FIFO, a device or a socket given as a config would block
+    the read forever or stream without end. The file is opened non-blocking and checked again
+    through its descriptor, so a file swapped for a FIFO after the first check is refused too."""
     prov = Provenance(path, None, None, None)
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
     except OSError as exc:
-        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {exc.strerror}", prov)]
-    if size > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}", prov)]
+    if not stat.S_ISREG(info.st_mode):
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"not a regular file ({_kind(info)}); "
+                           "not read", prov)]
+    if info.st_size > max_bytes:
         return None, [make(PARSE_ERROR, Severity.ERROR,
-                           f"file is {size} bytes, over the {max_bytes}-byte limit for configs "
-                           "(raise it with --max-file-size)", prov)]
+                           f"file is {info.st_size} bytes, over the {max_bytes}-byte limit for "
+                           "configs (raise it with --max-file-size)", prov)]
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None, [make(PARSE_ERROR, Severity.ERROR,
+                                   "not a regular file; not read", prov)]
             raw = handle.read(max_bytes + 1)
     except OSError as exc:
-        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {exc.strerror}", prov)]
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}", prov)]
+    if len(raw) > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR,
+                           f"file is over the {max_bytes}-byte limit for configs (raise it with "
+                           "--max-file-size)", prov)]
     return decode_bytes(raw, path)
 
 
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop"
+    return exc.strerror or str(exc)
+
+
+def _kind(info: os.stat_result) -> str:
+    mode = info.st_mode
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def decode_bytes(raw: bytes, path: str) -> tuple[Optional[str], list]:
+    if raw.startswith(_UTF16_BOMS) or (len(raw) >= 2 and b"\x00" in raw[:2] and _utf16(raw)):
+        # UTF-16 text, not binary: but json.load / yaml / tomllib as the frameworks call them
+        # read UTF-8, so the framework would fail on this file too
+        return None, [make(PARSE_ERROR, Severity.ERROR,
+                           "file is UTF-16 text; frameworks read configs as UTF-8 (save it as "
+                           "UTF-8)", Provenance(path, 1, 1, None))]
     if b"\x00" in raw:
         return None, [make(PARSE_ERROR, Severity.ERROR, "binary file (contains NUL bytes)",
                            Provenance(path, 1, 1, None))]
@@ -81,6 +126,18 @@ def decode_bytes(raw: bytes, path: str) -> tuple[Optional[str], list]:
                            f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
                            Provenance(path, line, col, None))]
     return text, []
+
+
+def _utf16(raw: bytes) -> bool:
+    """Text in UTF-16 without a BOM: every other byte NUL over the first few hundred bytes."""
+    head = raw[:512]
+    if len(head) % 2:
+        head = head[:-1]
+    try:
+        text = head.decode("utf-16-le" if head[1:2] == b"\x00" else "utf-16-be")
+    except UnicodeDecodeError:
+        return False
+    return bool(text) and all(ch.isprintable() or ch in "\r\n\t" for ch in text)
 
 
 def _line_col(text: str, offset: Optional[int]) -> tuple[int, int]:
@@ -174,6 +231,10 @@ class _JSONParser:
             token = match.group(0)
             if any(c in token for c in ".eE"):
                 return float(token)
+            if len(token) > MAX_INT_DIGITS:
+                # int() refuses these (Python's 4,300-digit limit), and no config value needs one
+                raise _JSONError(f"a {len(token)}-digit integer is too large for a config value",
+                                 match.start())
             return int(token)
         end = self.pos
         while end < len(self.text) and (self.text[end].isalnum() or self.text[end] in "_$-."):
@@ -423,10 +484,15 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
         raise _YAMLError(f"tag {node.tag!r} is not allowed (only plain YAML data is read)",
                          node.start_mark)
     if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_INT_DIGITS:
+            raise _YAMLError(f"a {len(node.value)}-character integer is too large for a config "
+                             "value", node.start_mark)
         try:
             return safe.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise _YAMLError(str(exc), node.start_mark) from None
+        except (ValueError, OverflowError) as exc:
+            raise _YAMLError(f"unreadable value: {exc}", node.start_mark) from None
     if isinstance(node, yaml.SequenceNode):
         out = []
         for item in node.value:
@@ -465,14 +531,19 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
 # ---------------------------------------------------------------------------------------------
 # TOML
 
-_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_TOML_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-" ]+?)\s*=""")
+# Linear-time patterns (each piece can match a character in one way only): a line of 3,000
+# spaces once took 12 s in a pattern with two adjacent space-matching repeats.
+_TOML_HEADER = re.compile(r"[ \t]*\[\[?([^\]\n]*)\]\]?[ \t]*(?:#.*)?")
+_TOML_PART = r"""(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_\-]+)"""
+_TOML_KEY = re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
 
 
 def _toml_key_parts(raw: str) -> tuple:
     parts = []
     for part in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', raw):
         part = part.strip()
+        if not part:  # the blanks beside a dot (`a . b`)
+            continue
         if part[:1] in "\"'":
             part = part[1:-1]
         parts.append(part)
@@ -500,6 +571,13 @@ def load_toml(path: str, text: str) -> Document:
         doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "invalid TOML: nesting too deep",
                                     Provenance(path, 1, 1, None)))
         return doc
+    except ValueError:  # tomllib's int() of an integer over Python's 4,300-digit limit
+        long = re.search(r"[0-9_]{%d,}" % MAX_INT_DIGITS, text)
+        line, col = _line_col(text, long.start()) if long else (None, None)
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                    "invalid TOML: an integer too large for a config value",
+                                    Provenance(path, line, col, None)))
+        return doc
     table: tuple = ()
     in_multiline = None
     for number, line in enumerate(text.splitlines(), start=1):
@@ -507,9 +585,9 @@ def load_toml(path: str, text: str) -> Document:
             if in_multiline in line:
                 in_multiline = None
             continue
-        header = _TOML_HEADER.match(line)
+        header = _TOML_HEADER.fullmatch(line)
         if header:
-            table = _toml_key_parts(header.group(1))
+            table = _toml_key_parts(header.group(1).strip())
             doc.positions.setdefault(table, (number, line.index("[") + 1))
             continue
         key = _TOML_KEY.match(line)

@@ -463,13 +463,10 @@ class _Reader:
         root = _repo_root(base)
         target = os.path.normpath(os.path.join(base, name)) if not os.path.isabs(name) else name
         prov = self.prov("deepspeed_config", "deepspeed_config_file")
+        # outside the repository root: load_with_references refuses it unless allowed
+        self.partial.references.append((target, prov))
         if not _within(root, target):
-            self.partial.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO,
-                f"deepspeed_config_file {name!r} points outside this repository; memlint does "
-                "not follow it", prov, key="deepspeed_config_file"))
             return
-        self.partial.references.append(target)
         if not os.path.isfile(target):
             self.partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO,

@@ -57,7 +57,19 @@ def detect(path: str, text: str) -> bool:
         return False
     if any(sentinel in head for sentinel in _SENTINELS[3:]):
         return True
-    return any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head)
+    if name.startswith("ds_config") and not text.strip():
+        return True  # named for DeepSpeed, which fails to load an empty file
+    if any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head):
+        return True
+    return name.startswith("ds_config") and _unparseable(text)
+
+
+def _unparseable(text: str) -> bool:
+    """Not JSON at all (not even with the comments DeepSpeed's hjson loader accepts): a file
+    named ds_config*.json that DeepSpeed would fail to load, rather than some other format."""
+    if text.lstrip()[:1] in ("{", "["):
+        return load_json("", text, allow_comments=True).data is None
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

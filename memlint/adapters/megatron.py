@@ -272,6 +272,8 @@ def _dest_of(flag: str) -> set:
     return out
 
 
+_ALL_FLAGS = tuple(FLAG_BY_NAME) + tuple(sorted(KNOWN_FLAGS))
+MAX_HINTS = 20
 KNOWN_DESTS = frozenset(d for f in KNOWN_FLAGS for d in _dest_of(f)) | frozenset(FLAG_BY_DEST)
 
 
@@ -430,7 +432,7 @@ def _dollar_refs(text: str) -> tuple:
 
 # -- scripts ---------------------------------------------------------------------------------
 
-_SBATCH = re.compile(r"^\s*#SBATCH\s+(.*)$", re.M)
+_SBATCH = re.compile(r"^[ \t]*#SBATCH[ \t]+(.*)$", re.M)
 _LAUNCHERS = {"torchrun", "deepspeed", "srun", "mpirun", "python", "python3", "uv", "exec",
               "time", "nohup", "env", "numactl", "accelerate"}
 
@@ -550,28 +552,7 @@ def _plain(word) -> str:
 
 
 def _assign(word, expander: _shell.Expander) -> None:
-    name, append, prefix = _shell.assignment(word)
-    if word.array is not None:
-        items = expander.array_value(word)
-        current = expander.env.get(name)
-        if append and current is not None:
-            base = current.items if current.items is not None else (
-                [_shell.Field(current.text, current.origins, word.offset, current.unresolved)]
-                if current.text else [])
-            expander.env[name] = _shell.Value(items=list(base) + items)
-        else:
-            expander.env[name] = _shell.Value(items=items)
-        return
-    value = expander.assign_value(word, prefix)
-    current = expander.env.get(name)
-    if append and current is not None:
-        if current.items is not None:
-            current.items.append(_shell.Field(value.text, value.origins, word.offset,
-                                              value.unresolved))
-            return
-        value = _shell.Value(current.text + value.text, current.origins + value.origins,
-                             current.unresolved + value.unresolved)
-    expander.env[name] = value
+    expander.assign(word)
 
 
 def _condition(words: list, expander, read: _Read, prov, command) -> bool:
@@ -816,10 +797,12 @@ class _Interp:
 
     def collect(self) -> None:
         seen: dict = {}
+        hints = MAX_HINTS  # did-you-mean costs milliseconds each: a few per file
         for arg in self.read.args:
             spec = FLAG_BY_NAME.get(arg.flag)
             if spec is None and arg.flag not in KNOWN_FLAGS and not arg.flag.startswith("--verl-"):
-                hint = K.suggest(arg.flag, list(FLAG_BY_NAME) + sorted(KNOWN_FLAGS))
+                hints -= 1
+                hint = K.suggest(arg.flag, _ALL_FLAGS) if hints >= 0 else None
                 tail = f"; did you mean {hint}?" if hint else ""
                 severity = Severity.ERROR if self.strict else Severity.WARNING
                 self.diag(UNKNOWN_KEY, severity,
@@ -851,6 +834,10 @@ class _Interp:
             if arg.unresolved:
                 default = f"Megatron's default {spec.default}" if spec.default is not None \
                     else "no value (memlint's default applies)"
+                if spec.target:
+                    # a value only the running script knows: "no estimate", never "missing"
+                    self.partial.set_extra(f"unresolved.{spec.target}", " ".join(arg.values),
+                                           arg.prov)
                 self.diag(UNRESOLVED, Severity.INFO,
                           f"{flag} {' '.join(arg.values)}: {_describe(arg.unresolved)}; "
                           f"assumed {default}", arg.prov, key=flag)
@@ -900,7 +887,7 @@ class _Interp:
     def launcher(self) -> None:
         facts: dict = {}
         for option, (text, prov, unresolved) in self.read.launcher.items():
-            if unresolved or not re.fullmatch(r"\s*\d+\s*", text):
+            if unresolved or not re.fullmatch(r"\s*\d{1,18}\s*", text):
                 default = {"nnodes": "1 node", "nodes": "1 node"}.get(option)
                 self.diag(UNRESOLVED, Severity.INFO,
                           f"launcher {prov.key} {text}: "
@@ -1254,6 +1241,9 @@ class _Interp:
             self.partial.references.append(config)
 
 
+MAX_PATTERN = 100_000  # layers in a --moe-layer-freq list; no model has more
+
+
 def parse_layer_freq(text: str, layers: Optional[int]) -> Any:
     """`--moe-layer-freq`: an int k (every k-th layer is MoE) or a list expression such as
     `[0]*3+[1]*58` / `([1]*2+[0])*4`, read by a small parser (Megatron eval()s it; we never do).
@@ -1300,25 +1290,27 @@ def parse_layer_freq(text: str, layers: Optional[int]) -> Any:
         while peek() == "*":
             take("*")
             count = take()
-            if not count.isdigit() or int(count) > 100_000:
+            # the size is checked before the list is built: `[0]*100000*3000` is refused, not
+            # built (2.3 GB)
+            if not count.isdigit() or len(count) > 6 or len(result) * int(count) > MAX_PATTERN:
                 raise ValueError(count)
             result = result * int(count)
-            if len(result) > 100_000:
-                raise ValueError("too long")
         return result
 
     def expr() -> list:
         result = atom()
         while peek() == "+":
             take("+")
-            result = result + atom()
+            result.extend(atom())  # in place: `a+b+c+...` stays linear
+            if len(result) > MAX_PATTERN:
+                raise ValueError("too long")
         return result
 
     try:
         pattern = expr()
         if pos[0] != len(tokens):
             return None
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
         return None
     return [1 if x else 0 for x in pattern]
 
@@ -1328,9 +1320,12 @@ def parse_layout(text: str) -> Optional[list]:
     layer letters (E embedding, t transformer layer, m MTP, L loss), as Megatron unrolls it."""
     layout = text.strip().strip("'\"").replace(",", "")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        grown = [len(layout)]
+
         def unroll(match) -> str:
-            count = int(match.group(2))
-            if count > 10_000:
+            count = int(match.group(2)) if len(match.group(2)) <= 6 else 10**6
+            grown[0] += len(match.group(1)) * count
+            if count > 10_000 or grown[0] > 1_000_000:  # checked before the text is built
                 raise ValueError("repeat count too large")
             return match.group(1) * count
         try:

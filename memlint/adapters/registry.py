@@ -244,6 +244,15 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
     seen = _seen if _seen is not None else set()
     seen.add(os.path.realpath(path))
     root = root or repo_root(path)
+    if not allow_outside_root and not inside(path, root):
+        # a path given inside the repository that resolves outside it (a symbolic link, or a
+        # link in a folder on the way): the root guarantee covers what a link points at
+        partial = Partial(source=path, fmt="unknown")
+        partial.diagnostics.append(make(
+            PARSE_ERROR, Severity.WARNING,
+            f"links to {os.path.realpath(path)}, outside the repository root {root}; not read "
+            "(pass --allow-outside-root to read it)", Provenance(path, None, None, None)))
+        return [partial]
     partial = load_file(path, max_bytes)
     out: list = []
     for item in partial.references:

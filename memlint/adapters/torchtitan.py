@@ -53,7 +53,7 @@ def detect(path: str, text: str) -> bool:
     if name.endswith(".toml"):
         if "[tool." in head or "[project]" in head or "[build-system]" in head:
             return False
-        headers = set(re.findall(r"^\s*\[([A-Za-z_.]+)\]", head, re.M))
+        headers = set(re.findall(r"^[ \t]*\[([A-Za-z_.]+)\]", head, re.M))
         return bool(headers & {"job", "parallelism", "activation_checkpoint"}) or (
             "model" in headers and "training" in headers)
     if name.endswith(".py"):

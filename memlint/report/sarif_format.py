@@ -68,5 +68,18 @@ def document(report) -> dict:
     }
 
 
+def failure_log(message: str) -> str:
+    """A SARIF log for a run that could not be done (exit 2: a usage error), so that an upload
+    step after `memlint check --format sarif > memlint.sarif || true` uploads a valid file that
+    says what went wrong instead of an empty one."""
+    run = {"tool": {"driver": {"name": "memlint", "version": __version__,
+                               "informationUri": INFORMATION_URI, "rules": []}},
+           "results": [],
+           "invocations": [{"executionSuccessful": False, "toolExecutionNotifications": [
+               {"level": "error", "message": {"text": message}}]}]}
+    return json.dumps({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, sort_keys=True,
+                      indent=2, ensure_ascii=False) + "\n"
+
+
 def render(report) -> str:
     return json.dumps(document(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

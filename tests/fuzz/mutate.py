@@ -239,8 +239,10 @@ def extra_args(rng: random.Random, name: str) -> list:
 # The oracle
 
 
-class Timeout(Exception):
-    pass
+class Timeout(BaseException):
+    """Raised by the alarm. A BaseException, so that no `except Exception` in memlint (the
+    adapters' and the CLI's catch-alls) can turn a slow input into an "internal error": the
+    time limit is the harness's verdict, never the product's."""
 
 
 def _alarm(_signum, _frame):
