@@ -464,7 +464,7 @@ class _Reader:
         target = os.path.normpath(os.path.join(base, name)) if not os.path.isabs(name) else name
         prov = self.prov("deepspeed_config", "deepspeed_config_file")
         # outside the repository root: load_with_references refuses it unless allowed
-        self.partial.references.append((target, prov))
+        self.partial.references.append(target)
         if not _within(root, target):
             return
         if not os.path.isfile(target):
