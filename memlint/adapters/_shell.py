@@ -16,6 +16,8 @@ branch is assumed and reported.
 from __future__ import annotations
 
 import bisect
+import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -62,6 +64,7 @@ class Word:
 class Command:
     words: list
     offset: int
+    end: str = ""   # what ended it: "\n", ";", "&&", "||", "|", "&", "(", ")", ";;" or "" (EOF)
 
 
 class _Lexer:
@@ -88,10 +91,11 @@ class _Lexer:
             elif c == "\\" and text.startswith("\n", i + 1):
                 i += 2
             elif c in self.separators:
-                if current:
-                    out.append(Command(current, start))
+                end = text[i:i + 2] if text[i:i + 2] in ("&&", "||", ";;") else c
+                if current or end == ";;":  # `;;` ends a case branch even on a line of its own
+                    out.append(Command(current, start if current else i, end))
                 current = []
-                i += 2 if text[i:i + 2] in ("&&", "||", ";;") else 1
+                i += len(end)
             elif c == "#":
                 end = text.find("\n", i)
                 i = n if end < 0 else end
@@ -755,3 +759,259 @@ def assignment(word: Word) -> Optional[tuple]:
     if not match:
         return None
     return match.group(1), bool(match.group(2)), match.end()
+
+
+# -- running a script statically ---------------------------------------------------------------
+
+@dataclass
+class Simple:
+    """A simple command as the shell would run it: its words after expansion (each with the
+    file offsets of its characters) and where it starts. Assignments, `export`, `if`/`case`
+    and `sh -c` are taken care of by the Interpreter; a caller sees only these."""
+
+    fields: list
+    offset: int
+
+
+_KEYWORDS = ("then", "do", "else", "{", "}", "done", "esac", "fi", "elif", "if", "while",
+             "until", "case")
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+MAX_NESTED_SHELLS = 4
+MAX_PATTERN_CHARS = 256
+
+
+def plain(word: Word) -> str:
+    """The word's text when it is all literal, else its source text."""
+    if all(s.kind == "lit" for s in word.segs):
+        return "".join(s.text for s in word.segs)
+    return word.raw
+
+
+class Interpreter:
+    """Walks a script as bash would, without running anything: variables and arrays are set,
+    `export`/`declare` assign, `unset` unsets, `if`/`elif`/`else` and `case` take the branch the
+    known values choose (the first one, reported, when a value is unknown), and `sh -c STRING` /
+    `bash -c STRING` (also behind `srun ...`) runs STRING the same way. Every other command is
+    yielded as a `Simple` for the caller (an adapter) to interpret. What could not be decided is
+    in `notes`: (offset, message)."""
+
+    def __init__(self, env: Optional[dict] = None):
+        self.expander = Expander(env)
+        self.notes: list = []
+        self.assigned_at: dict = {}   # variable -> offset of its last assignment
+
+    @property
+    def env(self) -> dict:
+        return self.expander.env
+
+    def run(self, script: Script, origin=None, prefix: tuple = (), depth: int = 0):
+        """Yield the script's simple commands. `origin` maps the script's offsets to the file's
+        (for `sh -c` strings); `prefix` is prepended to every command (`srun ... bash -c`)."""
+        where = origin or (lambda offset: offset)
+        frames: list = []
+        for command in script.commands:
+            words = list(command.words)
+            top = frames[-1] if frames else None
+            if top is not None and top["kind"] == "case":
+                if top["state"] == "pattern":
+                    if not words:
+                        continue
+                    if plain(words[0]) == "esac":
+                        frames.pop()
+                        continue
+                    self._pattern(top, words, command, frames)
+                    continue
+                if words and plain(words[0]) == "esac":
+                    frames.pop()
+                    continue
+                if command.end == ";;":
+                    top["state"] = "pattern"  # this command is the branch's last one
+            while words and plain(words[0]) in _KEYWORDS:
+                keyword = plain(words[0])
+                if keyword in ("if", "elif"):
+                    decided = self._condition(words[1:], command, where)
+                    if keyword == "if":
+                        frames.append({"kind": "if", "active": _active(frames) and decided,
+                                       "taken": decided})
+                    elif frames and frames[-1]["kind"] == "if":
+                        take = not frames[-1]["taken"] and decided
+                        frames[-1]["active"] = _active(frames[:-1]) and take
+                        frames[-1]["taken"] = frames[-1]["taken"] or take
+                    words = []
+                    break
+                if keyword == "case":
+                    self._case(words[1:], command, frames, where)
+                    words = []
+                    break
+                if keyword in ("while", "until"):
+                    words = []
+                    break
+                if keyword == "else" and frames and frames[-1]["kind"] == "if":
+                    frames[-1]["active"] = _active(frames[:-1]) and not frames[-1]["taken"]
+                    frames[-1]["taken"] = True
+                elif keyword == "fi" and frames and frames[-1]["kind"] == "if":
+                    frames.pop()
+                elif keyword == "esac" and frames and frames[-1]["kind"] == "case":
+                    frames.pop()
+                words = words[1:]
+            if not words or not _active(frames):
+                continue
+            yield from self._simple(words, command, origin, prefix, depth)
+
+    # a simple command
+    def _simple(self, words: list, command: Command, origin, prefix: tuple, depth: int):
+        where = origin or (lambda offset: offset)
+        head = plain(words[0])
+        if head in ("export", "declare", "local", "readonly", "typeset"):
+            for word in words[1:]:
+                if not plain(word).startswith("-") and assignment(word) is not None:
+                    self._assign(word, where)
+            return
+        if head == "unset":
+            for word in words[1:]:
+                self.env.pop(plain(word), None)
+            return
+        if head in ("source", "."):
+            target = words[1].raw if len(words) > 1 else ""
+            self.notes.append((where(command.offset),
+                               f"`{words[0].raw} {target}` is not read (scripts are never "
+                               "sourced); variables it sets count as unset"))
+            return
+        rest = []
+        for index, word in enumerate(words):
+            if assignment(word) is None:
+                rest = words[index:]
+                break
+            self._assign(word, where)
+        if not rest:
+            return
+        fields = [_moved(f, origin) for word in rest for f in self.expander.fields(word)]
+        if not fields:
+            return
+        shell = _shell_string(fields)
+        if shell is not None and depth < MAX_NESTED_SHELLS:
+            index, string = shell
+            try:
+                inner = parse(string.text)
+            except ShellError as exc:
+                self.notes.append((string.origin, f"the {fields[index].text} -c string cannot "
+                                                  f"be read: {exc}"))
+            else:
+                saved = dict(self.env)  # a child shell: its assignments do not come back
+                mapped = string.origins
+                yield from self.run(
+                    inner, lambda offset: mapped[offset] if 0 <= offset < len(mapped)
+                    else string.origin, tuple(prefix) + tuple(fields[:index]), depth + 1)
+                self.expander.env = saved
+                return
+        yield Simple(list(prefix) + fields, where(command.offset))
+
+    def _assign(self, word: Word, where) -> None:
+        self.expander.assign(word)
+        name = assignment(word)[0]
+        self.assigned_at[name] = where(word.offset)
+
+    # conditions
+    def _condition(self, words: list, command: Command, where) -> bool:
+        texts, unresolved = [], []
+        for word in words:
+            for f in self.expander.fields(word):
+                texts.append(f.text)
+                unresolved.extend(f.unresolved)
+        negate = bool(texts) and texts[0] == "!"
+        if negate:
+            texts = texts[1:]
+        if texts and texts[0] in ("[", "[[", "test"):
+            texts = [t for t in texts[1:] if t not in ("]", "]]")]
+        result = None if unresolved else _test(texts)
+        if result is None:
+            source = " ".join(w.raw for w in words)
+            why = f" ({', '.join(dict.fromkeys(unresolved))})" if unresolved else ""
+            self.notes.append((where(command.offset),
+                               f"condition `{source[:200]}` cannot be decided without running "
+                               f"the script{why}; assumed true (the first branch is read)"))
+            return True
+        return result != negate
+
+    def _case(self, words: list, command: Command, frames: list, where) -> None:
+        value = None
+        if words:
+            found = self.expander.fields(words[0], split=False)
+            if found and not found[0].unresolved:
+                value = found[0].text
+            elif found:
+                self.notes.append((where(command.offset),
+                                   f"case {words[0].raw} cannot be decided without running the "
+                                   f"script ({', '.join(found[0].unresolved)}); the first "
+                                   "branch is read"))
+        frame = {"kind": "case", "value": value, "state": "pattern", "active": False,
+                 "taken": False, "parent": _active(frames), "patterns": []}
+        frames.append(frame)
+        rest = words[2:] if len(words) > 1 and plain(words[1]) == "in" else []
+        if rest:
+            self._pattern(frame, rest, command, frames)
+
+    def _pattern(self, frame: dict, words: list, command: Command, frames: list) -> None:
+        frame["patterns"].extend(words)
+        if command.end == "|":
+            return
+        patterns = [f.text for w in frame["patterns"] for f in self.expander.fields(w, False)]
+        frame["patterns"] = []
+        value = frame["value"]
+        if value is None:
+            matched = True  # undecidable: the first branch, as for `if`
+        else:
+            matched = any(len(p) <= MAX_PATTERN_CHARS and fnmatch.fnmatchcase(value, p)
+                          for p in patterns)
+        take = matched and not frame["taken"]
+        frame["active"] = frame["parent"] and take
+        frame["taken"] = frame["taken"] or take
+        frame["state"] = "body"
+
+
+def _active(frames: list) -> bool:
+    return all(f["active"] for f in frames)
+
+
+def _moved(f: Field, where) -> Field:
+    if where is None:
+        return f
+    origins = [where(o) for o in f.origins]
+    return Field(f.text, origins, where(f.offset), f.unresolved, f.opaque)
+
+
+def _shell_string(fields: list) -> Optional[tuple]:
+    """(index of the shell word, the string field) of `sh -c STRING` anywhere in the command
+    (after `srun ...`, `env`, `exec`, ...), when STRING is known."""
+    for index in range(len(fields) - 2):
+        name = os.path.basename(fields[index].text)
+        option = fields[index + 1].text
+        if name in _SHELLS and option.startswith("-") and not option.startswith("--") \
+                and "c" in option[1:]:
+            string = fields[index + 2]
+            if string.unresolved:
+                return None
+            return index, string
+    return None
+
+
+def _test(t: list) -> Optional[bool]:
+    """`[ ... ]` / `test ...` over known words; None when this reader cannot tell."""
+    if len(t) == 2 and t[0] in ("-z", "-n"):
+        return (t[1] == "") == (t[0] == "-z")
+    if len(t) == 1:
+        return t[0] != ""
+    if len(t) == 3:
+        a, op, b = t
+        if op in ("==", "=", "!="):
+            if any(ch in b for ch in "*?["):
+                return None
+            return (a == b) == (op != "!=")
+        numeric = {"-eq": "==", "-ne": "!=", "-lt": "<", "-le": "<=", "-gt": ">", "-ge": ">="}
+        if op in numeric:
+            x, y = _arith_int(a.strip()), _arith_int(b.strip())
+            if x is None or y is None:
+                return None
+            return {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y,
+                    ">=": x >= y}[numeric[op]]
+    return None

@@ -292,7 +292,7 @@ def detect(path: str, text: str) -> bool:
     if name.endswith(_SCRIPT_EXT):
         return any(s in head for s in _SENTINELS) or "megatron" in head.lower()
     if name.endswith((".txt", ".args")) or "." not in name:
-        return bool(re.search(r"^\s*--(tensor-model-parallel-size|num-layers|hidden-size|"
+        return bool(re.search(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
                               r"micro-batch-size|num-attention-heads)\b", head, re.M))
     if name.endswith((".yaml", ".yml")):
         if re.search(r"^MODEL_ARGS:", head, re.M):
@@ -442,14 +442,11 @@ def read_script(path: str, text: str) -> _Read:
     try:
         script = _shell.parse(text)
     except _shell.ShellError as exc:
-        starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        import bisect
-
-        index = bisect.bisect_right(starts, exc.offset) - 1
+        line, col = _shell.Script(text, [], [0] + [m.end() for m in re.finditer("\n", text)]
+                                  ).where(exc.offset)
         read.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
                                      f"cannot read the script: {exc}",
-                                     Provenance(path, index + 1, exc.offset - starts[index] + 1,
-                                                None)))
+                                     Provenance(path, line, col, None)))
         return read
 
     def prov(offset: int, key: Optional[str] = None) -> Provenance:
@@ -457,150 +454,42 @@ def read_script(path: str, text: str) -> _Read:
         return Provenance(path, line, col, key)
 
     env = _sbatch_env(text, script)
-    expander = _shell.Expander(env)
-    frames: list = []   # if-branches: [active, taken]
-    launched = False
-    for command in script.commands:
-        words = list(command.words)
-        while words and _plain(words[0]) in ("then", "do", "else", "{", "}", "done", "esac", "fi",
-                                             "elif", "if", "while", "until"):
-            keyword = _plain(words[0])
-            if keyword == "if" or keyword == "elif":
-                decided = _condition(words[1:], expander, read, prov, command)
-                if keyword == "if":
-                    parent = all(f[0] for f in frames)
-                    frames.append([parent and decided, decided])
-                elif frames:
-                    parent = all(f[0] for f in frames[:-1])
-                    take = not frames[-1][1] and decided
-                    frames[-1] = [parent and take, frames[-1][1] or take]
-                words = []
-                break
-            if keyword in ("while", "until"):
-                words = []
-                break
-            if keyword == "else" and frames:
-                parent = all(f[0] for f in frames[:-1])
-                frames[-1] = [parent and not frames[-1][1], True]
-            elif keyword == "fi" and frames:
-                frames.pop()
-            words = words[1:]
-        if not words or not all(f[0] for f in frames):
-            continue
-        head = _plain(words[0])
-        if head in ("export", "declare", "local", "readonly", "typeset"):
-            words = [w for w in words[1:] if not _plain(w).startswith("-")]
-            for word in words:
-                if _shell.assignment(word) is not None:
-                    _assign(word, expander)
-            continue
-        if head == "unset":
-            for word in words[1:]:
-                expander.env.pop(_plain(word), None)
-            continue
-        if head in ("source", "."):
-            read.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO,
-                f"`{command.words[0].raw} {words[1].raw if len(words) > 1 else ''}` is not read "
-                "(scripts are never sourced); variables it sets count as unset",
-                prov(command.offset)))
-            continue
-        rest = []
-        assigning = True
-        for word in words:
-            if assigning and _shell.assignment(word) is not None:
-                _assign(word, expander)
-                continue
-            assigning = False
-            rest.append(word)
-        if not rest or launched:
-            continue
-        fields = []
-        for word in rest:
-            for f in expander.fields(word):
-                fields.append((f.text, prov(f.origin), f.unresolved))
+    interpreter = _shell.Interpreter(env)
+    best, score = None, 0
+    for command in interpreter.run(script):
+        fields = [(f.text, prov(f.origin), f.unresolved) for f in command.fields]
         entry = _entry_index(fields)
         if entry is None:
             continue
         after = fields[entry + 1:]
-        if not any(t.startswith("--") for t, _, _ in after):
-            continue
-        launched = True
-        _launcher_words(fields[:entry], read, whole=False)
-        if any(t == "srun" for t, _, _ in fields[:entry]) and not (
-                {"nproc_per_node", "ntasks"} & set(read.launcher)):
-            # one process per srun task: the allocation's #SBATCH counts give the world size
-            for option, var in (("nodes", "SLURM_NNODES"),
-                                ("ntasks_per_node", "SLURM_NTASKS_PER_NODE"),
-                                ("ntasks", "SLURM_NTASKS")):
-                value = env.get(var)
-                if value is not None and option not in read.launcher:
-                    read.launcher[option] = (value.text, prov(value.origins[0], f"#SBATCH ({var})"),
-                                             ())
-        split_argv(after, read)
-    if not launched:
+        # The launch is the command with the most Megatron flags: a data-preparation
+        # `python tools/x.py --input ...` before it is a helper, not the training run.
+        known = sum(1 for t, _, _ in after if t.split("=", 1)[0] in KNOWN_FLAGS)
+        flags = sum(1 for t, _, _ in after if t.startswith("--"))
+        if flags and (best is None or known > score):
+            best, score = (fields, entry), known
+    for offset, message in interpreter.notes:
+        read.diagnostics.append(make(UNRESOLVED, Severity.INFO, message, prov(offset)))
+    if best is None:
         read.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
             "no Megatron launch command found (a command running a .py entry point with --flags); "
             "nothing was read from this script", Provenance(path, 1, 1, None)))
+        return read
+    fields, entry = best
+    _launcher_words(fields[:entry], read, whole=False)
+    if any(t == "srun" for t, _, _ in fields[:entry]) and not (
+            {"nproc_per_node", "ntasks"} & set(read.launcher)):
+        # one process per srun task: the allocation's #SBATCH counts give the world size
+        for option, var in (("nodes", "SLURM_NNODES"),
+                            ("ntasks_per_node", "SLURM_NTASKS_PER_NODE"),
+                            ("ntasks", "SLURM_NTASKS")):
+            value = env.get(var)
+            if value is not None and option not in read.launcher:
+                read.launcher[option] = (value.text, prov(value.origins[0], f"#SBATCH ({var})"),
+                                         ())
+    split_argv(fields[entry + 1:], read)
     return read
-
-
-def _plain(word) -> str:
-    return "".join(s.text for s in word.segs if s.kind == "lit") \
-        if all(s.kind == "lit" for s in word.segs) else word.raw
-
-
-def _assign(word, expander: _shell.Expander) -> None:
-    expander.assign(word)
-
-
-def _condition(words: list, expander, read: _Read, prov, command) -> bool:
-    texts = []
-    unresolved: list = []
-    for word in words:
-        for f in expander.fields(word):
-            texts.append(f.text)
-            unresolved.extend(f.unresolved)
-    negate = False
-    if texts and texts[0] == "!":
-        negate, texts = True, texts[1:]
-    if texts and texts[0] in ("[", "[[", "test"):
-        texts = [t for t in texts[1:] if t not in ("]", "]]")]
-    result: Optional[bool] = None
-    if not unresolved:
-        result = _test(texts)
-    if result is None:
-        source = " ".join(w.raw for w in words)
-        read.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO,
-            f"condition `{source}` cannot be decided without running the script"
-            + (f" ({_describe(tuple(unresolved))})" if unresolved else "")
-            + "; assumed true (the first branch is read)", prov(command.offset)))
-        return True
-    return result != negate
-
-
-def _test(t: list) -> Optional[bool]:
-    if len(t) == 2 and t[0] in ("-z", "-n"):
-        return (t[1] == "") == (t[0] == "-z")
-    if len(t) == 1:
-        return t[0] != ""
-    if len(t) == 3:
-        a, op, b = t
-        if op in ("==", "=", "!="):
-            if any(ch in b for ch in "*?["):
-                return None
-            return (a == b) == (op != "!=")
-        numeric = {"-eq": "==", "-ne": "!=", "-lt": "<", "-le": "<=", "-gt": ">", "-ge": ">="}
-        if op in numeric:
-            try:
-                x, y = int(a), int(b)
-            except ValueError:
-                return None
-            return {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y,
-                    ">=": x >= y}[numeric[op]]
-    return None
 
 
 def _sbatch_env(text: str, script) -> dict:
@@ -617,8 +506,11 @@ def _sbatch_env(text: str, script) -> dict:
             names = {"--nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "-N": ("SLURM_NNODES",
                      "SLURM_JOB_NUM_NODES"), "--ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
                      "--ntasks": ("SLURM_NTASKS",), "-n": ("SLURM_NTASKS",),
-                     "--gpus-per-node": ("SLURM_GPUS_PER_NODE",)}.get(name, ())
-            if re.fullmatch(r"\d+", value):
+                     "--gpus-per-node": ("SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE")
+                     }.get(name, ())
+            typed = re.fullmatch(r"(?:[A-Za-z0-9_-]+:)?(\d{1,9})", value)  # `--gpus-per-node=h100:8`
+            if typed and (typed.start(1) == 0 or name == "--gpus-per-node"):
+                value, offset = typed.group(1), offset + typed.start(1)
                 for var in names:
                     env[var] = _shell.Value(value, [offset + k for k in range(len(value))])
     return env
