@@ -30,6 +30,10 @@ MAX_YAML_NODES = 50_000
 # No count or size in a config has more digits than this; int() of a longer one costs quadratic
 # time and, past 4,300 digits, raises (sys.get_int_max_str_digits).
 MAX_INT_DIGITS = 4000
+# Positions are kept for the first items of a list only: a diagnostic about item 2,000,000 of
+# a data array points at the array (Document.prov falls back to the parent), and memory stays
+# proportional to the keys, not to the data (a 2M-item array once cost 480 MB).
+MAX_ITEM_POSITIONS = 1000
 
 
 @dataclass
@@ -159,6 +163,11 @@ class _JSONError(Exception):
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_START = frozenset("-0123456789")
+# numbers each followed by a comma (and blanks): the body of a numeric data array
+# integers, commas and blanks (no '+', '_', '.', exponents: those are read one by one)
+_INT_SPAN = re.compile(r"[0-9, \t\r\n-]{1,1000000}")
+_LEADING_ZERO = re.compile(r"(?<![0-9])0[0-9]")
 _PLAIN_RUN = re.compile(r'[^"\\\n]*')
 _WHITESPACE = re.compile(r"[ \t\r\n]+")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -216,6 +225,10 @@ class _JSONParser:
             return self.array(path, depth)
         if ch == '"':
             return self.string()
+        if ch in _NUMBER_START:
+            number = self.number()
+            if number is not None:
+                return number
         for word, val in (("true", True), ("false", False), ("null", None)):
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)
@@ -225,23 +238,43 @@ class _JSONParser:
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)
                 return val
-        match = _NUMBER.match(self.text, self.pos)
-        if match and match.end() > self.pos:
-            self.pos = match.end()
-            token = match.group(0)
-            if any(c in token for c in ".eE"):
-                return float(token)
-            if len(token) > MAX_INT_DIGITS:
-                # int() refuses these (Python's 4,300-digit limit), and no config value needs one
-                raise _JSONError(f"a {len(token)}-digit integer is too large for a config value",
-                                 match.start())
-            return int(token)
         end = self.pos
         while end < len(self.text) and (self.text[end].isalnum() or self.text[end] in "_$-."):
             end += 1
         word = self.text[self.pos:end] or self.text[self.pos]
         raise _JSONError(f"unexpected {word!r} (not a JSON value: quote strings, "
                          "and replace template placeholders)", self.pos)
+
+    def number(self) -> Any:
+        match = _NUMBER.match(self.text, self.pos)
+        if not match or match.end() == self.pos:
+            return None
+        self.pos = match.end()
+        token = match.group(0)
+        if any(c in token for c in ".eE"):
+            return float(token)
+        if len(token) > MAX_INT_DIGITS:
+            # int() refuses these (Python's 4,300-digit limit), and no config value needs one
+            raise _JSONError(f"a {len(token)}-digit integer is too large for a config value",
+                             match.start())
+        return int(token)
+
+    def numbers(self, result: list) -> bool:
+        """A run of plain integers in an array (`1, 2, 3, ...`: data, not settings), converted
+        at C speed: a 2M-item array costs seconds item by item. False (nothing consumed) when
+        the run is anything else; the items are then read one by one, with positions."""
+        match = _INT_SPAN.match(self.text, self.pos)
+        span = match.group(0) if match else ""
+        cut = span.rfind(",")
+        if cut <= 0 or _LEADING_ZERO.search(span, 0, cut):
+            return False
+        try:
+            values = list(map(int, span[:cut].split(",")))  # int() strips the blanks
+        except ValueError:  # '-', '', '1 2', over 4,300 digits: item by item
+            return False
+        result.extend(values)
+        self.pos += cut + 1
+        return True
 
     def string(self) -> str:
         start = self.pos
@@ -335,8 +368,14 @@ class _JSONParser:
             if self.pos < len(self.text) and self.text[self.pos] == "]" and self.allow_comments:
                 self.pos += 1
                 return result
-            child = path + (len(result),)
-            self.doc.positions[child] = self.where(self.pos)
+            index = len(result)
+            if index >= MAX_ITEM_POSITIONS and self.text[self.pos] in _NUMBER_START \
+                    and self.numbers(result):
+                continue  # then the last item (or a trailing comma) as usual
+            index = len(result)
+            child = path + (index,)
+            if index < MAX_ITEM_POSITIONS:
+                self.doc.positions[child] = self.where(self.pos)
             result.append(self.value(child, depth + 1))
             self.skip()
             if self.pos >= len(self.text):
@@ -406,12 +445,45 @@ def _yaml_depth_bound(text: str) -> int:
     return flow + block + 1
 
 
+_YAML_FLOW = re.compile(r"""[\[\]{}\n#]|(?:(?<=[\s\[{,:-])|^)(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*")""",
+                        re.M)
+
+
+def _yaml_flow_depth(text: str) -> int:
+    """The deepest nesting of flow collections ([...] and {...}), quoted scalars and comments
+    skipped: linear, and only asked when the cheap bound is too high for libyaml."""
+    depth = deepest = 0
+    comment = False
+    for match in _YAML_FLOW.finditer(text):
+        token = match.group(0)
+        if token == "\n":
+            comment = False
+        elif comment or token[0] in "'\"":
+            continue
+        elif token == "#":
+            comment = True
+        elif token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def load_yaml(path: str, text: str) -> Document:
     import yaml
 
     doc = Document(path=path, text=text)
     loader = yaml.SafeLoader
-    if _yaml_depth_bound(text) <= _C_YAML_MAX_DEPTH:
+    bound = _yaml_depth_bound(text)
+    if bound > _C_YAML_MAX_DEPTH and _yaml_flow_depth(text) > MAX_DEPTH:
+        # refused before composing: the pure-Python composer costs O(size x depth) on such a
+        # document (a second for 8 KB), and a document nested this deep is refused anyway
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                    f"invalid YAML: nesting deeper than {MAX_DEPTH} levels",
+                                    Provenance(path, 1, 1, None)))
+        return doc
+    if bound <= _C_YAML_MAX_DEPTH:
         # libyaml's parser when PyYAML has it (5-10x faster); the nodes, marks and errors are
         # the same as the pure-Python SafeLoader's, which remains the fallback
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -497,7 +569,9 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
         out = []
         for item in node.value:
             child = path + (len(out),)
-            doc.positions.setdefault(child, (item.start_mark.line + 1, item.start_mark.column + 1))
+            if len(out) < MAX_ITEM_POSITIONS:
+                doc.positions.setdefault(child, (item.start_mark.line + 1,
+                                                 item.start_mark.column + 1))
             out.append(_yaml_value(item, child, doc, safe, budget, depth + 1))
         return out
     if isinstance(node, yaml.MappingNode):

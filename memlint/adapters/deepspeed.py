@@ -879,7 +879,9 @@ def _auto_paths(data: Any, path: tuple = ()) -> list:
         for key, value in data.items():
             found.extend(_auto_paths(value, path + (key,)))
     elif isinstance(data, list):
-        for index, value in enumerate(data):
+        # "auto" is filled in by key (transformers' HfDeepSpeedConfig.fill_match), never deep
+        # inside a data array: the first items are looked at, a 2M-item array is not walked
+        for index, value in enumerate(data[:1000]):
             found.extend(_auto_paths(value, path + (index,)))
     elif _is_auto(data):
         found.append(path)

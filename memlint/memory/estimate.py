@@ -16,6 +16,7 @@ phase holding everything, C_act coefficients, uniform parameter split, no logits
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -263,14 +264,19 @@ class _Model:
                                           par.offload_params, self.lora)
         return weights, gradients, optimizer, host
 
-    def muon_matrix_fraction(self) -> float:
-        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
-        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4)."""
-        if self.uniform:
-            return 1.0
+    @functools.cached_property
+    def _muon_fraction(self) -> float:
         counts = self.counts
         matrices = sum(l.attention + l.mlp + l.experts + l.shared_experts for l in counts.layers)
         return matrices / max(1, counts.total)
+
+    def muon_matrix_fraction(self) -> float:
+        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
+        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4).
+        Computed once per estimate, not once per stage."""
+        if self.uniform:
+            return 1.0
+        return self._muon_fraction
 
     def adafactor_factored(self, plan: StagePlan) -> int:
         """Adafactor's factored second moment: rows + columns of each 2-D parameter (transformers

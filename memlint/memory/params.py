@@ -34,6 +34,7 @@ the attention module); Qwen2-MoE's `shared_expert_gate` is counted in `shared_ex
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -171,15 +172,16 @@ class ParamCounts:
     vision: int = 0
     projector: int = 0
 
-    @property
+    # cached: each is a sum over the layers, asked once per pipeline stage (O(pp x layers))
+    @functools.cached_property
     def experts(self) -> int:
         return sum(layer.experts for layer in self.layers)
 
-    @property
+    @functools.cached_property
     def decoder(self) -> int:
         return sum(layer.total for layer in self.layers)
 
-    @property
+    @functools.cached_property
     def total(self) -> int:
         return (self.embedding + self.position_embedding + self.lm_head + self.final_norm
                 + self.decoder + self.vision + self.projector)

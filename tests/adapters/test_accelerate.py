@@ -111,7 +111,13 @@ def test_reference_outside_repository_is_not_followed(tmp_path):
     path.write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                     "  deepspeed_config_file: ../../outside.json\n")
     partial = accelerate.load(str(path), path.read_text())
-    assert partial.references == []
+    # recorded, so that --allow-outside-root can follow it; load_with_references refuses it
+    assert partial.references == [str(tmp_path.parent / "outside.json")]
+    from memlint.adapters.registry import load_with_references
+
+    loaded = load_with_references(str(path))
+    assert [p.source for p in loaded] == [str(path)]
+    assert any("outside the repository root" in d.message for d in loaded[-1].diagnostics)
     path.write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                     "  deepspeed_config_file: ../ds/z3.json\n")
     partial = accelerate.load(str(path), path.read_text())
