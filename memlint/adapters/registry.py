@@ -92,7 +92,7 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
-    "memlint.adapters.deepspeed": (".json", ".hjson"),
+    "memlint.adapters.deepspeed": (".json", ".hjson", ".conf"),
     "memlint.adapters.accelerate": (".yaml", ".yml", ".json"),
     "memlint.adapters.axolotl": (".yaml", ".yml"),
     "memlint.adapters.torchtitan": (".toml", ".py", ".sh", NO_EXTENSION),
