@@ -39,3 +39,21 @@ def training_arguments(text: str) -> bool:
         return True
     keys = set(_KEY.findall(head))
     return len(keys & ARGUMENT_KEYS) >= 3
+
+
+# A Hydra launch (verl: `python3 -m verl.trainer.main_ppo ... actor_rollout_ref.actor.megatron.
+# tensor_model_parallel_size=4 ...`) names Megatron in its dotted overrides, but they are the
+# trainer's config tree, not Megatron-LM flags. Megatron's own scripts pass `--flag value`.
+_OVERRIDE = re.compile(r"^\s*\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=", re.M)
+_MEGATRON_FLAG = re.compile(r"--(tensor-model-parallel-size|num-layers|hidden-size|"
+                            r"micro-batch-size|num-attention-heads|pipeline-model-parallel-size)\b")
+_ENTRY = re.compile(r"\bpretrain_[a-z0-9_]+\.py\b")
+
+
+def hydra_launch(text: str) -> bool:
+    """True for a shell script that launches a trainer with Hydra dotted overrides (five or more
+    `a.b=value` lines) and passes no Megatron-LM flag nor a pretrain_*.py entry point."""
+    head = text[:65536]
+    if _MEGATRON_FLAG.search(head) or _ENTRY.search(head):
+        return False
+    return len(_OVERRIDE.findall(head)) >= 5

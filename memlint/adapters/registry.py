@@ -17,6 +17,7 @@ import importlib
 import os
 from typing import Optional
 
+from memlint.adapters._neighbours import hydra_launch
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
@@ -154,6 +155,8 @@ def detect_format(path: str, text: str):
         if id(module) in seen:
             continue
         seen.add(id(module))
+        if getattr(module, "FORMAT", None) == "megatron" and hydra_launch(text):
+            continue  # a Hydra launch (verl) that names megatron in its overrides
         try:
             if module.detect(path, text):
                 return module

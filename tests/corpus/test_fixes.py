@@ -90,3 +90,53 @@ def test_megatron_lm_still_rejects_the_fork_spelling():
     partial = megatron.load("train.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py "
                             "--num-layers 2 --normalization rmsnorm\n")
     assert any(d.code == "ML004" and "--normalization" in d.message for d in partial.diagnostics)
+
+
+def test_bloom_pipeline_partition_counts_embeddings():
+    """BLOOM-176B (tr11): 70 layers over pp 12 with --pp-partition-method
+    'type:transformer|embedding' (72 partitioned layers) trained on 384 A100s."""
+    diagnostics, _formats, code = lint(["bigscience-workshop__bigscience/train/tr11-176B-ml/"
+                                        "tr11-176B-ml.slurm"])
+    assert code == 0 and not errors(diagnostics), diagnostics
+
+
+def test_deepspeed_reads_hjson_line_breaks_as_separators():
+    """DeepSpeedExamples training/imagenet/config/ds_config.json misses a comma at a line end;
+    DeepSpeedConfig loads it with hjson.load (runtime/config.py), which accepts that."""
+    partial = load_file(os.path.join(CORPUS, "microsoft__DeepSpeedExamples/training/imagenet/"
+                                             "config/ds_config.json"))
+    assert partial.fmt == "deepspeed"
+    assert not [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    diagnostics, _formats, code = lint(["microsoft__DeepSpeedExamples/training/imagenet/config/"
+                                        "ds_config.json"])
+    assert code == 0 and not errors(diagnostics)
+
+
+def test_yaml_duplicate_key_in_a_framework_file_is_a_warning():
+    """Megatron's gpt3_mcore_reruns_enable test case repeats --ffn-hidden-size (same value);
+    PyYAML keeps the later one and the case runs in CI. memlint's own files still reject it."""
+    name = ("NVIDIA__Megatron-LM/tests/functional_tests/test_cases/gpt/gpt3_mcore_reruns_enable/"
+            "model_config.yaml")
+    diagnostics, _formats, code = lint([name])
+    assert code == 0 and not errors(diagnostics)
+    assert [d for d in diagnostics if d.code == "ML010" and d.severity == Severity.WARNING]
+
+
+def test_yaml_duplicate_key_in_a_memlint_file_is_still_an_error(tmp_path):
+    path = tmp_path / "run.memlint.yaml"
+    path.write_text("memlint:\n  tp: 2\n  tp: 4\n", encoding="utf-8")
+    partial = load_file(str(path))
+    assert [d for d in partial.diagnostics
+            if d.code == "ML010" and d.severity == Severity.ERROR]
+
+
+def test_verl_hydra_launch_is_not_a_megatron_script():
+    """verl's run_qwen2-7b_megatron.sh sets actor_rollout_ref.actor.megatron.* overrides and
+    converts a checkpoint with --hf_model_path: read as Megatron flags they were 'unknown flag'
+    warnings and a phantom run. It is verl's Hydra launch, a format memlint does not read."""
+    for name in ("run_qwen2-7b_megatron.sh", "run_qwen3moe-30b_megatron.sh"):
+        partial = load_file(os.path.join(CORPUS, "volcengine__verl/examples/grpo_trainer", name))
+        assert partial.fmt == "unknown", name
+    megatron = load_file(os.path.join(CORPUS, "NVIDIA__Megatron-LM/examples/llama/"
+                                              "train_llama3_8b_h100_fp8.sh"))
+    assert megatron.fmt == "megatron"
