@@ -559,8 +559,42 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
                           qk_nope_head_dim=r.int("qk_nope_head_dim"),
                           qk_rope_head_dim=r.int("qk_rope_head_dim"),
                           v_head_dim=r.int("v_head_dim", minimum=1))
+    if vision is None and fam == "megatron_gpt" and r.raw("vision_num_layers", required=False):
+        vision = _megatron_vision(r, arch)
     arch["vision"] = vision
     return Architecture(**arch)
+
+
+def _megatron_vision(r: _Reader, lm: dict) -> Vision:
+    """Megatron-LM LLaVA (pretrain_vlm.py): a CLIP ViT built from a copy of the language model's
+    TransformerConfig (same width, heads, MLP, norm and biases; `--encoder-num-layers` layers) and
+    an MLP projection with the language MLP's spec (megatron/core/models/vision/clip_vit_model.py,
+    megatron/core/models/multimodal/llava_model.py). Parameters: conv1 patch embedding (no bias),
+    class token, learned positions for every patch (+ class token), ln_pre, the layers
+    (LayerNorm-fused qkv + proj, fc1 / fc2, biased when the LM's linears are), and the projection
+    fc1 (d_vit x ffn) + fc2 (ffn x d)."""
+    d = lm["hidden"]
+    layers = r.int("vision_num_layers", minimum=1)
+    patch = r.int("vision_patch_dim", minimum=1)
+    height = r.int("vision_img_h", minimum=1)
+    width = r.int("vision_img_w", minimum=1)
+    class_token = r.bool("vision_class_token", default=True)
+    patches = (height // patch) * (width // patch)
+    positions = patches + 1  # CLIP keeps a position for the class token even when it is dropped
+    tokens = patches + (1 if class_token else 0)
+    ffn = lm["ffn"]
+    gated = lm.get("gated_mlp", False)
+    bias = lm.get("mlp_bias", False)
+    per_norm = 2 * d if lm.get("norm") == "layernorm" else d
+    attention = 4 * d * d + (4 * d if bias else 0)
+    mlp = _mlp_params(d, ffn, gated, bias)
+    tower = 3 * patch * patch * d + d + positions * d + per_norm \
+        + layers * (attention + mlp + 2 * per_norm)
+    projector = _mlp_params(d, ffn, gated, bias)
+    return Vision(hidden=d, layers=layers, heads=lm["heads"], ffn=ffn, patch_size=patch,
+                  image_size=height, tokens_per_image=tokens, params=tower,
+                  projector_params=projector, model_type="megatron_clip",
+                  norm=lm.get("norm", "layernorm"))
 
 
 def _deepseek_moe(r: _Reader, fam: str, layers: int):
