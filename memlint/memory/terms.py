@@ -87,6 +87,8 @@ class Estimate:
     capacity_bytes: int
     stages: tuple         # StageEstimate per pipeline stage
     notes: tuple = ()     # assumptions worth telling the user (strings)
+    # verdict inputs no file gave: ({"key", "value", "source"}, ...), memory/inputs.py
+    assumed: tuple = ()
 
     @property
     def peak_bytes(self) -> int:
@@ -102,4 +104,5 @@ class Estimate:
                 "gpu": {"name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
                 "stages": [s.to_dict() for s in self.stages],
                 "peak_bytes": self.peak_bytes,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "assumed": [dict(a) for a in self.assumed]}

@@ -2,6 +2,12 @@
 
 Every rule here reads the Estimate (terms and components per stage) and the Scenario; none does
 memory maths of its own.
+
+A verdict that rests on a value no file gave (memory/inputs.py: `Estimate.assumed` entries whose
+source is memlint's own default) says so and is at most a warning: it rests on such a value when
+a plausible other value could flip it, i.e. the sequence-proportional memory (activations and
+logits) is what puts the stage over for seq_len / micro_batch / recompute, the GPU is one a
+larger catalogued GPU would hold, or the precision or the sharded world size is unknown.
 """
 from __future__ import annotations
 
@@ -24,6 +30,57 @@ _KEYS_BY_COMPONENT = {
     "runtime": ("gpu", "gpu_memory"),
 }
 _FALLBACK_KEYS = ("gpu", "gpu_memory", "model", "world_size")
+
+
+def _catalog_largest() -> int:
+    from memlint.hardware import CATALOG
+
+    return max(gpu.capacity_bytes for gpu in CATALOG)
+
+
+# frameworks whose launch config states recompute (absent: the framework's own "none")
+_RECOMPUTE_STATED = ("megatron", "torchtitan")
+
+
+def resting_defaults(ctx, stage, oom: bool = True) -> list:
+    """The memlint defaults a verdict on `stage` rests on: [(key, value)] (see module doc)."""
+    estimate, scenario = ctx.estimate, ctx.scenario
+    assumed = {a["key"]: a for a in getattr(estimate, "assumed", ()) or ()
+               if str(a.get("source", "")).startswith(("default", "assumed"))}
+    if not assumed:
+        return []
+    sequence = component(stage, "activations") + component(stage, "logits")
+    states_fit = stage.total_bytes - sequence <= estimate.capacity_bytes or not oom
+    par = scenario.parallelism
+    out = []
+    for key, entry in assumed.items():
+        if key in ("seq_len", "micro_batch"):
+            rests = states_fit
+        elif key == "recompute":
+            rests = states_fit and scenario.training.framework not in _RECOMPUTE_STATED
+        elif key == "gpu":
+            rests = not oom or stage.total_bytes <= _catalog_largest()
+        elif key == "world_size":
+            rests = par.zero > 0 or par.fsdp != "none" or par.ep > 1
+        else:  # precision: would the lightest one (bf16 everything, no master) fit?
+            rests = not oom or _fits_as(ctx, stage, precision="pure-bf16")
+        if rests:
+            out.append((key, entry["value"]))
+    return out
+
+
+def _fits_as(ctx, stage, **training) -> bool:
+    variant = try_estimate(with_training(ctx.scenario, **training))
+    if variant is None:
+        return True  # cannot tell: the default may matter
+    other = [s for s in variant.stages if s.stage == stage.stage]
+    return bool(other) and other[0].total_bytes <= variant.capacity_bytes
+
+
+def defaults_note(found: list) -> str:
+    listed = ", ".join(f"{key} {value}" for key, value in found)
+    return (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
+            f"(e.g. --set {found[0][0]}=...) for a firm verdict")
 
 
 def keys_for(stage) -> tuple:
@@ -88,13 +145,17 @@ class ExceedsGpuMemory(Rule):
         terms = ", ".join(f"{t.name} {size(ctx, t.bytes)}" for t in largest_terms(stage))
         count = (f" ({len(over)} of {len(estimate.stages)} stages exceed it)"
                  if len(estimate.stages) > 1 else "")
+        defaults = resting_defaults(ctx, stage)
         yield Finding(
             f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
             f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
-            f"{estimate.gpu_name}{count}; largest terms: {terms}",
+            f"{estimate.gpu_name}{count}; largest terms: {terms}"
+            + (defaults_note(defaults) if defaults else ""),
             keys=keys_for(stage),
+            severity=Severity.WARNING if defaults else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
-                  "excess_bytes": total - capacity})
+                  "excess_bytes": total - capacity,
+                  "rests_on_defaults": [key for key, _ in defaults]})
 
 
 class LowMemoryHeadroom(Rule):
@@ -154,10 +215,12 @@ class LowMemoryHeadroom(Rule):
         if total > capacity or total <= capacity * (1 - margin):
             return
         free = capacity - total
+        defaults = resting_defaults(ctx, stage, oom=False)
         yield Finding(
             f"{stage_label(estimate, stage)} peaks at {size(ctx, total)} of "
             f"{size(ctx, capacity)} ({total / capacity:.0%}), leaving {size(ctx, free)}: under "
-            f"the {margin:.0%} margin kept for fragmentation and spikes",
+            f"the {margin:.0%} margin kept for fragmentation and spikes"
+            + (defaults_note(defaults) if defaults else ""),
             keys=keys_for(stage),
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "free_bytes": free, "margin": margin})
@@ -242,14 +305,15 @@ class ContextParallelNeeded(Rule):
         oom = activations > available
         recompute = ("; full recompute (recompute = \"full\") is the cheaper first step"
                      if ctx.scenario.training.recompute != "full" else "")
+        defaults = resting_defaults(ctx, stage, oom=oom)
         yield Finding(
             f"{stage_label(estimate, stage)}: activations (with logits) at seq_len "
             f"{ctx.scenario.training.seq_len} take {size(ctx, activations)} with cp={cp}, but "
             f"only {size(ctx, available)} is left beside the model states; cp >= "
             f"{size(ctx, activations * cp)} / {size(ctx, available)} = {ratio:.1f}, so "
-            f"cp={suggested}{recompute}",
+            f"cp={suggested}{recompute}" + (defaults_note(defaults) if defaults else ""),
             keys=("seq_len", "cp", "micro_batch", "recompute"),
-            severity=Severity.ERROR if oom else None,
+            severity=Severity.ERROR if oom and not defaults else None,
             data={"stage": stage.stage, "activation_bytes": activations,
                   "available_bytes": available, "suggested_cp": suggested})
 
