@@ -355,7 +355,8 @@ def _recompute(data: dict, partial: Partial, prov) -> None:
 def _loss_and_kernels(data: dict, partial: Partial, prov) -> None:
     plugins = data.get("plugins") if isinstance(data.get("plugins"), list) else []
     plugins = [str(p).lower() for p in plugins]
-    cce = any(_CCE_PLUGIN in p for p in plugins) and data.get("cut_cross_entropy", True) is not False
+    cce = (any(_CCE_PLUGIN in p for p in plugins)
+           and data.get("cut_cross_entropy", True) is not False)
     liger = (any(_LIGER_PLUGIN in p for p in plugins)
              and data.get("liger_fused_linear_cross_entropy") is True)
     if cce or liger:

@@ -374,7 +374,8 @@ class _Model:
             terms.append(Term(
                 name="activations.recomputed_layer", component="activations",
                 bytes=int(per_layer_full * tokens),
-                formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
+                formula=(f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × "
+                         f"{tokens:,}"),
                 inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                 source="activation checkpointing re-runs one layer's forward in its backward"))
         terms += extras.autocast_weight_terms(self, plan)
