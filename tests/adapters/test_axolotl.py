@@ -156,3 +156,18 @@ def test_offloaded_checkpoints_leave_the_gpu():
     moved = {t.name: t for t in estimate(on).stages[0].phases[0].terms}
     layers = on.model.config["num_hidden_layers"]
     assert kept["activations.checkpoints"].bytes == layers * moved["activations.checkpoints"].bytes
+
+
+@needs_real
+def test_moe_without_ep_stays_silent_on_a_run_that_fits_with_room(capsys):
+    """gpt-oss-120b FSDP2 with offload on 16 GPUs (dp_shard_size 16) peaks far under the GPU:
+    ML601 used to warn anyway; expert parallelism only helps a run that does not fit."""
+    from memlint.cli import main
+
+    code = main(["check", real("gpt-oss-gpt-oss-120b-fft-fsdp2-offload.yaml"), "--model",
+                 os.path.join(HF, "gpt-oss-120b.json"), "--set", "world_size=16",
+                 "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 0
+    assert doc["estimates"][0]["peak_bytes"] < 0.9 * doc["estimates"][0]["gpu"]["capacity_bytes"]
+    assert "ML601" not in {d["code"] for d in doc["diagnostics"]}
