@@ -464,5 +464,111 @@ class LogitsMemoryDominates(Rule):
             data={"stage": stage.stage, "logits_bytes": logits, "total_bytes": total})
 
 
+# Families whose position embedding is a learned table indexed by position (transformers:
+# GPT2Model.wpe = nn.Embedding(n_positions, d); BertEmbeddings.position_embeddings =
+# nn.Embedding(max_position_embeddings, d) with a position_ids buffer of that length).
+_LEARNED_TABLE_KEYS = {"bert": "max_position_embeddings"}
+
+
+def _positions(config) -> tuple:
+    """(kind, limit, key): 'learned' with the table's rows, 'rope' with the trained length, or
+    (None, None, None) when the config names neither."""
+    from memlint.memory.params import architecture
+
+    model_type = str(config.get("model_type", "") or "")
+    key = _LEARNED_TABLE_KEYS.get(model_type)
+    if key is not None and isinstance(config.get(key), int):
+        return "learned", config[key], key
+    try:
+        arch = architecture(config)
+    except Exception:  # noqa: BLE001 - an unreadable config is reported by the adapters
+        return None, None, None
+    if arch.learned_positions:
+        key = "n_positions" if "n_positions" in config else "max_position_embeddings"
+        return "learned", arch.learned_positions, key
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    limit = text.get("max_position_embeddings")
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return "rope", limit, "max_position_embeddings"
+    return None, None, None
+
+
+class SeqLenBeyondPositions(Rule):
+    """The sequence is longer than the model has positions for.
+
+    What it checks:
+        seq_len against the model config. A learned absolute position table (GPT-2
+        `n_positions`, BERT `max_position_embeddings`) has one row per position: a longer
+        sequence indexes past it and the first forward fails (error; a warning when seq_len is
+        memlint's default, which no file gave). Rotary models (Llama, Qwen, Mistral, ...) run at
+        any length, but past `max_position_embeddings` they are beyond their trained length
+        (info).
+
+    Why it matters:
+        GPT-2's position table has 1,024 rows: at seq_len 2048 `wpe(position_ids)` raises an
+        index error (a device-side assert on CUDA) in the first step, after the job waited in the
+        queue; BERT's 512-row table fails the same way at 513 tokens. A RoPE model trained at
+        8,192 tokens and run at 32,768 trains, but on positions it never saw unless its
+        rope_scaling extends them.
+
+    How to fix:
+        Lower seq_len to the table's size, or use a model whose positions cover it; for RoPE
+        models set rope_scaling (YaRN, linear) in the config, or accept the extrapolation.
+
+    Example:
+        Bad (memlint.toml):
+
+            seq_len = 2048
+            world_size = 1
+            "model.model_type" = "gpt2"
+            "model.n_embd" = 768
+            "model.n_layer" = 12
+            "model.n_head" = 12
+            "model.vocab_size" = 50257
+            "model.n_positions" = 1024
+
+        Good (memlint.toml):
+
+            seq_len = 1024
+            world_size = 1
+            "model.model_type" = "gpt2"
+            "model.n_embd" = 768
+            "model.n_layer" = 12
+            "model.n_head" = 12
+            "model.vocab_size" = 50257
+            "model.n_positions" = 1024
+    """
+
+    code = "ML106"
+    name = "seq-len-beyond-positions"
+    severity = Severity.ERROR
+
+    def check(self, ctx):
+        scenario = ctx.scenario
+        if scenario is None or scenario.model is None or not scenario.model.config:
+            return
+        kind, limit, key = _positions(scenario.model.config)
+        seq_len = scenario.training.seq_len
+        if kind is None or seq_len <= limit:
+            return
+        given = scenario.is_set("seq_len")
+        if kind == "learned":
+            default = "" if given else (" (memlint's default, which no file gave: give the real "
+                                        "seq_len)")
+            yield Finding(
+                f"seq_len {seq_len}{default} exceeds the model's {limit} learned positions "
+                f"({key}): the position embedding has no row past {limit - 1}, so the first "
+                "forward fails",
+                keys=("seq_len", f"model.{key}", "model"),
+                severity=None if given else Severity.WARNING,
+                data={"seq_len": seq_len, "positions": limit, "kind": kind})
+        elif given:
+            yield Finding(
+                f"seq_len {seq_len} is beyond the model's trained length {limit} ({key}); "
+                "rotary positions extrapolate (check rope_scaling)",
+                keys=("seq_len", f"model.{key}", "model"), severity=Severity.INFO,
+                data={"seq_len": seq_len, "positions": limit, "kind": kind})
+
+
 RULES = [ExceedsGpuMemory(), LowMemoryHeadroom(), ContextParallelNeeded(),
-         AttentionScoresMaterialized(), LogitsMemoryDominates()]
+         AttentionScoresMaterialized(), LogitsMemoryDominates(), SeqLenBeyondPositions()]
