@@ -41,9 +41,11 @@ def test_oom_on_a_default_seq_len_is_a_warning_that_says_so(capsys):
     assert "not from a file: seq_len = 4096 (default)" in out
     assert "world_size = unknown (default)" in out
     code, out = run(capsys, "sarif")
-    results = json.loads(out)["runs"][0]["results"]
+    run_ = json.loads(out)["runs"][0]
     assert any(r["ruleId"] == "ML101" and r["level"] == "warning"
-               and "seq_len 4096" in r["message"]["text"] for r in results)
+               and "seq_len 4096" in r["message"]["text"] for r in run_["results"])
+    [bag] = run_["properties"]["memlint"]["assumed"]
+    assert {"key": "seq_len", "value": 4096, "source": "default"} in bag["assumed"]
 
 
 @needs_real
