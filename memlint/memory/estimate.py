@@ -346,22 +346,7 @@ class _Model:
                         "saved": {i.name: round(i.per_token + i.per_token_pair * seq_local, 2)
                                   for i in items_full}},
                 source=self.activation_source()))
-        if kept and par.offload_activations and not self.seed:
-            # offloaded checkpoints (axolotl gradient_checkpointing: offload /
-            # activation_offloading, Megatron --cpu-offloading-activations): each layer's input
-            # goes to host memory in forward and comes back for that layer's backward, so the
-            # GPU holds one layer's input at a time
-            host_bytes = int(round(per_layer * stage_tokens * kept))
-            terms.append(Term(
-                name="activations.checkpoints", component="activations",
-                bytes=int(round(per_layer * tokens)),
-                formula=(f"1 checkpointed layer input back on the GPU × {per_layer:g} B/token × "
-                         f"{tokens:,} tokens; the other {kept} ({host_bytes:,} B) are in host "
-                         "memory (activation offload)"),
-                inputs={"layers_offloaded": kept, "bytes_per_token": per_layer,
-                        "tokens": tokens, "host_bytes": host_bytes},
-                source="activation offload: saved tensors wait in host memory until backward"))
-        elif kept:
+        if kept:
             terms.append(Term(
                 name="activations.checkpoints", component="activations",
                 bytes=int(round(per_layer * stage_tokens * kept)),
@@ -370,14 +355,13 @@ class _Model:
                 inputs={"layers": kept, "bytes_per_token": per_layer, "tokens": tokens,
                         "inflight": inflight},
                 source="seed 000 CH 5.2; torch.utils.checkpoint keeps each layer's input"))
-        if kept and phase == "backward_recompute":
-            terms.append(Term(
-                name="activations.recomputed_layer", component="activations",
-                bytes=int(per_layer_full * tokens),
-                formula=(f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × "
-                         f"{tokens:,}"),
-                inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
-                source="activation checkpointing re-runs one layer's forward in its backward"))
+            if phase == "backward_recompute":
+                terms.append(Term(
+                    name="activations.recomputed_layer", component="activations",
+                    bytes=int(per_layer_full * tokens),
+                    formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
+                    inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
+                    source="activation checkpointing re-runs one layer's forward in its backward"))
         terms += extras.autocast_weight_terms(self, plan)
         terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
