@@ -670,4 +670,5 @@ def estimate(scenario) -> Estimate:
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo))
+                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                    scenario=scenario)

@@ -29,6 +29,9 @@ def estimate_dict(estimate, report) -> dict:
                        "formula": t.formula} for t in stage.terms],
         } for stage in sorted(estimate.stages, key=lambda s: s.stage)],
         "peak_bytes": _int(estimate.peak_bytes),
+        "host": [node.to_dict() for node in getattr(estimate, "host", ()) or ()],
+        "checkpoint": (estimate.checkpoint.to_dict()
+                       if getattr(estimate, "checkpoint", None) is not None else None),
     }
 
 

@@ -102,7 +102,8 @@ def test_json_contract():
     assert set(doc) == {"memlint_version", "estimates", "diagnostics"}
     [est] = doc["estimates"]
     assert set(est) == {"sources", "profile", "params", "gpu", "assumed", "stages",
-                        "peak_bytes"}
+                        "peak_bytes", "host", "checkpoint"}
+    assert est["host"] == [] and est["checkpoint"] is None   # a hand-built estimate: no scenario
     assert set(est["params"]) == {"total", "trainable", "embedding", "lm_head", "experts",
                                   "vision"}
     for stage_doc in est["stages"]:
