@@ -278,7 +278,8 @@ _KEYS = [
         "layers on the last pipeline stage (uneven split)"),
     # hardware
     Key("gpu", "hardware", "gpu", to_str, "GPU name (H100-80GB, H200, A100-40GB, B200, MI300X, ...)"),
-    Key("gpu_memory", "hardware", "gpu_memory", to_bytes, "GPU memory (80GiB, 141GB, bytes)"),
+    Key("gpu_memory", "hardware", "gpu_memory", to_bytes,
+        "GPU memory: 80GiB (binary, 2**30), 141GB (decimal, 10**9) or bytes"),
     Key("gpus_per_node", "hardware", "gpus_per_node", positive_int, "GPUs per node"),
     Key("device", "hardware", "device", choice("cuda", "cpu"),
         "where PyTorch runs (its defaults differ on cpu)"),

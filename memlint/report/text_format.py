@@ -111,7 +111,19 @@ def estimate_lines(estimate, report) -> list:
     lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
         lines.append([(f"note: {note}", "dim")])
+    lines.extend(assumed_lines(estimate))
     return lines
+
+
+def assumed_lines(estimate) -> list:
+    """The verdict inputs no file gave, each with its source (memory/inputs.py): one line, or
+    none when every one came from a file."""
+    assumed = getattr(estimate, "assumed", ()) or ()
+    if not assumed:
+        return []
+    parts = [f"{a['key']} = {'unknown' if a['value'] is None else a['value']} ({a['source']})"
+             for a in assumed]
+    return [[("not from a file: " + "; ".join(parts), "")]]
 
 
 def _inputs(term) -> str:
