@@ -48,24 +48,17 @@ class Item:
 
 # -- values ---------------------------------------------------------------------------------
 
-_TRUE = {"true", "t", "yes", "y", "1", "on"}
-_FALSE = {"false", "f", "no", "n", "0", "off"}
-
-
 def to_bool(value: Any) -> Optional[bool]:
-    """HfArgumentParser's string_to_bool; a bare flag (`--bf16`) is True. None: not a bool."""
+    """HfArgumentParser's string_to_bool (yes/no, true/false, t/f, y/n, 1/0); a bare flag
+    (`--bf16`) is True. None: not a bool."""
     if value is None or value == "":
         return True
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    return None
+    from memlint.keys import to_bool as strict
+
+    try:
+        return strict(value)
+    except ValueError:
+        return {"t": True, "y": True, "f": False, "n": False}.get(str(value).strip().lower())
 
 
 def to_int(value: Any) -> Optional[int]:
@@ -218,7 +211,7 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
 
     model = next((args[n] for n in MODEL_NAMES if n in args), None)
     if model is not None and resolved(model) and str(model.value or "").strip():
-        partial.set("model", str(model.value).strip(), model.prov)
+        _model(str(model.value).strip(), model.prov, partial)
 
     # precision: bf16 / fp16 flags (both: the Trainer refuses it; ML303 reports it)
     flags = {}
@@ -247,9 +240,12 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
             if "deepspeed" not in args:  # DeepSpeed casts the weights itself
                 assumed.append(f"weights loaded as {loaded_dtype} ({source})")
     if lora is None:
-        lora = _lora(args, partial, table, assumed, resolved)
+        lora = _lora(args, partial, table, assumed, resolved, trainer)
     deepspeed = args.get("deepspeed")
-    if deepspeed is not None and not deepspeed.unresolved and str(deepspeed.value or "").strip():
+    if deepspeed is not None and deepspeed.unresolved:
+        # DeepSpeed runs even when memlint cannot see which file: its dtype rules apply
+        partial.set("framework", "deepspeed", deepspeed.prov)
+    if deepspeed is not None and str(deepspeed.value or "").strip():
         # DeepSpeed casts the module to its bf16/fp16 and keeps fp32 master weights itself,
         # whatever dtype the weights were loaded in
         on = next(((n, p) for n, (t, p) in flags.items() if t and n in ("bf16", "fp16")), None)
@@ -320,11 +316,34 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
     return args
 
 
-def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved) -> bool:
-    """TRL's --use_peft / --lora_r, open-instruct's --use_lora / --lora_rank, 4/8-bit loading."""
+def _model(name: str, prov: Provenance, partial: Partial) -> None:
+    """A Hub id, or a local checkpoint folder: a folder that is not on this machine (a path on
+    the cluster the script was written for) is not an error, only a model memlint cannot see."""
+    if name.startswith(("/", "~", "./", "../")) or name.startswith("$"):
+        here = os.path.dirname(os.path.abspath(prov.file)) if prov.file else os.getcwd()
+        folder = os.path.join(here, os.path.expanduser(name))
+        if not (os.path.isfile(folder) or os.path.isfile(os.path.join(folder, "config.json"))):
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"model {name!r} is a local checkpoint folder that is not here; no memory "
+                "estimate without it (give its config.json with --model PATH, or a Hub id)",
+                prov, key=prov.key))
+            return
+    partial.set("model", name, prov)
+
+
+def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
+          trainer: str = "hf") -> bool:
+    """TRL's --use_peft / --lora_r, open-instruct's --use_lora / --lora_rank, 4/8-bit loading.
+    TRL ignores lora_r without use_peft; a script of its own that takes --lora_r (FastChat's
+    train_lora.py) trains LoRA adapters, so there the rank alone means LoRA."""
     use = next((args[n] for n in ("use_peft", "use_lora", "lora") if n in args), None)
     rank_item = next((args[n] for n in ("lora_r", "lora_rank") if n in args), None)
     enabled = use is not None and not use.unresolved and to_bool(use.value) is True
+    if use is None and rank_item is not None and trainer != "trl":
+        enabled = True
+        use = rank_item
+        assumed.append(f"LoRA training, from --{rank_item.name} (the script's own argument)")
     if not enabled:
         return False
     rank = None

@@ -34,6 +34,23 @@ DEFAULTS = {
     "lora_rank": (8, f"{SOURCE} finetuning_args.py: lora_rank defaults to 8"),
 }
 
+# LLaMA-Factory's optimizer switches (FinetuningArguments) -> the closest optimizer memlint
+# models, and why. GaLore / APOLLO keep moments of rank-r projections (r = 128 in the examples:
+# about r / d of AdamW's, e.g. 3% at d = 4096) and BAdam keeps them for one block of layers at a
+# time, so they are counted like Adafactor's factored states; Adam-mini keeps one second moment
+# per block, so about one moment per parameter.
+_OPTIMIZERS = (
+    ("use_muon", "muon", ""),
+    ("use_galore", "adafactor", "GaLore keeps moments of low-rank projections only; counted as "
+     "factored (Adafactor-like) optimizer states"),
+    ("use_apollo", "adafactor", "APOLLO keeps moments of low-rank projections only; counted as "
+     "factored (Adafactor-like) optimizer states"),
+    ("use_badam", "adafactor", "BAdam keeps moments for one block of layers at a time; counted "
+     "as factored (Adafactor-like) optimizer states"),
+    ("use_adam_mini", "sgd", "Adam-mini keeps the first moment and one second moment per block; "
+     "counted as one moment per parameter"),
+)
+
 _SENTINEL = re.compile(r"^(finetuning_type|stage|cutoff_len|template|lora_target|"
                        r"quantization_bit):", re.M)
 
@@ -171,6 +188,14 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
                                    precision=("fp32", "transformers TrainingArguments: bf16 and "
                                               "fp16 default to False")),
                      loaded_dtype=loaded, lora=lora, assumed=notes)
+    for flag, optimizer, why in _OPTIMIZERS:
+        if truth(flag):
+            partial.set("optimizer", optimizer, given(flag).prov)
+            partial.settings.pop("optimizer_impl", None)
+            if why:
+                partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, f"{flag}: {why}",
+                                                given(flag).prov, key=flag))
+            break
     if truth("use_unsloth_gc"):
         partial.set("offload_activations", True, given("use_unsloth_gc").prov)
     if stage in ("dpo", "kto", "ppo") and not lora:

@@ -30,9 +30,10 @@ def _real(owner: str) -> list:
 
 LF = _real("hiyouga__LLaMA-Factory")
 HANDBOOK = _real("huggingface__alignment-handbook")
+FASTCHAT = _real("lm-sys__FastChat")
 EXPECTED = {".yaml": {"hiyouga__LLaMA-Factory": "llamafactory",
                       "huggingface__alignment-handbook": "hf_trainer"},
-            ".sh": {"hiyouga__LLaMA-Factory": "hf_trainer"},
+            ".sh": {"hiyouga__LLaMA-Factory": "hf_trainer", "lm-sys__FastChat": "hf_trainer"},
             ".json": {"hiyouga__LLaMA-Factory": "deepspeed"}}
 
 
@@ -49,7 +50,8 @@ def _scenario(owner: str, rel: str, monkeypatch, *sets):
 
 
 @pytest.mark.parametrize("owner,rel", [("hiyouga__LLaMA-Factory", r) for r in LF]
-                         + [("huggingface__alignment-handbook", r) for r in HANDBOOK])
+                         + [("huggingface__alignment-handbook", r) for r in HANDBOOK]
+                         + [("lm-sys__FastChat", r) for r in FASTCHAT])
 def test_real_files_detected_and_read_without_false_error(owner, rel, monkeypatch):
     from memlint.cli import main
 
@@ -226,3 +228,39 @@ def test_detection_leaves_other_formats_alone():
                                             '"per_device_train_batch_size": 1}')
     assert not llamafactory.detect("a.yaml", "compute_environment: LOCAL_MACHINE\n"
                                              "distributed_type: DEEPSPEED\n")
+
+
+def test_fastchat_scripts_local_checkpoints_and_implied_lora(monkeypatch):
+    base = os.path.join(REAL, "lm-sys__FastChat", "scripts")
+    vicuna = load_file(os.path.join(base, "train_vicuna_13b.sh"))
+    values = _values(vicuna)
+    assert "model" not in values   # ~/model_weights/llama-13b is not on this machine: no error
+    assert any("local checkpoint folder" in d.message for d in vicuna.diagnostics)
+    assert (values["world_size"], values["fsdp"], values["framework"]) == (8, "full", "fsdp2")
+    assert values["seq_len"] == 2048 and values["recompute"] == "full"
+    lora = _values(load_file(os.path.join(base, "train_lora.sh")))
+    assert lora["lora_rank"] == 8 and lora["world_size"] == 6
+    assert lora["framework"] == "deepspeed"   # --deepspeed $PATH_...: DeepSpeed, file unknown
+    assert lora["precision"] == "fp16"
+
+
+def test_fastchat_7b_on_four_a100_40gb_fits(monkeypatch):
+    """lm-sys/FastChat scripts/train_7b_4x40g_a100.sh: its authors name the hardware in the file
+    name (7B on 4 x A100 40GB). The model is a local LLaMA-7B folder, given here as the catalog's
+    Llama-2-7b (the same architecture and parameter count, 6.74B); alpaca_train.py's own
+    model_max_length default is 512 (Stanford Alpaca train.py TrainingArguments)."""
+    from memlint.cli import main
+    import contextlib
+    import io
+
+    monkeypatch.chdir(os.path.join(REAL, "lm-sys__FastChat"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check", "scripts/train_7b_4x40g_a100.sh", "--model",
+                     "meta-llama/Llama-2-7b-hf", "--set", "seq_len=512", "--gpu", "A100-40GB",
+                     "--format", "json"])
+    report = json.loads(out.getvalue())
+    assert code == 0 and report["estimates"]
+    peak = report["estimates"][0]["peak_bytes"]
+    assert peak < 40 * 1024**3
+    assert not [d for d in report["diagnostics"] if d["code"] == "ML101"]
