@@ -26,14 +26,15 @@ def _read(name: str) -> tuple:
 def test_trainer_argument_files_are_neither_deepspeed_nor_model_configs():
     """ms-swift's sft.json shares gradient_accumulation_steps with DeepSpeed, its sft_args.json
     and train_config.json carry a model_type: read as a DeepSpeed config or an HF config.json
-    they gave "missing hidden_size" errors. Now they are a format memlint does not read."""
+    they gave "missing hidden_size" errors. Now they go to the trainer-argument reader (or nowhere)."""
     for name in ("examples/pytorch/llm/scripts/baichuan2_7b_chat/lora_ddp/sft.json",
                  "examples/pytorch/llm/runs/baichuan2-7b-chat/v0-20230918-113200/sft_args.json",
                  "circle_rope/train/train_config.json"):
         path, text = _read(SWIFT + name)
         assert not deepspeed.detect(path, text) and not hf_config.detect(path, text), name
         diagnostics, formats, code = lint([SWIFT + name])
-        assert formats == ["unknown"] and code == 0 and not errors(diagnostics)
+        assert formats[0] not in ("deepspeed", "hf_config"), (name, formats)
+        assert code == 0 and not errors(diagnostics)
 
 
 def test_deepspeed_configs_beside_them_are_still_deepspeed():
