@@ -54,6 +54,7 @@ from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
                                  make)
+from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, suppressions
 
@@ -130,7 +131,8 @@ FLAGS = [
     Flag("--decoder-last-pipeline-num-layers", 1, "last_stage_layers", _pos),
     Flag("--account-for-embedding-in-pipeline-split", 0),
     Flag("--account-for-loss-in-pipeline-split", 0),
-    Flag("--overlap-p2p-comm", 0),
+    Flag("--no-overlap-p2p-communication", 0),  # store_false: p2p overlap is on by default
+    Flag("--microbatch-group-size-per-virtual-pipeline-stage", 1, None, _pos),  # default pp
     Flag("--use-distributed-optimizer", 0),                       # -> zero=1
     Flag("--use-megatron-fsdp", 0),                               # -> zero by strategy
     Flag("--data-parallel-sharding-strategy", 1, None,
@@ -154,6 +156,9 @@ FLAGS = [
     Flag("--normalization", 1, None, _choice("LayerNorm", "RMSNorm"), "LayerNorm"),
     Flag("--disable-bias-linear", 0, dest="add_bias_linear", negates=True),
     Flag("--add-qkv-bias", 0),
+    Flag("--qk-layernorm", 0),
+    Flag("--hidden-dropout", 1, None, K.non_negative_float, 0.1),     # -> model.hidden_dropout
+    Flag("--attention-dropout", 1, None, K.non_negative_float, 0.1),  # -> model.attention_dropout
     Flag("--position-embedding-type", 1, None, _text, "learned_absolute"),  # forks add alibi
     Flag("--untie-embeddings-and-output-weights", 0),             # -> tie_word_embeddings
     Flag("--make-vocab-size-divisible-by", 1, None, _pos, 128),   # -> padded vocab_size
@@ -166,6 +171,7 @@ FLAGS = [
     Flag("--moe-router-topk", 1, "model.num_experts_per_tok", _pos, 2),
     Flag("--moe-ffn-hidden-size", 1, "model.moe_intermediate_size", _pos, "ffn-hidden-size"),
     Flag("--moe-shared-expert-intermediate-size", 1, None, _pos),
+    Flag("--moe-shared-expert-gate", 0),
     Flag("--moe-layer-freq", 1, None, _text, 1),
     Flag("--multi-latent-attention", 0),
     Flag("--q-lora-rank", 1, "model.q_lora_rank", _pos),
@@ -232,6 +238,9 @@ _YAML_ALIASES = {
     "fp8": "fp8",
 }
 
+# Environment variables that change what stays allocated (PyTorch's cuBLAS / cuBLASLt workspaces).
+MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE")
+
 # Tokenizers whose vocabulary size is public knowledge (before Megatron's padding).
 TOKENIZER_VOCAB = [
     (re.compile(r"llama[-_ ]?3|meta-llama-3", re.I), 128256,
@@ -261,6 +270,20 @@ def _load_known_flags() -> frozenset:
 
 
 KNOWN_FLAGS = _load_known_flags() | frozenset(FLAG_BY_NAME)
+
+
+def _load_fork_choices() -> dict:
+    """Megatron-DeepSpeed's spellings of choice values (`--normalization rmsnorm`) -> Megatron-LM's."""
+    path = os.path.join(os.path.dirname(__file__), "megatron_flags.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle).get("megatron_deepspeed", {}).get("choices", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+FORK_CHOICES = _load_fork_choices()
+FORK_MARKERS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config")
 
 
 def _dest_of(flag: str) -> set:
@@ -325,6 +348,8 @@ class _Read:
     references: list = field(default_factory=list)
     yaml_style: bool = False
     kind: str = "args"
+    env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
+    entry: Optional[tuple] = None                  # the training script launched: (path, prov)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -470,6 +495,10 @@ def read_script(path: str, text: str) -> _Read:
             best, score = (fields, entry), known
     for offset, message in interpreter.notes:
         read.diagnostics.append(make(UNRESOLVED, Severity.INFO, message, prov(offset)))
+    for name in MEMORY_ENV:
+        value = interpreter.env.get(name)
+        if value is not None and getattr(value, "text", None) and not value.unresolved:
+            read.env[name] = (value.text, prov(value.origins[0] if value.origins else 0, name))
     if best is None:
         read.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -477,6 +506,7 @@ def read_script(path: str, text: str) -> _Read:
             "nothing was read from this script", Provenance(path, 1, 1, None)))
         return read
     fields, entry = best
+    read.entry = (fields[entry][0], fields[entry][1])
     _launcher_words(fields[:entry], read, whole=False)
     if any(t == "srun" for t, _, _ in fields[:entry]) and not (
             {"nproc_per_node", "ntasks"} & set(read.launcher)):
@@ -567,6 +597,11 @@ def read_yaml(path: str, text: str) -> _Read:
                                      Provenance(path, 1, 1, None)))
         return read
     if isinstance(doc.data.get("MODEL_ARGS"), dict):
+        env = doc.data.get("ENV_VARS")
+        if isinstance(env, dict):
+            for key, value in env.items():
+                if str(key) in MEMORY_ENV and value is not None:
+                    read.env[str(key)] = (str(value), doc.prov(("ENV_VARS", key), str(key)))
         for key, value in doc.data["MODEL_ARGS"].items():
             prov = doc.prov(("MODEL_ARGS", key), str(key))
             _yaml_flag(str(key), value, prov, read)
@@ -708,6 +743,7 @@ class _Interp:
                           arg.prov)
             seen[arg.flag] = arg
             self.args[arg.flag] = arg
+        fork = any(marker in self.args for marker in FORK_MARKERS)
         for flag, arg in self.args.items():
             spec = FLAG_BY_NAME.get(flag)
             if spec is None:
@@ -737,8 +773,11 @@ class _Interp:
             if spec.nargs == "+" or spec.convert is None:
                 self.values[flag] = list(arg.values) if spec.nargs == "+" else arg.values[0]
                 continue
+            value = arg.values[0]
+            if fork and _text(value) in FORK_CHOICES.get(flag, {}):
+                value = FORK_CHOICES[flag][_text(value)]  # Megatron-DeepSpeed's spelling
             try:
-                self.values[flag] = spec.convert(arg.values[0])
+                self.values[flag] = spec.convert(value)
             except ValueError as exc:
                 self.diag(INVALID_VALUE, Severity.ERROR, f"{flag}: {exc}", arg.prov, key=flag)
 
@@ -753,6 +792,10 @@ class _Interp:
             self.partial.set_extra(f"megatron.{flag.lstrip('-')}", value, self.prov(flag))
         for option, (text, prov, unresolved) in self.read.launcher.items():
             self.partial.set_extra(f"megatron.launcher.{option}", text, prov)
+        for name, (text, prov) in self.read.env.items():
+            self.partial.set_extra(f"env.{name}", text, prov)
+        if self.read.entry is not None:
+            self.partial.set_extra("megatron.entry-script", *self.read.entry)
         for name in ("bf16", "fp16"):
             if self.on(f"--{name}"):
                 self.partial.set_extra(f"flags.{name}", True, self.prov(f"--{name}"))
@@ -761,6 +804,7 @@ class _Interp:
     def run(self) -> None:
         self.collect()
         self.extras()
+        self.unsupported_architecture()
         p = self.partial
         first = next(iter(self.args.values()), None)
         p.set("framework", "megatron",
@@ -775,6 +819,35 @@ class _Interp:
         self.batch()
         self.precision()
         self.memory_flags()
+
+    def unsupported_architecture(self) -> None:
+        """Models whose memory memlint does not count yet: a warning and no estimate, never an
+        invalid-config error and never a silent dense GPT (T5: pretrain_t5.py with
+        --encoder-num-layers/--decoder-num-layers; Mamba hybrids: --hybrid-layer-pattern,
+        --hybrid-override-pattern, pretrain_hybrid.py / pretrain_mamba.py)."""
+        entry = self.partial.extra.get("megatron.entry-script")
+        script = str(entry.value) if entry is not None else ""
+        reason, flag = None, None
+        for name in ("--hybrid-layer-pattern", "--hybrid-override-pattern", "--is-hybrid-model"):
+            if self.on(name):
+                reason, flag = "a Mamba hybrid (" + name + ")", name
+                break
+        if reason is None and re.search(r"pretrain_(hybrid|mamba)\.py$", script):
+            reason = f"a Mamba hybrid ({os.path.basename(script)})"
+        if reason is None and (re.search(r"pretrain_t5\.py$", script) or (
+                self.on("--encoder-num-layers") and self.on("--decoder-num-layers")
+                and not re.search(r"pretrain_vlm\.py$", script))):
+            flag = "--encoder-num-layers" if self.on("--encoder-num-layers") else None
+            reason = "a T5 encoder-decoder (--encoder-num-layers / --decoder-num-layers)"
+        if reason is None:
+            return
+        prov = self.prov(flag) if flag else (entry.prov if entry is not None else
+                                             Provenance(self.path, 1, 1, None))
+        self.partial.set_extra("megatron.unsupported-architecture", reason, prov)
+        self.diag(UNSUPPORTED_MODEL, Severity.WARNING,
+                  f"no estimate for this architecture: {reason} is not counted by memlint's "
+                  "memory model yet; memory checks are skipped (the other checks still run)",
+                  prov)
 
     def launcher(self) -> None:
         facts: dict = {}
@@ -847,33 +920,49 @@ class _Interp:
                          "num_key_value_heads (= heads: no --group-query-attention)")
         elif heads is not None:
             self.set("model.num_key_value_heads", heads, "--num-attention-heads")
-        # family
-        if mla:
-            model_type = "deepseek_v3"
-        elif moe_experts and swiglu and rms:
-            model_type = "mixtral"
-        elif swiglu and rms:
-            model_type = "llama"
-        else:
-            model_type = "gpt2"
+        # family: Megatron's GPTModel with every choice written out (memory/params.py
+        # "megatron_gpt"); --num-experts gives experts whatever the activation and norm.
         anchor = next((f for f in ("--swiglu", "--normalization", "--num-layers", "--hidden-size")
                        if self.on(f)), None)
         if anchor:
-            self.set("model.model_type", model_type, anchor,
-                     f"model_type {model_type} (from --swiglu/--normalization)")
+            self.set("model.model_type", "megatron_gpt", anchor,
+                     "model_type megatron_gpt (Megatron GPTModel from its flags)")
             act = "silu" if swiglu else "relu2" if self.on("--squared-relu") else \
                 "gelu_new" if self.on("--openai-gelu") else "gelu"
-            self.set("model.hidden_act", act, anchor, "hidden_act")
+            self.set("model.hidden_act", act, "--swiglu" if swiglu else anchor, "hidden_act")
+            self.set("model.gated_mlp", swiglu, "--swiglu" if swiglu else anchor,
+                     "gated_mlp (--swiglu)" if swiglu else "gated_mlp false (no --swiglu)")
+            self.set("model.norm", "rmsnorm" if rms else "layernorm",
+                     "--normalization" if self.on("--normalization") else anchor,
+                     "norm" + ("" if self.on("--normalization") else
+                               " (Megatron default LayerNorm)"))
             bias = not self.on("--disable-bias-linear")
-            self.set("model.mlp_bias", bias,
-                     "--disable-bias-linear" if not bias else anchor, "mlp_bias")
+            bias_flag = "--disable-bias-linear" if not bias else anchor
+            self.set("model.mlp_bias", bias, bias_flag, "mlp_bias (add_bias_linear)")
+            self.set("model.output_bias", bias, bias_flag, "output_bias (add_bias_linear)")
             self.set("model.attention_bias", bias or self.on("--add-qkv-bias"),
-                     "--add-qkv-bias" if self.on("--add-qkv-bias") else
-                     ("--disable-bias-linear" if not bias else anchor), "attention_bias")
+                     "--add-qkv-bias" if self.on("--add-qkv-bias") else bias_flag,
+                     "attention_bias")
             tied = not self.on("--untie-embeddings-and-output-weights")
             self.set("model.tie_word_embeddings", tied,
                      "--untie-embeddings-and-output-weights" if not tied else anchor,
                      "tie_word_embeddings")
+            self.set("model.qk_layernorm", self.on("--qk-layernorm"),
+                     "--qk-layernorm" if self.on("--qk-layernorm") else anchor, "qk_layernorm")
+            self.set("model.multi_latent_attention", mla,
+                     "--multi-latent-attention" if mla else anchor, "multi_latent_attention")
+            position = v("--position-embedding-type", "learned_absolute")
+            learned = 0
+            if position == "learned_absolute":
+                learned = v("--max-position-embeddings") or v("--seq-length") or 0
+            flag = "--position-embedding-type" if self.on("--position-embedding-type") else \
+                ("--max-position-embeddings" if self.on("--max-position-embeddings") else anchor)
+            self.set("model.learned_positions", learned, flag,
+                     f"learned_positions ({position}"
+                     + ("" if self.on("--position-embedding-type") else ", Megatron's default")
+                     + ")")
+            self.dropouts(anchor)
+            self.llava(anchor)
         self.vocab()
         self.moe(moe_experts, ffn)
         if mla:
@@ -886,6 +975,62 @@ class _Interp:
                 else:
                     self.set(target, default, "--multi-latent-attention",
                              f"{target[6:]} (Megatron default {default})")
+
+    def llava(self, anchor: str) -> None:
+        """Megatron's LLaVA (pretrain_vlm.py): a CLIP ViT of --encoder-num-layers (default
+        --num-layers) layers over --img-h x --img-w images cut in --patch-dim patches; its image
+        tokens (plus the class token unless --disable-vision-class-token) precede the
+        --dataloader-seq-length (default --seq-length) text tokens in the language model."""
+        entry = self.partial.extra.get("megatron.entry-script")
+        script = str(entry.value) if entry is not None else ""
+        if not re.search(r"pretrain_vlm\.py$", script):
+            return  # other multimodal scripts (examples/multimodal) build other vision models
+        v = self.value
+        try:
+            layers = int(self.arg("--encoder-num-layers").values[0]) if self.on(
+                "--encoder-num-layers") else v("--num-layers")
+            height = int(self.arg("--img-h").values[0]) if self.on("--img-h") else 336
+            width = int(self.arg("--img-w").values[0]) if self.on("--img-w") else 336
+            patch = int(self.arg("--patch-dim").values[0]) if self.on("--patch-dim") else 14
+        except (ValueError, IndexError, AttributeError):
+            return
+        if not layers or patch <= 0:
+            return
+        flag = "--img-h" if self.on("--img-h") else anchor
+        self.set("model.vision_num_layers", layers,
+                 "--encoder-num-layers" if self.on("--encoder-num-layers") else flag,
+                 "vision_num_layers (LLaVA ViT: --encoder-num-layers, default --num-layers)")
+        self.set("model.vision_img_h", height, flag, "vision_img_h (--img-h)")
+        self.set("model.vision_img_w", width, flag, "vision_img_w (--img-w)")
+        self.set("model.vision_patch_dim", patch, flag, "vision_patch_dim (--patch-dim)")
+        class_token = not self.on("--disable-vision-class-token")
+        self.set("model.vision_class_token", class_token, flag, "vision_class_token")
+        tokens = (height // patch) * (width // patch) + (1 if class_token else 0)
+        self.set("images_per_sample", 1, flag, "images_per_sample 1 (pretrain_vlm.py)")
+        self.set("tokens_per_image", tokens, flag,
+                 f"tokens_per_image {tokens} ((img-h/patch)·(img-w/patch)"
+                 + (" + class token)" if class_token else ")"))
+        text = self.arg("--dataloader-seq-length")
+        if text is not None and text.values:
+            try:
+                self.set("seq_len", int(text.values[0]), "--dataloader-seq-length",
+                         "seq_len (text tokens: --dataloader-seq-length)")
+            except ValueError:
+                pass
+
+    def dropouts(self, anchor: str) -> None:
+        """Megatron's dropout probabilities, its own defaults when absent (TransformerConfig
+        hidden_dropout = attention_dropout = 0.1, megatron/core/transformer/transformer_config.py);
+        the embedding dropout uses hidden_dropout (LanguageModelEmbedding)."""
+        for flag, key in (("--hidden-dropout", "hidden_dropout"),
+                          ("--attention-dropout", "attention_dropout")):
+            given = flag in self.values
+            value = self.values[flag] if given else FLAG_BY_NAME[flag].default
+            self.set(f"model.{key}", value, flag if given else anchor,
+                     key + ("" if given else f" (Megatron default {value})"))
+            if key == "hidden_dropout":
+                self.set("model.embedding_dropout", value, flag if given else anchor,
+                         "embedding_dropout (= hidden_dropout, LanguageModelEmbedding)")
 
     def vocab(self) -> None:
         v = self.value
@@ -939,10 +1084,7 @@ class _Interp:
         if not experts:
             return
         v = self.value
-        mla = self.on("--multi-latent-attention")
         self.set("model.num_local_experts", experts, "--num-experts")
-        if mla:
-            self.set("model.n_routed_experts", experts, "--num-experts")
         topk = v("--moe-router-topk", 2)
         self.set("model.num_experts_per_tok", topk,
                  "--moe-router-topk" if self.on("--moe-router-topk") else "--num-experts",
@@ -954,13 +1096,11 @@ class _Interp:
                      "--moe-ffn-hidden-size" if self.on("--moe-ffn-hidden-size") else
                      "--num-experts", "moe_intermediate_size")
         shared = v("--moe-shared-expert-intermediate-size")
-        if shared and expert_ffn:
-            if shared % expert_ffn == 0:
-                self.set("model.n_shared_experts", shared // expert_ffn,
-                         "--moe-shared-expert-intermediate-size")
-            else:
-                self.set("model.shared_expert_intermediate_size", shared,
-                         "--moe-shared-expert-intermediate-size")
+        if shared:
+            self.set("model.shared_expert_intermediate_size", shared,
+                     "--moe-shared-expert-intermediate-size")
+            if self.on("--moe-shared-expert-gate"):
+                self.set("model.shared_expert_gate", True, "--moe-shared-expert-gate")
         freq = v("--moe-layer-freq")
         layers = v("--num-layers")
         if freq is not None:
@@ -1245,8 +1385,11 @@ def _kind(path: str, text: str) -> str:
     return "args"
 
 
-def load(path: str, text: str, strict: bool = False) -> Partial:
-    """Read a Megatron launch script, argument file or YAML config. Never raises on bad input."""
+def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None) -> Partial:
+    """Read a Megatron launch script, argument file or YAML config. Never raises on bad input.
+
+    `entry`: the training script the arguments are given to, when the caller knows it and the
+    file does not say (a YAML test case run by a CI recipe); it decides the model family."""
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
     kind = _kind(path, text)
@@ -1263,6 +1406,8 @@ def load(path: str, text: str, strict: bool = False) -> Partial:
                                         Provenance(path, 1, 1, None)))
         return partial
     read.kind = kind
+    if entry and read.entry is None:
+        read.entry = (entry, Provenance(path, None, None, "training script (given by the caller)"))
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:
@@ -1290,7 +1435,7 @@ def _mark_default_world_size(partial: Partial, text: str) -> None:
         world.prov))
 
 
-def load_path(path: str, strict: bool = False) -> Partial:
+def load_path(path: str, strict: bool = False, entry: Optional[str] = None) -> Partial:
     from memlint.loaders import read_text
 
     text, diagnostics = read_text(path)
@@ -1298,4 +1443,4 @@ def load_path(path: str, strict: bool = False) -> Partial:
         partial = Partial(source=path, fmt=FORMAT)
         partial.diagnostics.extend(diagnostics)
         return partial
-    return load(path, text, strict=strict)
+    return load(path, text, strict=strict, entry=entry)

@@ -8,6 +8,7 @@ Each function returns `Term`s with formula, inputs and source.
 from __future__ import annotations
 
 import math
+import re
 
 from memlint.memory import activations as act
 from memlint.memory.states import ceil_div as _ceil_div
@@ -199,6 +200,8 @@ def logits_terms(model, phase: str) -> list:
     tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
     vocab = math.ceil(arch.vocab / topo.tp)
     c = model.dt.compute
+    if tr.framework == "megatron":
+        return _megatron_logits_terms(model, phase, tokens, vocab, c)
     if tr.framework in ("hf", "fsdp2"):
         if phase == "backward_start":
             per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
@@ -214,6 +217,60 @@ def logits_terms(model, phase: str) -> list:
                  f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
                  {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens},
                  "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py")]
+
+
+def _megatron_logits_terms(model, phase: str, tokens: int, vocab: int, c: int) -> list:
+    """Megatron's output layer and vocab-parallel cross entropy on the last stage.
+
+    Each loss head (the LM head, plus one per multi-token-prediction layer, `--mtp-num-layers`,
+    whose losses megatron/core/transformer/multi_token_prediction.py computes in the same forward)
+    keeps its fp32 exp-logits / softmax for backward: 4 B per logit
+    (megatron/core/tensor_parallel/cross_entropy.py: `.float()`, exp in place, saved). While the
+    last head's loss is computed its compute-dtype logits are alive too (c B); in backward the
+    fp32 gradient written into the softmax buffer is cast to c B. With
+    `--cross-entropy-loss-fusion` (impl native, megatron/core/fusions/fused_cross_entropy.py) the
+    jit-fused functions return new tensors where the eager path works in place, so the fp32 copy
+    of the logits and the exp-logits are alive together: 4 B more per logit in the forward.
+    `--defer-embedding-wgrad-compute` keeps the output layer's gradient output (c B per logit) and
+    input (c B per hidden value) of up to `--wgrad-deferral-limit` micro-batches (0: all) until the
+    pipeline flush (megatron/core/tensor_parallel/layers.py, grad_output_buffer and
+    embedding_activation_buffer); at the peak the earlier micro-batches' ones are held.
+    """
+    def flag(name, default=None):
+        setting = model.scenario.extra.get("megatron." + name)
+        return default if setting is None else setting.value
+
+    heads = 1 + model.mtp_layers
+    fused = flag("cross-entropy-loss-fusion") is True
+    extra_fused = 4 if fused and phase != "backward_start" else 0
+    per = 4 * heads + c + extra_fused
+    formula = (f"{heads} loss head{'s' if heads > 1 else ''} × fp32 exp-logits 4 B + "
+               + (f"logits {c} B" if phase != "backward_start" else f"gradient cast {c} B")
+               + (" + fused CE fp32 copy 4 B" if extra_fused else ""))
+    terms = [Term("logits", "logits", per * vocab * tokens,
+                  f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
+                  {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
+                   "loss_heads": heads, "fused": fused},
+                  "megatron/core/tensor_parallel/cross_entropy.py; "
+                  "megatron/core/fusions/fused_cross_entropy.py")]
+    if flag("defer-embedding-wgrad-compute") is True:
+        micro = max(1, model.microbatches or 1)
+        try:
+            limit = int(flag("wgrad-deferral-limit", 0) or 0)
+        except (TypeError, ValueError):
+            limit = 0
+        calls = micro * heads
+        held = min(limit if limit > 0 else calls, calls - 1)
+        if held > 0:
+            hidden = model.arch.hidden
+            per_mb = c * vocab * tokens + c * hidden * tokens
+            terms.append(Term("logits.deferred_wgrad", "logits", held * per_mb,
+                              f"{held} deferred micro-batches × (gradient output {c} B × V/tp "
+                              f"{vocab:,} + input {c} B × d {hidden}) × {tokens:,} tokens",
+                              {"held": held, "limit": limit, "microbatches": micro},
+                              "megatron/core/tensor_parallel/layers.py (grad_output_buffer, "
+                              "embedding_activation_buffer)"))
+    return terms
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,3 +491,109 @@ def allocator_terms(model, terms) -> list:
     return [Term("runtime.allocator", "runtime", int(tensors * fraction),
                  f"{fraction:g} × tensor bytes {tensors:,}", {"fraction": fraction},
                  "PyTorch caching allocator (block rounding, fragmentation)")]
+
+
+# ---------------------------------------------------------------------------------------------
+# workspaces that stay allocated (inside the caching allocator: counted in allocated_bytes)
+
+KiB = 1024
+
+# CUDA compute capability by catalog GPU (NVIDIA data sheets); None: not an NVIDIA GPU.
+_COMPUTE_CAPABILITY = (("H100", (9, 0)), ("H200", (9, 0)), ("B200", (10, 0)), ("B300", (10, 3)),
+                       ("A100", (8, 0)), ("V100", (7, 0)), ("L40S", (8, 9)), ("A10G", (8, 6)),
+                       ("RTX-4090", (8, 9)), ("MI", None))
+
+
+def compute_capability(gpu: str):
+    for prefix, cc in _COMPUTE_CAPABILITY:
+        if (gpu or "").upper().startswith(prefix.upper()):
+            return cc
+    return (9, 0)  # an unknown GPU: the Hopper sizes (the largest defaults below)
+
+
+def _extra(model, key: str, default=None):
+    setting = model.scenario.extra.get(key)
+    return default if setting is None else setting.value
+
+
+def cublas_workspace_bytes(config, cc) -> tuple:
+    """(bytes, how) of one PyTorch cuBLAS workspace: `CUBLAS_WORKSPACE_CONFIG` (:SIZE_KiB:COUNT
+    pairs, summed), else PyTorch's default: 4096 KiB x 8 = 32 MiB on sm90, otherwise
+    4096 KiB x 2 + 16 KiB x 8 (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize)."""
+    if isinstance(config, str):
+        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+        # PyTorch reads each number with std::stoi: one past INT_MAX is not a workspace size
+        if pairs and all(int(n) <= 2**31 - 1 for pair in pairs for n in pair):
+            total = sum(int(size) * KiB * int(count) for size, count in pairs)
+            return total, f"CUBLAS_WORKSPACE_CONFIG {config}"
+    if cc == (9, 0):
+        return 4096 * 8 * KiB, "PyTorch default on sm90: 4096 KiB x 8"
+    return 4096 * KiB * 2 + 16 * KiB * 8, "PyTorch default: 4096 KiB x 2 + 16 KiB x 8"
+
+
+def workspace_terms(model) -> list:
+    """GEMM workspaces that are allocated once through the caching allocator and never freed.
+
+    - PyTorch's cuBLAS workspace is kept per (cuBLAS handle, stream) (CublasHandlePool.cpp
+      `setWorkspaceForHandle`), and each thread gets its own handle (thread-local pool window).
+      The forward runs on the Python thread and the backward on the autograd engine's device
+      thread (torch/csrc/autograd/engine.cpp, one worker thread per device), so a training step
+      holds two workspaces.
+    - cuBLASLt (addmm with a bias through `gemm_and_bias`): `CUBLASLT_WORKSPACE_SIZE`, default
+      1024 KiB, also per handle and stream; only when some torch linear has a bias.
+    - Transformer Engine's GEMM workspace (transformer_engine/pytorch/module/base.py
+      `get_cublas_workspace_size_bytes`: 32 MiB + 256 B from sm90, 4 MiB before), and for
+      grouped GEMMs (MoE experts) one per cuBLAS stream (`get_num_cublas_streams()` = 4).
+    - Megatron's local (non-TE) attention keeps its baddbmm input in the global memory buffer
+      ("mpu", B · heads/tp · T² in the compute dtype; megatron/core/transformer/
+      dot_product_attention.py, megatron/core/utils.py GlobalMemoryBuffer).
+    """
+    if model.scenario.hardware.device == "cpu" or model.seed:
+        return []
+    tr, arch, topo = model.tr, model.arch, model.topo
+    cc = compute_capability(model.scenario.hardware.gpu)
+    if cc is None:
+        return []  # ROCm: hipBLAS/hipBLASLt sizes are not modelled
+    terms = []
+    size, how = cublas_workspace_bytes(_extra(model, "env.CUBLAS_WORKSPACE_CONFIG"), cc)
+    terms.append(Term("buffers.cublas_workspace", "buffers", 2 * size,
+                      f"2 threads (forward, autograd backward) × {how} = 2 × {size:,} B",
+                      {"bytes_each": size, "threads": 2},
+                      "aten/src/ATen/cuda/CublasHandlePool.cpp; torch/csrc/autograd/engine.cpp"))
+    megatron = tr.framework == "megatron"
+    local = megatron and _extra(model, "megatron.transformer-impl") == "local"
+    te = megatron and not local
+    biased = arch.qkv_bias or arch.mlp_bias or arch.output_bias
+    if biased and (local or not megatron):
+        lt = _lt_workspace_bytes(_extra(model, "env.CUBLASLT_WORKSPACE_SIZE"))
+        terms.append(Term("buffers.cublaslt_workspace", "buffers", 2 * lt,
+                          f"2 threads × CUBLASLT_WORKSPACE_SIZE {lt // KiB} KiB",
+                          {"bytes_each": lt, "threads": 2},
+                          "aten/src/ATen/cuda/CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize"))
+    if te:
+        one = 32 * MiB + 256 if cc >= (9, 0) else 4 * MiB
+        grouped = arch.moe is not None and bool(_extra(model, "megatron.moe-grouped-gemm"))
+        count = 1 + (4 if grouped else 0)
+        terms.append(Term("buffers.te_workspace", "buffers", count * one,
+                          f"{count} × {one:,} B (GEMM workspace"
+                          + (" + 4 grouped-GEMM streams" if grouped else "") + ")",
+                          {"bytes_each": one, "count": count},
+                          "transformer_engine/pytorch/module/base.py get_workspace, "
+                          "get_multi_stream_cublas_workspace"))
+    if local and tr.attention == "eager":
+        heads = math.ceil(arch.heads / topo.tp)
+        seq = math.ceil(model.seq / topo.cp)
+        value = model.dt.compute * tr.micro_batch * heads * seq * seq
+        terms.append(Term("buffers.attention_matmul_buffer", "buffers", value,
+                          f"{model.dt.compute} B × B {tr.micro_batch} × heads/tp {heads} × "
+                          f"T² {seq}²", {"batch": tr.micro_batch, "heads": heads, "seq": seq},
+                          "megatron/core/transformer/dot_product_attention.py (global memory "
+                          "buffer 'mpu')"))
+    return terms
+
+
+def _lt_workspace_bytes(setting) -> int:
+    try:
+        return int(str(setting).strip()) * KiB if setting is not None else 1024 * KiB
+    except ValueError:
+        return 1024 * KiB

@@ -6,11 +6,16 @@ into it, and a one-line source, so `--explain` can show the derivation and tests
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from functools import cached_property
+from typing import Any, Optional
 
 # The fixed component vocabulary of the JSON output (DESIGN.md).
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "vision",
               "runtime")
+
+
+# Runtime terms inside PyTorch's reserved pool (the others are outside the caching allocator).
+RESERVED_TERMS = frozenset({"runtime.allocator"})
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,27 @@ class StageEstimate:
 
     @property
     def total_bytes(self) -> int:
+        """The device total (= `device_bytes`): the number the OOM verdict compares with the GPU."""
         return sum(term.bytes for term in self.terms)
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Live tensors at the peak, everything PyTorch's caching allocator hands out (Megatron's
+        `mem-max-allocated-bytes`, `torch.cuda.max_memory_allocated()`): every term but `runtime`."""
+        return sum(term.bytes for term in self.terms if term.component != "runtime")
+
+    @property
+    def reserved_bytes(self) -> int:
+        """`allocated_bytes` plus the caching allocator's rounding and fragmentation
+        (`runtime.allocator`): torchtitan's max reserved, `torch.cuda.max_memory_reserved()`."""
+        return self.allocated_bytes + sum(t.bytes for t in self.terms
+                                          if t.name in RESERVED_TERMS)
+
+    @property
+    def device_bytes(self) -> int:
+        """`reserved_bytes` plus what lives outside PyTorch's allocator (CUDA context, NCCL):
+        what nvidia-smi shows for the process."""
+        return self.total_bytes
 
     def components(self) -> dict:
         out = {name: 0 for name in COMPONENTS}
@@ -72,7 +97,9 @@ class StageEstimate:
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "layers": self.layers, "phase": self.phase,
-                "components": self.components(), "total_bytes": self.total_bytes,
+                "components": self.components(), "allocated_bytes": self.allocated_bytes,
+                "reserved_bytes": self.reserved_bytes, "device_bytes": self.device_bytes,
+                "total_bytes": self.total_bytes,
                 "terms": [t.to_dict() for t in self.terms],
                 "phases": {p.name: p.total for p in self.phases},
                 "host_terms": [t.to_dict() for t in self.host_terms]}
@@ -87,6 +114,25 @@ class Estimate:
     capacity_bytes: int
     stages: tuple         # StageEstimate per pipeline stage
     notes: tuple = ()     # assumptions worth telling the user (strings)
+    # verdict inputs no file gave: ({"key", "value", "source"}, ...), memory/inputs.py
+    assumed: tuple = ()
+    # the scenario estimated, for what is derived on demand (host, checkpoint): the planner
+    # estimates thousands of layouts and never asks for them
+    scenario: Any = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def host(self) -> tuple:
+        """Host RAM and NVMe per kind of node (memory/host.py NodeEstimate), worst first."""
+        from memlint.memory.host import node_estimates  # host.py imports this module
+
+        return () if self.scenario is None else node_estimates(self.scenario, self)
+
+    @cached_property
+    def checkpoint(self):
+        """One checkpoint's size and how many are kept (memory/checkpoint.py)."""
+        from memlint.memory.checkpoint import checkpoint_estimate  # it imports this module
+
+        return None if self.scenario is None else checkpoint_estimate(self.scenario, self)
 
     @property
     def peak_bytes(self) -> int:
@@ -102,4 +148,7 @@ class Estimate:
                 "gpu": {"name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
                 "stages": [s.to_dict() for s in self.stages],
                 "peak_bytes": self.peak_bytes,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "assumed": [dict(a) for a in self.assumed],
+                "host": [n.to_dict() for n in self.host],
+                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None}

@@ -1,0 +1,378 @@
+"""The memory model on real Megatron-LM runs (issue 13): schedule, defaults, workspaces, MoE.
+
+Measured values are Megatron-LM CI golden values on DGX H100 (world size 8), as recorded in
+`../shared/calibration/gpu-megatron-ci/records.json`; the configs are byte copies of the same
+cases (fixtures/megatron-ci/SOURCES.md).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from memlint.adapters import megatron as M
+from memlint.ir import Provenance
+from memlint.memory import activations as act
+from memlint.memory import extras
+from memlint.memory.estimate import estimate
+from memlint.memory.params import architecture, count_params
+from memlint.scenario import build, overrides_partial
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CI = os.path.join(ROOT, "fixtures", "megatron-ci")
+MiB = 1024**2
+
+
+def ci_estimate(name: str, *sets: str):
+    path = os.path.join(CI, name)
+    with open(path, encoding="utf-8") as handle:
+        partial = M.load(path, handle.read())
+    cli = overrides_partial(["world_size=8", "gpu=H100-80GB", *sets])
+    scenario, diagnostics = build([partial, cli])
+    assert not [d for d in diagnostics if d.severity.label == "error"]
+    return scenario, estimate(scenario)
+
+
+def args_scenario(text: str, *sets: str, entry=None):
+    partial = M.load("run.txt", text, entry=entry)
+    scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB", *sets])])
+    return scenario
+
+
+# -- whole runs: last-stage allocated vs Megatron's mem-max-allocated-bytes -------------------
+
+@pytest.mark.parametrize("name, measured, after_step", [
+    # interleaved 1F1B, pp 4, 3 virtual stages of 1 layer, TE spec, dropout defaults
+    ("gpt3_mcore_te_tp1_pp4_vp1_resume_torch_dist.yaml", 2643299328, 763220480),
+    # local spec (Megatron's own attention with its global memory buffer), 1F1B pp 2
+    ("gpt3_mcore_tp1_pp2.yaml", 3633177600, 948653056),
+])
+def test_ci_runs_last_stage(name, measured, after_step):
+    _, result = ci_estimate(name)
+    last = result.stages[-1]
+    assert abs(last.allocated_bytes - measured) / measured < 0.03
+    persistent = sum(t.bytes for t in next(p for p in last.phases if p.name == "optimizer").terms
+                     if t.component != "runtime")
+    assert abs(persistent - after_step) / after_step < 0.05
+
+
+def test_three_numbers_per_stage():
+    _, result = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
+    for stage in result.stages:
+        assert stage.allocated_bytes < stage.reserved_bytes < stage.device_bytes
+        assert stage.device_bytes == stage.total_bytes
+        data = stage.to_dict()
+        assert data["allocated_bytes"] == stage.allocated_bytes
+        assert data["reserved_bytes"] == stage.reserved_bytes
+
+
+# -- workspaces ------------------------------------------------------------------------------
+
+def test_workspace_terms_te_and_local():
+    _, te = ci_estimate("gpt3_mcore_te_tp1_pp4_vp1_resume_torch_dist.yaml")
+    last = te.stages[-1]
+    # CUBLAS_WORKSPACE_CONFIG :4096:8 (ENV_VARS) = 32 MiB, forward + autograd threads
+    assert last.term("buffers.cublas_workspace").bytes == 2 * 4096 * 1024 * 8
+    assert last.term("buffers.te_workspace").bytes == 32 * MiB + 256
+    assert last.term("buffers.attention_matmul_buffer") is None
+    _, local = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
+    last = local.stages[-1]
+    assert last.term("buffers.te_workspace") is None
+    # bf16 × B 4 × 8 heads × 1024² (dot_product_attention.py, global memory buffer "mpu")
+    assert last.term("buffers.attention_matmul_buffer").bytes == 2 * 4 * 8 * 1024 * 1024
+    assert last.term("buffers.cublaslt_workspace").bytes == 2 * 1024 * 1024  # biased linears
+    for stage in local.stages:   # in every phase, they never go away
+        for phase in stage.phases:
+            assert any(t.name == "buffers.cublas_workspace" for t in phase.terms)
+
+
+def test_cublas_workspace_sizes():
+    assert extras.cublas_workspace_bytes(None, (9, 0))[0] == 32 * MiB
+    assert extras.cublas_workspace_bytes(None, (8, 0))[0] == 4096 * 1024 * 2 + 16 * 1024 * 8
+    assert extras.cublas_workspace_bytes(":4096:2:16:8", (9, 0))[0] == 8 * MiB + 128 * 1024
+    assert extras.cublas_workspace_bytes("garbage", (9, 0))[0] == 32 * MiB
+
+
+def test_no_workspaces_on_cpu_or_seed():
+    sc = args_scenario("--num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+                       "--seq-length 128 --micro-batch-size 1 --bf16\n", "device=cpu")
+    assert not any(t.name.startswith("buffers.") for t in estimate(sc).stages[0].terms)
+
+
+# -- interleaved 1F1B: Megatron's warm-up rule, every stage ----------------------------------
+
+def test_interleaved_inflight_by_schedule_rule():
+    # pp 4, vpp 3, m 4: last rank warm-up (3-1)·4 = 8 chunk forwards, holds 9 chunks = 3 stages
+    assert act.inflight_microbatches(3, 4, 3, 4) == 3
+    # first rank: 2·3 + 8 = 14 >= m·vpp = 12: every chunk of the step is in flight
+    assert act.inflight_microbatches(0, 4, 3, 4) == 4
+    # a group size of 6 and m 12: last rank 2·6 + 1 = 13 chunks
+    assert act.inflight_microbatches(3, 4, 3, 12, group=6) == pytest.approx(13 / 3)
+    # --overlap-moe-expert-parallel-comm: one more warm-up forward
+    assert act.inflight_microbatches(3, 4, 3, 12, extra_warmup=1) == pytest.approx(10 / 3)
+    # 1F1B unchanged: pp - i, at most m
+    assert act.inflight_microbatches(0, 4, 1, 8) == 4
+    assert act.inflight_microbatches(0, 4, 1, 2) == 2
+
+
+def test_group_size_flag_reaches_the_schedule():
+    base = ("--num-layers 8 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+            "--micro-batch-size 1 --global-batch-size 24 --bf16 "
+            "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 ")
+    plain = estimate(args_scenario(base + "\n")).stages[-1]
+    grouped = estimate(args_scenario(base + "--microbatch-group-size-per-virtual-pipeline-stage"
+                                            " 6\n")).stages[-1]
+    ratio = (grouped.term("activations").inputs["inflight"]
+             / plain.term("activations").inputs["inflight"])
+    assert ratio == pytest.approx((6 + 1) / (2 + 1))   # (vpp-1)·g + 1 chunks on the last rank
+
+
+# -- framework defaults and the model family -------------------------------------------------
+
+def test_dropout_defaults_are_megatrons():
+    sc = args_scenario("--num-layers 2 --hidden-size 256 --num-attention-heads 4\n")
+    config = sc.model.config
+    assert config["hidden_dropout"] == 0.1 and config["attention_dropout"] == 0.1
+    assert config["embedding_dropout"] == 0.1
+    assert "Megatron default 0.1" in sc.where("model.hidden_dropout").key
+    sc = args_scenario("--num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+                       "--hidden-dropout 0.0 --attention-dropout 0\n")
+    assert sc.model.config["hidden_dropout"] == 0.0
+    assert sc.model.config["attention_dropout"] == 0.0
+
+
+def test_dropout_masks_saved_with_defaults():
+    text = ("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+            "--micro-batch-size 1 --bf16 --attention-backend unfused")
+    with_dropout = estimate(args_scenario(text + "\n")).stages[0]
+    without = estimate(args_scenario(text + " --hidden-dropout 0 --attention-dropout 0\n")
+                       ).stages[0]
+    saved = with_dropout.term("activations").inputs["saved"]
+    assert "attention dropout mask" in saved and "mlp dropout mask" in saved
+    assert "attention dropout mask" not in without.term("activations").inputs["saved"]
+
+
+def test_gelu_layernorm_moe_has_experts():
+    sc = args_scenario("--num-layers 4 --hidden-size 256 --num-attention-heads 4 "
+                       "--num-experts 8 --moe-router-topk 2 --ffn-hidden-size 512\n")
+    arch = architecture(sc.model.config)
+    assert arch.moe is not None and arch.moe.num_experts == 8 and all(arch.moe_layers)
+    assert arch.norm == "layernorm" and not arch.gated_mlp
+    layer = count_params(arch).layers[0]
+    assert layer.experts == 8 * 2 * 256 * 512          # fc1 + fc2 per GeLU expert
+    assert layer.router == 256 * 8
+
+
+def test_mla_without_experts_is_dense():
+    sc = args_scenario("--num-layers 4 --hidden-size 256 --num-attention-heads 4 "
+                       "--multi-latent-attention --kv-lora-rank 64 --swiglu "
+                       "--normalization RMSNorm\n")
+    arch = architecture(sc.model.config)
+    assert arch.moe is None and arch.mla is not None and arch.mla.kv_lora_rank == 64
+    assert count_params(arch).experts == 0
+
+
+def test_megatron_gpt_count_matches_megatron_formula():
+    """GPTModel, TE spec, LayerNorm, GeLU, biases, learned positions, tied embeddings:
+    V·d + P·d + L·(12d² + 13d) + 2d (Megatron's own count for this layout)."""
+    sc = args_scenario("--num-layers 12 --hidden-size 512 --num-attention-heads 8 "
+                       "--max-position-embeddings 1024 --seq-length 1024 --vocab-size 50257\n")
+    counts = count_params(architecture(sc.model.config))
+    d, v = 512, 50304
+    assert counts.total == v * d + 1024 * d + 12 * (12 * d * d + 13 * d) + 2 * d
+    rope = args_scenario("--num-layers 12 --hidden-size 512 --num-attention-heads 8 "
+                         "--position-embedding-type rope --vocab-size 50257\n")
+    assert count_params(architecture(rope.model.config)).position_embedding == 0
+
+
+def test_env_vars_recorded_from_yaml():
+    path = os.path.join(CI, "gpt3_mcore_tp1_pp2.yaml")
+    with open(path, encoding="utf-8") as handle:
+        partial = M.load(path, handle.read())
+    setting = partial.extra["env.CUBLAS_WORKSPACE_CONFIG"]
+    assert setting.value == ":4096:8" and isinstance(setting.prov, Provenance)
+    assert setting.prov.line == 5
+
+
+# -- models memlint does not count: a warning, never ML004 -----------------------------------
+
+@pytest.mark.parametrize("text", [
+    "--encoder-num-layers 12 --decoder-num-layers 12 --hidden-size 768 "
+    "--num-attention-heads 12\n",
+    "--num-layers 8 --hidden-size 512 --num-attention-heads 8 "
+    "--hybrid-layer-pattern M-M*-M-M-\n",
+    "#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_mamba.py --num-layers 8 "
+    "--hidden-size 512 --num-attention-heads 8\n",
+])
+def test_unsupported_architectures_warn(text):
+    from memlint.memory.estimate import EstimateError, UnsupportedModel
+
+    name = "run.sh" if text.startswith("#!") else "run.txt"
+    partial = M.load(name, text)
+    warnings = [d for d in partial.diagnostics if d.code == "ML008"]
+    assert warnings and warnings[0].severity.label == "warning"
+    assert "no estimate for this architecture" in warnings[0].message
+    assert not [d for d in partial.diagnostics if d.severity.label == "error"]
+    scenario, _ = build([partial, overrides_partial(["world_size=8"])])
+    with pytest.raises(UnsupportedModel) as caught:
+        estimate(scenario)
+    assert isinstance(caught.value, EstimateError) and caught.value.severity == "warning"
+
+
+def test_unsupported_architecture_cli_is_not_an_error(tmp_path, capsys):
+    from memlint.cli import main
+
+    config = tmp_path / "t5.txt"
+    config.write_text("--hidden-size 768\n--encoder-num-layers 12\n--decoder-num-layers 12\n"
+                      "--num-attention-heads 12\n--micro-batch-size 4\n--seq-length 512\n")
+    code = main(["check", str(config), "--format", "json", "--set", "world_size=8",
+                 "--allow-outside-root"])
+    out = capsys.readouterr().out
+    assert code == 0 and "ML004" not in out and "no estimate for this architecture" in out
+
+
+# -- logits: fused cross entropy, deferred embedding wgrad, MTP heads ------------------------
+
+BASE = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+        "--max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+        "--vocab-size 50257 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 ")
+
+
+def logits_of(text: str, phase: str = "forward_end"):
+    result = estimate(args_scenario(BASE + text + "\n"))
+    stage = result.stages[-1]
+    terms = next(p for p in stage.phases if p.name == phase).terms
+    return {t.name: t for t in terms if t.component == "logits"}
+
+
+def test_megatron_logits_bytes_per_logit():
+    vocab, tokens = 50432 // 2, 4 * 1024   # 50257 padded to a multiple of 128·tp
+    plain = logits_of("")["logits"]
+    assert plain.bytes == (2 + 4) * vocab * tokens           # logits + fp32 exp-logits
+    fused = logits_of("--cross-entropy-loss-fusion")["logits"]
+    assert fused.bytes == (2 + 4 + 4) * vocab * tokens       # + the fused path's fp32 copy
+    assert logits_of("--cross-entropy-loss-fusion", "backward_start")["logits"].bytes \
+        == plain.bytes
+    mtp = logits_of("--mtp-num-layers 1 --position-embedding-type rope")["logits"]
+    assert mtp.bytes == (2 * 4 + 2) * vocab * tokens and mtp.inputs["loss_heads"] == 2
+
+
+def test_deferred_embedding_wgrad_buffers():
+    vocab, tokens = 50432 // 2, 4 * 1024   # 50257 padded to a multiple of 128·tp
+    # dp = 8 / (2·2) = 2: m = 32 / (4·2) = 4 micro-batches; a limit of 2 holds 2 of them
+    term = logits_of("--defer-embedding-wgrad-compute --wgrad-deferral-limit 2")[
+        "logits.deferred_wgrad"]
+    assert term.bytes == 2 * (2 * vocab * tokens + 2 * 512 * tokens)
+    unlimited = logits_of("--defer-embedding-wgrad-compute")["logits.deferred_wgrad"]
+    assert unlimited.inputs["held"] == 3                     # all but the current one
+
+
+# -- attention kernels and the unfused softmax ------------------------------------------------
+
+def test_te_head_dim_not_multiple_of_8_is_unfused():
+    text = ("--num-layers 2 --hidden-size 624 --num-attention-heads 12 --seq-length 1024 "
+            "--micro-batch-size 4 --bf16 --attention-dropout 0 --hidden-dropout 0\n")
+    saved = estimate(args_scenario(text)).stages[0].term("activations").inputs["saved"]
+    assert any("T×T" in name for name in saved)              # head dim 52: no flash kernel
+    text64 = text.replace("--hidden-size 624", "--hidden-size 768")
+    saved = estimate(args_scenario(text64)).stages[0].term("activations").inputs["saved"]
+    assert not any("T×T" in name for name in saved)
+
+
+def test_softmax_fallback_keeps_fp32_probabilities():
+    text = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 4 "
+            "--bf16 --attention-backend unfused --attention-dropout 0 ")
+    kernel = estimate(args_scenario(text + "--seq-length 1024\n")).stages[0]
+    fallback = estimate(args_scenario(text + "--seq-length 1022\n")).stages[0]
+    name = "attention scores, softmax, dropout (T×T)"
+    per_pair = 8  # heads
+    assert kernel.term("activations").inputs["saved"][name] == pytest.approx(
+        2 * per_pair * 1024)
+    assert fallback.term("activations").inputs["saved"][name] == pytest.approx(
+        (4 + 2) * per_pair * 1022)
+
+
+# -- LLaVA (pretrain_vlm.py) ------------------------------------------------------------------
+
+LLAVA = ("--num-layers 12 --hidden-size 1024 --num-attention-heads 16 --seq-length 576 "
+         "--dataloader-seq-length 1232 --max-position-embeddings 4096 --micro-batch-size 1 "
+         "--bf16 --img-h 336 --img-w 336 --patch-dim 14 --vocab-size 8193 "
+         "--tensor-model-parallel-size 4 --disable-vision-class-token\n")
+
+
+def test_llava_vision_tower_and_tokens():
+    # only pretrain_vlm.py builds this model: the same flags under another script do not
+    assert args_scenario(LLAVA).training.images_per_sample == 0
+    sc = args_scenario(LLAVA, entry="pretrain_vlm.py")
+    assert sc.training.images_per_sample == 1 and sc.training.tokens_per_image == 576
+    assert sc.training.seq_len == 1232
+    arch = architecture(sc.model.config)
+    d, ffn = 1024, 4096
+    vit_layer = (4 * d * d + 4 * d) + (2 * d * ffn + ffn + d) + 2 * 2 * d
+    assert arch.vision.params == 3 * 14 * 14 * d + d + 577 * d + 2 * d + 12 * vit_layer
+    assert arch.vision.projector_params == 2 * d * ffn + ffn + d
+    result = estimate(sc)
+    first = result.stages[0]
+    weights = first.term("vision.weights")
+    assert weights.inputs["params"] == -(-(arch.vision.params + arch.vision.projector_params)
+                                         // 4)          # tensor-parallel like the LM
+    assert first.term("vision.activations").inputs["tokens"] == 576
+
+
+# -- selective recompute modules, pipeline layout, MTP ---------------------------------------
+
+def test_recompute_modules_drop_what_they_recompute():
+    from memlint.memory.activations import Shapes, fused_layer_items
+
+    dense = Shapes(d=512, dq=512, dk=512, dv=512, heads=8, do=512, ffn=2048, gated=False,
+                   layernorm=True)
+    names = {i.name for i in fused_layer_items(dense, 2, False, 1, False, False, False, False,
+                                               modules=frozenset({"core_attn"}))}
+    assert not any("T×T" in n for n in names)            # default: core attention recomputed
+    names = {i.name for i in fused_layer_items(dense, 2, False, 1, False, False, False, False,
+                                               modules=frozenset({"mlp"}))}
+    assert any("T×T" in n for n in names)                 # scores kept without core_attn
+    assert "fc1 output (activation input)" not in names
+    moe = Shapes(d=512, dq=512, dk=512, dv=512, heads=8, do=512, ffn=2048, gated=True,
+                 layernorm=False, moe_ffn=1024, top_k=2, experts=8)
+    names = {i.name for i in fused_layer_items(moe, 2, True, 1, False, False, False, False,
+                                               modules=frozenset({"mlp", "moe_act"}),
+                                               moe_layer=True)}
+    assert "experts fc1 output (top-2)" in names          # "mlp" leaves MoE layers alone
+    assert "experts fc2 input (top-2)" not in names       # moe_act drops the activation output
+    names = {i.name for i in fused_layer_items(moe, 2, True, 1, False, False, False, False,
+                                               modules=frozenset({"moe", "layernorm"}),
+                                               moe_layer=True)}
+    assert not any(n.startswith(("experts", "routed", "router")) for n in names)
+    assert "mlp input (norm2 output)" not in names        # MoE pre-MLP norm is its own module
+
+
+def test_recompute_modules_flag_reaches_the_model():
+    base = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --bf16 --attention-backend unfused "
+            "--recompute-granularity selective")
+    default = estimate(args_scenario(base + "\n")).stages[0].term("activations")
+    mlp_only = estimate(args_scenario(base + " --recompute-modules mlp\n")).stages[0].term(
+        "activations")
+    assert not any("T×T" in n for n in default.inputs["saved"])
+    assert any("T×T" in n for n in mlp_only.inputs["saved"])
+
+
+def test_pipeline_layout_places_layers_and_mtp():
+    text = ("--num-layers 16 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --global-batch-size 16 --bf16 --swiglu --normalization RMSNorm "
+            "--position-embedding-type rope --pipeline-model-parallel-size 2 --disable-bias-linear "
+            "--pipeline-model-parallel-layout 'Et*3|(tt|)*6tmL' --mtp-num-layers 1\n")
+    sc = args_scenario(text)
+    assert sc.parallelism.vpp == 4
+    result = estimate(sc)
+    # virtual stages Ettt, tt, tt, tt, tt, tt, tt, tmL: rank 0 holds 3+2+2+2, rank 1 2+2+2+1
+    assert [s.layers for s in result.stages] == [9, 7]
+    last = result.stages[-1]
+    assert last.term("activations.mtp").inputs["layers"] == 1
+    plain = estimate(args_scenario(text.replace(" --mtp-num-layers 1", ""))).stages[-1]
+    d = 512
+    ffn = int(4 * d * 2 / 3 / 64) * 64
+    layer = 4 * d * d + 3 * d * ffn + 2 * d
+    mtp = layer + 2 * d * d + 3 * d                       # + eh_proj, enorm, hnorm, final norm
+    assert last.term("weights").inputs["params"] - plain.term("weights").inputs["params"] == mtp
