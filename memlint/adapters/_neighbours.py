@@ -26,7 +26,7 @@ ARGUMENT_KEYS = frozenset((
 ))
 # (not weight_decay / max_grad_norm / warmup_*: DeepSpeed optimizer and scheduler params; not
 # max_length: old HF config.json files carry it; keys are matched at any depth)
-_KEY = re.compile(r'^\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*:', re.M)
+_KEY = re.compile(r'^[ \t]*"([A-Za-z_][A-Za-z0-9_]*)"\s*:', re.M)
 # `"deepspeed": "ds_z3.json"` / `"zero2"`: an argument that names a DeepSpeed config
 _NAMES_DEEPSPEED = re.compile(r'"deepspeed"\s*:\s*"')
 
@@ -44,7 +44,7 @@ def training_arguments(text: str) -> bool:
 # A Hydra launch (verl: `python3 -m verl.trainer.main_ppo ... actor_rollout_ref.actor.megatron.
 # tensor_model_parallel_size=4 ...`) names Megatron in its dotted overrides, but they are the
 # trainer's config tree, not Megatron-LM flags. Megatron's own scripts pass `--flag value`.
-_OVERRIDE = re.compile(r"^\s*\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=", re.M)
+_OVERRIDE = re.compile(r"^[ \t]*\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=", re.M)
 _MEGATRON_FLAG = re.compile(r"--(tensor-model-parallel-size|num-layers|hidden-size|"
                             r"micro-batch-size|num-attention-heads|pipeline-model-parallel-size)\b")
 _ENTRY = re.compile(r"\bpretrain_[a-z0-9_]+\.py\b")

@@ -34,6 +34,7 @@ def test_hook_declares_memlint():
     assert not pattern.search("src/model.py")
 
 
+@pytest.mark.slow
 def test_try_repo(tmp_path):
     repo = tmp_path / "user-repo"
     repo.mkdir()
