@@ -297,6 +297,7 @@ def _dest_of(flag: str) -> set:
 
 _ALL_FLAGS = tuple(FLAG_BY_NAME) + tuple(sorted(KNOWN_FLAGS))
 MAX_HINTS = 20
+MAX_UNKNOWN_LISTED = 100
 KNOWN_DESTS = frozenset(d for f in KNOWN_FLAGS for d in _dest_of(f)) | frozenset(FLAG_BY_DEST)
 
 
@@ -725,16 +726,21 @@ class _Interp:
     def collect(self) -> None:
         seen: dict = {}
         hints = MAX_HINTS  # did-you-mean costs milliseconds each: a few per file
+        unknown, first_unlisted = 0, None
+        severity = Severity.ERROR if self.strict else Severity.WARNING
         for arg in self.read.args:
             spec = FLAG_BY_NAME.get(arg.flag)
             if spec is None and arg.flag not in KNOWN_FLAGS and not arg.flag.startswith("--verl-"):
-                hints -= 1
-                hint = K.suggest(arg.flag, _ALL_FLAGS) if hints >= 0 else None
-                tail = f"; did you mean {hint}?" if hint else ""
-                severity = Severity.ERROR if self.strict else Severity.WARNING
-                self.diag(UNKNOWN_KEY, severity,
-                          f"unknown Megatron flag {arg.flag} (not an argument of "
-                          f"{MEGATRON_VERSION}){tail}", arg.prov, key=arg.flag)
+                unknown += 1
+                if unknown > MAX_UNKNOWN_LISTED:  # one line for the rest: bounded output
+                    first_unlisted = first_unlisted or arg
+                else:
+                    hints -= 1
+                    hint = K.suggest(arg.flag, _ALL_FLAGS) if hints >= 0 else None
+                    tail = f"; did you mean {hint}?" if hint else ""
+                    self.diag(UNKNOWN_KEY, severity,
+                              f"unknown Megatron flag {arg.flag} (not an argument of "
+                              f"{MEGATRON_VERSION}){tail}", arg.prov, key=arg.flag)
             previous = seen.get(arg.flag)
             if previous is not None and previous.values != arg.values:
                 self.diag(INVALID_VALUE, Severity.INFO,
@@ -743,6 +749,11 @@ class _Interp:
                           arg.prov)
             seen[arg.flag] = arg
             self.args[arg.flag] = arg
+        if first_unlisted is not None:
+            self.diag(UNKNOWN_KEY, severity,
+                      f"{unknown - MAX_UNKNOWN_LISTED} more unknown Megatron flags from "
+                      f"{first_unlisted.flag} on (only the first {MAX_UNKNOWN_LISTED} are listed)",
+                      first_unlisted.prov, key=first_unlisted.flag)
         fork = any(marker in self.args for marker in FORK_MARKERS)
         for flag, arg in self.args.items():
             spec = FLAG_BY_NAME.get(flag)
