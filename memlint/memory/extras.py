@@ -288,6 +288,20 @@ def optimizer_step_terms(model, plan) -> list:
     Megatron/DeepSpeed fused optimizers work in place.
     """
     tr, dt = model.tr, model.dt
+    if tr.framework == "megatron" and dt.master and dt.grad < 4 \
+            and model.par.offload_optimizer == "none" and tr.train_base:
+        # fp16/bf16 main grads: `main_param.grad = main_grad.float()` makes an fp32 copy for
+        # the fp32 master weights, freed at the next zero_grad
+        # (megatron/core/optimizer/optimizer.py and distrib_optimizer.py
+        # _copy_model_grads_to_main_grads)
+        groups = model.stage_param_groups(plan)
+        shard = model.topo.shard if model.par.zero >= 1 else 1
+        expert_shard = model.topo.expert_shard if model.par.zero >= 1 else 1
+        n = _ceil_div(groups["dense"], shard) + _ceil_div(groups["experts"], expert_shard)
+        return [Term("optimizer.fp32_grad_copies", "optimizer", 4 * n,
+                     f"fp32 copies of {dt.grad}-byte main grads: {n:,} × 4 B",
+                     {"params": n, "grad_bytes": dt.grad},
+                     "megatron/core/optimizer/optimizer.py _copy_model_grads_to_main_grads")]
     if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
         return []
     impl = tr.optimizer_impl
