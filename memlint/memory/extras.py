@@ -478,13 +478,16 @@ def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offlo
 
 
 def runtime_terms(model) -> list:
-    """What a real GPU process adds beyond tensors: the CUDA context with cuBLAS/cuDNN workspaces
-    and NCCL communicator buffers, one per process group with more than one rank."""
+    """What a real GPU process adds outside PyTorch's caching allocator: the CUDA context (module
+    images, cuDNN handles) and NCCL communicator buffers, one per process group with more than
+    one rank. cuBLAS, cuBLASLt and Transformer Engine workspaces are allocated through the
+    caching allocator and are `buffers.*` terms (`workspace_terms`)."""
     if model.scenario.hardware.device == "cpu":
         return []
     assume, topo = model.assume, model.topo
     terms = [Term("runtime.cuda_context", "runtime", int(assume["runtime.cuda_context_bytes"]),
-                  "CUDA context + library workspaces (assumption runtime.cuda_context_bytes)",
+                  "CUDA context outside the caching allocator (assumption "
+                  "runtime.cuda_context_bytes)",
                   {}, "PyTorch on H100: ~500-700 MiB outside the caching allocator")]
     groups = sum(1 for size in (topo.tp, topo.pp, topo.cp, topo.dp, topo.ep) if size > 1)
     if groups:
