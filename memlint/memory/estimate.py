@@ -182,12 +182,19 @@ class _Model:
         """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
         each a decoder layer like the model's last one, plus enorm and hnorm, the eh_proj
         linear (2d -> d) and the block's final norm (megatron/core/transformer/
-        multi_token_prediction.py MultiTokenPredictionLayer)."""
+        multi_token_prediction.py MultiTokenPredictionLayer), and under pipeline parallelism
+        the word embedding the MTP stage builds for itself."""
         last = self.counts.layers[-1]
         per_norm = 2 * self.arch.hidden if self.arch.norm == "layernorm" else self.arch.hidden
         dense = last.total - last.experts + 2 * self.arch.hidden * self.arch.hidden \
             + 3 * per_norm
-        return self.mtp_layers * dense, self.mtp_layers * last.experts
+        dense, experts = self.mtp_layers * dense, self.mtp_layers * last.experts
+        if self.par.pp > 1 and self.counts.lm_head:
+            # the MTP stage builds its own word embedding (`if self.pre_process or
+            # self.mtp_process: self.embedding = ...`, gpt_model.py); untied models only (a tied
+            # last stage already keeps one for the output layer)
+            dense += self.counts.embedding
+        return dense, experts
 
     def _virtual_chunks(self) -> Optional[list]:
         """Decoder layers of each virtual pipeline stage (pp·vpp of them, virtual stage k on rank

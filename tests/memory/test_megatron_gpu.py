@@ -408,3 +408,15 @@ def test_embedding_and_loss_in_the_split():
     assert result.stages[-1].term("activations").inputs["inflight"] == 4
     assert act.inflight_microbatches(3, 4, 2, 4, chunk_layers=[1, 0]) == 4
     assert act.inflight_microbatches(3, 4, 2, 4) == 2.5      # an even split would say 2.5
+
+
+def test_mtp_stage_builds_its_own_embedding_when_untied():
+    text = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --bf16 --position-embedding-type rope --vocab-size 32000 "
+            "--untie-embeddings-and-output-weights --pipeline-model-parallel-size 2 ")
+    with_mtp = estimate(args_scenario(text + "--mtp-num-layers 1\n")).stages[-1]
+    without = estimate(args_scenario(text + "\n")).stages[-1]
+    added = with_mtp.term("weights").inputs["params"] - without.term("weights").inputs["params"]
+    d = 512
+    layer = 4 * d * d + 4 * d + 2 * d * 4 * d + 4 * d + d + 2 * 2 * d   # biased GeLU layer
+    assert added == layer + 2 * d * d + 3 * 2 * d + 32000 * d           # + embedding (untied)
