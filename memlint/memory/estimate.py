@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, states
+from memlint.memory import extras, inputs, states
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -708,4 +708,5 @@ def estimate(scenario) -> Estimate:
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes))
+                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                    scenario=scenario)
