@@ -323,6 +323,7 @@ class _Read:
     references: list = field(default_factory=list)
     yaml_style: bool = False
     kind: str = "args"
+    anchor: Optional[Provenance] = None   # the launch command (where the run is defined)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -524,6 +525,7 @@ def read_script(path: str, text: str) -> _Read:
         if not any(t.startswith("--") for t, _, _ in after):
             continue
         launched = True
+        read.anchor = prov(command.offset, "launch command")
         _launcher_words(fields[:entry], read, whole=False)
         if any(t == "srun" for t, _, _ in fields[:entry]) and not (
                 {"nproc_per_node", "ntasks"} & set(read.launcher)):
@@ -1376,6 +1378,7 @@ def load(path: str, text: str, strict: bool = False) -> Partial:
                                         Provenance(path, 1, 1, None)))
         return partial
     read.kind = kind
+    partial.anchor = read.anchor
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:

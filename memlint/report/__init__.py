@@ -27,6 +27,7 @@ class Report:
     color: bool = False
     width: int = 100
     show_estimates: bool = True
+    fail_on: object = None                             # Severity: the lowest that fails the run
 
     def path(self, path: Optional[str]) -> Optional[str]:
         return display_path(path, self.root)
