@@ -67,14 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
                            "memlint.toml's files, [tool.memlint] runs) are checked together.")
     check.add_argument("paths", nargs="*", metavar="PATH",
                        help="config files or directories (walked for the files memlint reads)")
-    _common(check, ("text", "json", "sarif", "github", "junit"))
+    _common(check, ("text", "json", "sarif", "github", "junit", "markdown"))
     check.add_argument("--skip-unknown", action="store_true",
                        help="skip files of no format memlint reads, without a warning (hooks)")
 
     estimate = sub.add_parser("estimate", help="estimate per-GPU memory of one run",
                               description="Estimate per-GPU memory; all PATHS describe one run.")
     estimate.add_argument("paths", nargs="*", metavar="PATH")
-    _common(estimate, ("text", "json"))
+    _common(estimate, ("text", "json", "markdown"))
     estimate.add_argument("--explain", action="store_true",
                           help="show the derivation term by term")
     estimate.add_argument("--stage", type=int, help="with --explain: only this pipeline stage")
@@ -243,7 +243,7 @@ def cmd_rules(args) -> int:
 
 def cmd_explain(args) -> int:
     from memlint.keys import suggest
-    from memlint.rules import help_uri, registry
+    from memlint.rules import help_path, help_uri, registry
 
     reg = registry()
     rule = reg.get(args.rule)
@@ -260,7 +260,8 @@ def cmd_explain(args) -> int:
         for name, (kind, default) in dict(rule.options).items():
             lines.append(f"    {name} ({kind.__name__}, default {default!r})")
         lines.append("")
-    lines.append(f"More: {help_uri(rule)}")
+    if help_path(rule):
+        lines.append(f"This page: {help_path(rule)} in memlint's repository, {help_uri(rule)}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

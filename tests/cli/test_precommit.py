@@ -28,9 +28,9 @@ ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTE
 ENV.pop("PYTHONPATH", None)
 
 
-def _git(cwd, *args, check=True):
+def _git(cwd, *args, check=True, env=None):
     return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True,
-                          env=ENV)
+                          env=env or ENV)
 
 
 def _hooks():
@@ -157,9 +157,9 @@ def test_each_layout_gates_its_run_then_a_real_commit(user_repo, hook_repo, env)
     target = user_repo / "toml" / "ds_config.json"
     target.write_text(_ds(16))
     _git(user_repo, "add", "toml/ds_config.json")
-    blocked = _git(user_repo, "commit", "-m", "bigger micro batch", check=False)
+    blocked = _git(user_repo, "commit", "-m", "bigger micro batch", check=False, env=env)
     assert blocked.returncode != 0 and "ML101" in blocked.stdout + blocked.stderr, blocked
     target.write_text(_ds(2))
     _git(user_repo, "add", "toml/ds_config.json")
-    passed = _git(user_repo, "commit", "-m", "micro batch 2", check=False)
+    passed = _git(user_repo, "commit", "-m", "micro batch 2", check=False, env=env)
     assert passed.returncode == 0, passed.stdout + passed.stderr
