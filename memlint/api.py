@@ -17,8 +17,8 @@ from Python the same is `memlint.check` and `memlint.estimate`:
 Scenario keys (DESIGN.md) are keyword arguments; a dotted key (`model.hidden_size`,
 `runtime.allocator_fraction`) goes in `settings={...}`. The product decisions live here, not in
 the CLI: no memory verdict when ZeRO/FSDP shard over a world size nobody gave, and none for a
-config.json alone (a model, not a run); a model or value given on the command line that cannot be
-used is a usage error (exit 2) in every command.
+config.json alone (a model, not a run); a model named on the command line that cannot be found is
+a usage error (exit 2) in every command, like a missing file.
 """
 from __future__ import annotations
 
@@ -106,15 +106,13 @@ def command_line_partial(options: Options):
         raise UsageError(f"--set: {exc}") from None
 
 
-def _from_command_line(diagnostic) -> bool:
-    """Set by --model / --set (their Provenance has no file and a `--...` key)."""
-    return diagnostic.path is None and (diagnostic.key or "").startswith("--")
-
-
 def _usage_problems(diagnostics: list) -> None:
-    """A model or value the command line gave that cannot be used: exit 2, as a usage error."""
+    """A model named on the command line (--model, --set model=) that is no config.json and no
+    preset: memlint cannot do its job, as with a missing file (exit 2 in every command). A bad
+    value stays a finding (exit 1), wherever it was set."""
     for d in diagnostics:
-        if d.severity == Severity.ERROR and d.code != "ML009" and _from_command_line(d):
+        if (d.severity == Severity.ERROR and d.code == INVALID_VALUE[0] and d.path is None
+                and d.key in ("--model", "--set model")):
             raise UsageError(d.message)
 
 
@@ -162,7 +160,6 @@ def run_pipeline(run: Run, options: Options, reg):
         else:
             estimate, problem = _estimate(scenario, anchor)
             if problem is not None:
-                _usage_problems([problem])
                 pre.append(problem)
     if options.skip_unknown:
         pre = [d for d in pre if not (d.code == "ML001" and d.severity < Severity.ERROR

@@ -260,6 +260,14 @@ class Planner:
                                              and os.path.isfile(os.path.join(folder, n))]
         return found
 
+    def _may_list(self, candidate: str, path: str) -> bool:
+        """Cheap test before loading: a scenario file lists others only under `files`, and names
+        a model file by its name."""
+        text, _ = read_text(candidate, self.max_bytes)
+        if not text:
+            return False
+        return "files" in text or os.path.basename(path) in text
+
     def definers_of(self, path: str) -> list:
         """Scenario files in the path's folder or above (to the repository root) listing it."""
         real = self.paths.real(path)
@@ -272,6 +280,9 @@ class Planner:
                 if creal == real:
                     continue
                 if creal not in self._definers:
+                    if not self._may_list(candidate, path):
+                        self._definers[creal] = ((), frozenset())
+                        continue
                     config = self.config_of(candidate)
                     partials = self.load([candidate], config)
                     self._definers[creal] = (partials, self.members(partials))
@@ -318,7 +329,7 @@ class Planner:
                 if not os.path.exists(member):
                     raise UsageError(f"{config.source}: runs {group['name']!r}: {member}: "
                                      "no such file")
-            partials = self.load(files, config)
+            partials = self.load([_shown(f) for f in files], config)
             if group.get("set") or group.get("model"):
                 partials.append(_group_partial(group, config))
             out.append(Run(group["name"], self._with_project(partials, config), config,
@@ -371,6 +382,15 @@ class Planner:
             add(Run(path, self._with_project(partials, config), config, anchor,
                     key=self.paths.real(path), members=self.members(partials)))
         return runs
+
+
+def _shown(path: str) -> str:
+    """A path as diagnostics show it: relative to the working directory when inside it."""
+    cwd = os.getcwd()
+    absolute = os.path.abspath(path)
+    if absolute.startswith(cwd.rstrip(os.sep) + os.sep):
+        return os.path.relpath(absolute, cwd)
+    return path
 
 
 def _group_partial(group: dict, config: LintConfig) -> Partial:
