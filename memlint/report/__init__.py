@@ -46,6 +46,16 @@ def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[st
     return path.replace(os.sep, "/")
 
 
+def location(d, report: Report, unlocated: str = "<command line>") -> str:
+    """`path:line:col` of a diagnostic as reports show it (each part only when known)."""
+    where = report.path(d.path) or unlocated
+    if d.line is not None:
+        where += f":{d.line}"
+        if d.column is not None:
+            where += f":{d.column}"
+    return where
+
+
 def get(name: str):
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r} (use {', '.join(FORMATS)})")

@@ -7,6 +7,7 @@ gradients, optimizer, activations and other as the text report, with the share o
 from __future__ import annotations
 
 from memlint.diagnostics import Severity
+from memlint.report import location
 from memlint.report.text_format import grouped
 from memlint.units import UNITS, fmt
 
@@ -27,12 +28,7 @@ def _rule(d, report) -> str:
 
 
 def _where(d, report) -> str:
-    path = report.path(d.path) or "command line"
-    if d.line is not None:
-        path += f":{d.line}"
-        if d.column is not None:
-            path += f":{d.column}"
-    return f"`{_cell(path)}`"
+    return f"`{_cell(location(d, report, 'command line'))}`"
 
 
 def headline(report) -> str:
