@@ -54,6 +54,7 @@ class Options:
     max_bytes: int = MAX_FILE_BYTES
     allow_outside_root: bool = False
     skip_unknown: bool = False          # files no adapter reads are skipped, not warned about
+    hub: Optional[bool] = None          # True: a Hub model id may be fetched (config.json only)
     lenient: bool = True                # check: no memory verdict on a partial run description
 
 
@@ -126,7 +127,7 @@ def run_pipeline(run: Run, options: Options, reg):
     all_partials = list(partials) + [command_line_partial(options)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=run.config.allow_outside_root,
-                          max_bytes=options.max_bytes)
+                          max_bytes=options.max_bytes, hub=options.hub)
     _usage_problems(pre)
     anchor = run.anchor
     estimate = None
@@ -273,25 +274,51 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
                        fail_on or lint_config(options, cwd).fail_on, reg)
 
 
-def estimate_paths(paths: Iterable[str], options: Options) -> CheckResult:
-    """`memlint estimate`: all the files describe one run (no discovery); one estimate."""
-    reg = registry()
+def one_run(paths: Iterable[str], options: Options) -> Run:
+    """All the files describe one run, as given (no discovery): estimate, fit."""
     paths = list(paths)
     for path in paths:
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file")
         if os.path.isdir(path):
             raise UsageError(f"{path}: is a directory (give the config files)")
-    if not paths and not options.model and not any(
-            a.strip().startswith("model") for a in options.assignments):
-        raise UsageError("estimate needs a model: give --model PATH|PRESET or config files")
     config = lint_config(options, paths[0] if paths else os.getcwd())
-    validate(config, reg)
     planner = Planner(options.max_bytes, options.allow_outside_root,
                       config_of=lambda path: config)
     partials = planner.load(paths, config)
     anchor = file_anchor(partials[-1]) if partials else Provenance(None, None, None, None)
-    run = Run(paths[0] if paths else "<command line>", partials, config, anchor)
+    return Run(paths[0] if paths else "<command line>", partials, config, anchor)
+
+
+def scenario_of(paths: Iterable[str], options: Options):
+    """(Scenario, LintConfig) of the one run the files and options describe; an error in it, or
+    no model, raises UsageError (the commands that need a scenario to search on: fit)."""
+    run = one_run(paths, options)
+    partials = run.partials + [command_line_partial(options)]
+    scenario, diagnostics = build(partials, base_dir=os.getcwd(),
+                                  allow_outside_root=run.config.allow_outside_root,
+                                  max_bytes=options.max_bytes, hub=options.hub)
+    errors = [d for d in diagnostics if d.severity >= Severity.ERROR]
+    if errors:
+        first = errors[0]
+        where = f"{first.path}:{first.line}: " if first.path and first.line else (
+            f"{first.path}: " if first.path else "")
+        raise UsageError(f"{where}{first.message}")
+    if scenario.model is None:
+        raise UsageError("no model: give --model PATH|PRESET or config files that name one")
+    return scenario, run.config
+
+
+def estimate_paths(paths: Iterable[str], options: Options) -> CheckResult:
+    """`memlint estimate`: all the files describe one run (no discovery); one estimate."""
+    reg = registry()
+    paths = list(paths)
+    if not paths and not options.model and not any(
+            a.strip().startswith("model") for a in options.assignments):
+        raise UsageError("estimate needs a model: give --model PATH|PRESET or config files")
+    run = one_run(paths, options)
+    validate(run.config, reg)
+    config = run.config
     diagnostics, estimate = run_pipeline(run, replace(options, lenient=False), reg)
     return CheckResult(diagnostics, [estimate] if estimate is not None else [], config.fail_on,
                        reg)

@@ -51,6 +51,10 @@ def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
                         help="largest config file read (default 4MiB)")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="follow references to files outside the repository root")
+    parser.add_argument("--hub", action="store_true",
+                        help="let a Hub model id that neither the HF cache nor the bundled catalog "
+                        "knows be fetched from the Hugging Face Hub (config.json only; needs "
+                        "memlint[hub]; off by default, also MEMLINT_HUB=1)")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -90,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     from memlint.commands import plan
 
     plan.add_parser(sub)
+    _add_fit_compare_parsers(sub)
     return parser
 
 
@@ -125,7 +130,8 @@ def options_from(args):
                    ignore=_csv(args.ignore),
                    fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
                    max_bytes=_max_bytes(args), allow_outside_root=args.allow_outside_root,
-                   skip_unknown=getattr(args, "skip_unknown", False))
+                   skip_unknown=getattr(args, "skip_unknown", False),
+                   hub=True if getattr(args, "hub", False) else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,8 +278,53 @@ def cmd_plan(args) -> int:
     return plan.run(args)
 
 
+# ---------------------------------------------------------------------------------------------
+# fit and compare (issue 17): argument parsing and printing only; the answers come from
+# memlint/commands/fit.py and memlint/commands/compare.py.
+
+
+def _add_fit_compare_parsers(sub) -> None:
+    fit = sub.add_parser("fit", help="the largest micro batch / seq_len and the fewest GPUs that "
+                         "fit", description="Search the memory model for the largest "
+                         "micro_batch, the largest seq_len (with the cp it needs) and the "
+                         "smallest world size that fit the GPU with the headroom; all PATHS "
+                         "describe one run.")
+    fit.add_argument("paths", nargs="*", metavar="PATH")
+    _common(fit, ("text", "json"))
+    fit.add_argument("--headroom", type=float, help="share of GPU memory to leave free "
+                     "(default: low-memory-headroom's margin, 0.10)")
+    fit.add_argument("--only", action="append", default=[], metavar="QUESTIONS",
+                     help="micro_batch, seq_len, world_size (comma-separated)")
+    fit.add_argument("--planner", action="store_true",
+                     help="also the fewest GPUs on which the planner finds any layout")
+
+
+def run_scenario(args):
+    """(Scenario, LintConfig) of the one run that PATHS, --model and --set describe."""
+    from memlint.api import scenario_of
+
+    return scenario_of(list(args.paths), options_from(args))
+
+
+def cmd_fit(args) -> int:
+    from memlint.commands import fit
+
+    scenario, config = run_scenario(args)
+    headroom = args.headroom if args.headroom is not None else fit.configured_headroom(config)
+    questions = _csv(args.only) or fit.QUESTIONS
+    try:
+        result = fit.fit(scenario, headroom, questions=questions, planner=args.planner)
+    except (fit.FitError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        sys.stdout.write(fit.render_json(result))
+    else:
+        fit.render_text(result, _units(args, []))
+    return fit.exit_code(result)
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain, "plan": cmd_plan}
+            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit}
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, help="total number of GPUs (default: world_size of the "
                                                   "config)")
     parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB")
+    parser.add_argument("--hub", action="store_true",
+                        help="fetch a Hub model's config.json (only) when neither the HF cache "
+                        "nor the bundled catalog has it (needs memlint[hub])")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
     parser.add_argument("--seq-len", type=int, help="sequence length (--set seq_len)")
     parser.add_argument("--global-batch", type=int, help="global batch in samples")
@@ -98,7 +101,7 @@ def build_base(args):
         cli = overrides_partial(base_assignments(args), args.model)
     except ValueError as exc:
         raise _Usage(f"--set: {exc}") from None
-    scenario, diagnostics = build(partials + [cli])
+    scenario, diagnostics = build(partials + [cli], hub=True if getattr(args, "hub", False) else None)
     errors = [d for d in diagnostics if getattr(d.severity, "label", "") == "error"]
     if errors:
         raise _Usage("; ".join(d.message for d in errors))
@@ -135,13 +138,26 @@ def _run(args) -> int:
 
     scenario, from_files = build_base(args)
     gpus = args.gpus or scenario.parallelism.world_size
-    if not gpus or gpus <= 0:
-        raise _Usage("give --gpus N (the GPU budget)")
+    if gpus is not None and gpus <= 0:
+        raise _Usage("--gpus must be positive")
     if args.top is not None and args.top <= 0:
         raise _Usage("--top must be positive")
     if not 0 <= args.headroom < 1:
         raise _Usage("--headroom must be in [0, 1)")
     gpn = args.gpus_per_node or scenario.hardware.gpus_per_node
+    if not gpus:
+        # No budget given: answer the smallest GPU count first (memlint fit's planner search).
+        from memlint.commands.fit import smallest_gpus
+
+        fewest = smallest_gpus(scenario, args.headroom, gpn, cross_node_tp=args.cross_node_tp,
+                               max_pp=args.max_pp, allow_bubble=args.allow_bubble)
+        if fewest.value is None:
+            print(f"memlint plan: {fewest.notes[0]}", file=sys.stderr)
+            return 1
+        gpus = fewest.value
+        print(f"smallest GPU count with a layout that leaves {args.headroom:.0%} free: {gpus}"
+              + (f" ({fewest.notes[-1]})" if fewest.failing is not None else ""),
+              file=sys.stderr if args.format == "json" else sys.stdout)
     try:
         result = search_plans(scenario, gpus, gpn, args.top, headroom=args.headroom,
                               near=near_settings(scenario) if from_files else None,
