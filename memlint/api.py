@@ -112,8 +112,8 @@ def _usage_problems(diagnostics: list) -> None:
     preset: memlint cannot do its job, as with a missing file (exit 2 in every command). A bad
     value stays a finding (exit 1), wherever it was set."""
     for d in diagnostics:
-        if (d.severity == Severity.ERROR and d.code == INVALID_VALUE[0] and d.path is None
-                and d.key in ("--model", "--set model")):
+        if (d.severity >= Severity.WARNING and d.code in (INVALID_VALUE[0], MISSING_MODEL[0])
+                and d.path is None and d.key in ("--model", "--set model")):
             raise UsageError(d.message)
 
 

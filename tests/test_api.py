@@ -25,7 +25,9 @@ def test_estimate_api():
                               gpu="H100-80GB", settings={"micro_batch": 8})
     assert bigger.peak_bytes > est.peak_bytes
     with pytest.raises(memlint.MemlintError, match="neither a config.json"):
-        memlint.estimate(model="no-such-model")
+        memlint.estimate(model="./no-such-config.json")
+    with pytest.raises(memlint.MemlintError, match="could not resolve"):
+        memlint.estimate(model="no-such-org/no-such-model")
     with pytest.raises(memlint.MemlintError, match="needs a model"):
         memlint.estimate()
 
@@ -120,8 +122,10 @@ def test_skip_unknown_and_one_exit_code_per_failure_kind(repo, capsys):
     capsys.readouterr()
     (repo / "ds_config.json").write_text(DS % 1)
     for command in ("check", "estimate"):
-        assert main([command, "ds_config.json", "--model", "nope"]) == 2, command
+        assert main([command, "ds_config.json", "--model", "./nope.json"]) == 2, command
         assert "neither a config.json" in capsys.readouterr().err
+        assert main([command, "ds_config.json", "--model", "nope-org/nope"]) == 2, command
+        assert "could not resolve" in capsys.readouterr().err
         # a bad value is a finding (exit 1), from a file or the command line alike
         assert main([command, "ds_config.json", "--model", "llama3-8b", "--set",
                      "tp=lots"]) == 1, command
