@@ -107,6 +107,14 @@ def command_line_partial(options: Options):
         raise UsageError(f"--set: {exc}") from None
 
 
+def _project_assumptions(config: LintConfig) -> list:
+    """[tool.memlint.assumptions] (runtime assumptions fitted by `compare`), as a Partial."""
+    from memlint.config import assumptions_partial
+
+    project = assumptions_partial(config)
+    return [project] if project else []
+
+
 def _usage_problems(diagnostics: list) -> None:
     """A model named on the command line (--model, --set model=) that is no config.json and no
     preset: memlint cannot do its job, as with a missing file (exit 2 in every command). A bad
@@ -124,7 +132,8 @@ def _usage_problems(diagnostics: list) -> None:
 def run_pipeline(run: Run, options: Options, reg):
     """partials -> Scenario -> Estimate (with a model) -> engine. Returns (diagnostics, estimate)."""
     partials = run.partials
-    all_partials = list(partials) + [command_line_partial(options)]
+    all_partials = list(partials) + _project_assumptions(run.config) + [
+        command_line_partial(options)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=run.config.allow_outside_root,
                           max_bytes=options.max_bytes, hub=options.hub)
@@ -235,6 +244,10 @@ def _estimate(scenario, anchor):
         if isinstance(exc, ModelConfigError) and not key.startswith("model"):
             key = f"model.{key}"
         prov = scenario.where(key) or scenario.where("model") or anchor
+        if getattr(exc, "severity", "error") == "warning":
+            # a valid model memlint does not count (the adapter already warned where it is)
+            return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
+                              prov, key=key)
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
                           key=key)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
@@ -294,7 +307,7 @@ def scenario_of(paths: Iterable[str], options: Options):
     """(Scenario, LintConfig) of the one run the files and options describe; an error in it, or
     no model, raises UsageError (the commands that need a scenario to search on: fit)."""
     run = one_run(paths, options)
-    partials = run.partials + [command_line_partial(options)]
+    partials = run.partials + _project_assumptions(run.config) + [command_line_partial(options)]
     scenario, diagnostics = build(partials, base_dir=os.getcwd(),
                                   allow_outside_root=run.config.allow_outside_root,
                                   max_bytes=options.max_bytes, hub=options.hub)

@@ -30,12 +30,23 @@ def _csv(values) -> tuple:
     return tuple(out)
 
 
+# The node around the GPUs: each flag is a shorthand for --set KEY=VALUE (memory/host.py).
+_HOST_FLAGS = (
+    ("--node", "node", "node type for host RAM and NVMe: dgx-h100, p5.48xlarge, ... (--set node)"),
+    ("--host-memory", "host_memory", "host RAM per node, e.g. 2TiB (--set host_memory)"),
+    ("--nvme-capacity", "nvme_capacity", "local NVMe per node, e.g. 30TB (--set nvme_capacity)"),
+    ("--disk", "disk", "free space where checkpoints are saved, e.g. 10TB (--set disk)"),
+)
+
+
 def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
     parser.add_argument("--model", help="HF config.json (or its directory) or a preset name")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
     parser.add_argument("--world-size", type=int, help="total number of GPUs (--set world_size)")
     parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB (--set gpu)")
+    for flag, key, text in _HOST_FLAGS:
+        parser.add_argument(flag, dest=key, help=text)
     parser.add_argument("--select", action="append", default=[], metavar="RULES",
                         help="only these rules: codes, names or prefixes (ML1), comma-separated")
     parser.add_argument("--extend-select", action="append", default=[], metavar="RULES",
@@ -117,6 +128,9 @@ def _assignments(args) -> list:
         out.append(f"world_size={args.world_size}")
     if args.gpu:
         out.append(f"gpu={args.gpu}")
+    for _, key, _ in _HOST_FLAGS:
+        if getattr(args, key, None):
+            out.append(f"{key}={getattr(args, key)}")
     return out
 
 
@@ -297,6 +311,16 @@ def _add_fit_compare_parsers(sub) -> None:
                      help="micro_batch, seq_len, world_size (comma-separated)")
     fit.add_argument("--planner", action="store_true",
                      help="also the fewest GPUs on which the planner finds any layout")
+    compare = sub.add_parser("compare", help="compare a training log's memory with the estimate",
+                             description="Read the memory lines of a training log (Megatron, "
+                             "torchtitan, DeepSpeed, HF Trainer, CUDA out-of-memory) and compare "
+                             "them rank by rank with the estimate of the run PATHS describe.")
+    compare.add_argument("log", metavar="LOG")
+    compare.add_argument("paths", nargs="*", metavar="PATH")
+    _common(compare, ("text", "json"))
+    compare.add_argument("--write-assumptions", nargs="?", const="", metavar="PYPROJECT",
+                         help="record the fitted runtime assumptions in [tool.memlint."
+                         "assumptions] (default: the governing pyproject.toml)")
 
 
 def run_scenario(args):
@@ -323,8 +347,35 @@ def cmd_fit(args) -> int:
     return fit.exit_code(result)
 
 
+def cmd_compare(args) -> int:
+    from memlint.commands import compare
+
+    if not os.path.isfile(args.log):
+        raise UsageError(f"{args.log}: no such file")
+    try:
+        report = compare.read_log(args.log)
+        scenario, config = run_scenario(args)
+        result = compare.compare(scenario, compare.estimate_run(scenario), report)
+    except compare.CompareError as exc:
+        raise UsageError(f"cannot compare: {exc}") from None
+    if args.format == "json":
+        sys.stdout.write(compare.render_json(result))
+    else:
+        compare.render_text(result, _units(args, []))
+    if args.write_assumptions is not None:
+        if not result.fitted:
+            raise UsageError("--write-assumptions: the log measures no runtime assumption "
+                             "(it needs max allocated with max reserved, or an out-of-memory "
+                             "message)")
+        target = args.write_assumptions or config.source or "pyproject.toml"
+        written = compare.write_assumptions(target, result.fitted, args.log)
+        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {target} "
+                         "[tool.memlint.assumptions]\n")
+    return 0
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit}
+            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit, "compare": cmd_compare}
 
 
 def main(argv: Optional[list] = None) -> int:

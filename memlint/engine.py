@@ -51,6 +51,7 @@ class LintConfig:
     exclude: tuple = ()            # globs a directory walk skips (relative to root)
     runs: tuple = ()               # ({"name", "files", "set"}) groups of files forming one run
     allow_outside_root: bool = False
+    assumptions: dict = field(default_factory=dict)  # [tool.memlint.assumptions]: name -> value
 
 
 # ---------------------------------------------------------------------------------------------
