@@ -9,7 +9,9 @@ from memlint.cli import main
 
 DS = ('{\n  "train_micro_batch_size_per_gpu": %d,\n  "gradient_accumulation_steps": 1,\n'
       '  "bf16": {"enabled": true},\n  "zero_optimization": {"stage": 1}\n}\n')
-RUN = 'model = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\nseq_len = 4096\n'
+# every input an out-of-memory verdict rests on is given (a default could flip it: a warning)
+RUN = ('model = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\nseq_len = 4096\n'
+       'recompute = "selective"\n')
 
 
 def codes(result):
@@ -35,7 +37,7 @@ def test_estimate_api():
 def test_check_api(repo):
     (repo / "ds_config.json").write_text(DS % 16)
     result = memlint.check(["ds_config.json"], model="llama3-8b", world_size=8, gpu="H100-80GB",
-                           seq_len=4096)
+                           seq_len=4096, recompute="selective")
     assert result.exit_code == 1 and "ML101" in codes(result)
     [oom] = [d for d in result.diagnostics if d.code == "ML101"]
     assert (oom.path, oom.line) == ("ds_config.json", 2)   # the micro batch's line
@@ -77,7 +79,8 @@ def test_the_model_file_a_run_names_belongs_to_the_run(repo):
 def test_pyproject_groups_and_project_scenario(repo):
     (repo / "pyproject.toml").write_text(
         '[tool.memlint.scenario]\nmodel = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\n'
-        'seq_len = 2048\n\n[[tool.memlint.runs]]\nname = "long"\nfiles = ["long.json"]\n'
+        'seq_len = 2048\nrecompute = "selective"\n\n'
+        '[[tool.memlint.runs]]\nname = "long"\nfiles = ["long.json"]\n'
         'set = ["seq_len=16384"]\n')
     (repo / "long.json").write_text(DS % 2)
     (repo / "lone.json").write_text(DS % 2)

@@ -81,14 +81,15 @@ def user_repo(tmp_path_factory):
     (repo / "pyproject.toml").write_text(
         '[project]\nname = "trainer"\n\n'
         '[tool.memlint.scenario]\nmodel = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\n'
-        'seq_len = 2048\n\n'
+        'seq_len = 2048\nrecompute = "selective"\n\n'
         '[[tool.memlint.runs]]\nname = "grouped"\nfiles = ["grouped/ds_config.json"]\n'
         'set = ["seq_len=4096"]\n')
     for folder in ("toml", "grouped", "lone"):
         (repo / folder).mkdir()
         (repo / folder / "ds_config.json").write_text(_ds(1))
     (repo / "toml" / "memlint.toml").write_text(
-        'files = ["ds_config.json"]\nmodel = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\n')
+        'files = ["ds_config.json"]\nmodel = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\n'
+        'seq_len = 2048\nrecompute = "selective"\n')
     (repo / "README.md").write_text("not a config\n")
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
