@@ -83,7 +83,8 @@ class CheckResult:
 def lint_config(options: Options, start: str) -> LintConfig:
     """[tool.memlint] governing `start`, with the command line's selection on top."""
     config = config_for(start)
-    config = replace(config, extend_select=tuple(config.extend_select) + tuple(options.extend_select),
+    config = replace(config,
+                     extend_select=tuple(config.extend_select) + tuple(options.extend_select),
                      ignore=tuple(config.ignore) + tuple(options.ignore),
                      allow_outside_root=config.allow_outside_root or options.allow_outside_root)
     if options.select:
@@ -130,7 +131,7 @@ def _usage_problems(diagnostics: list) -> None:
 
 
 def run_pipeline(run: Run, options: Options, reg):
-    """partials -> Scenario -> Estimate (with a model) -> engine. Returns (diagnostics, estimate)."""
+    """partials -> Scenario -> Estimate (with a model) -> engine: (diagnostics, estimate)."""
     partials = run.partials
     all_partials = list(partials) + _project_assumptions(run.config) + [
         command_line_partial(options)]
