@@ -251,7 +251,13 @@ TOKENIZER_VOCAB = [
     (re.compile(r"mistral|mixtral|llama[-_ ]?2|Llama2Tokenizer", re.I), 32000,
      "Llama-2 / Mistral SentencePiece tokenizer"),
     (re.compile(r"GPT2BPETokenizer", re.I), 50257, "GPT-2 BPE tokenizer"),
+    (re.compile(r"BertWordPieceLowerCase", re.I), 30522,
+     "BERT uncased WordPiece vocab.txt: 30,522 tokens"),
+    (re.compile(r"BertWordPieceCase", re.I), 28996, "BERT cased WordPiece vocab.txt: 28,996 tokens"),
 ]
+
+# Training scripts that set their own tokenizer default (parse_and_validate_args(args_defaults=...)).
+SCRIPT_TOKENIZER = [(re.compile(r"pretrain_bert\.py$"), "BertWordPieceLowerCase")]
 DEFAULT_VOCAB = 50257
 
 
@@ -351,6 +357,7 @@ class _Read:
     kind: str = "args"
     env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
     entry: Optional[tuple] = None                  # the training script launched: (path, prov)
+    anchor: Optional[Provenance] = None   # the launch command (where the run is defined)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -493,7 +500,7 @@ def read_script(path: str, text: str) -> _Read:
         known = sum(1 for t, _, _ in after if t.split("=", 1)[0] in KNOWN_FLAGS)
         flags = sum(1 for t, _, _ in after if t.startswith("--"))
         if flags and (best is None or known > score):
-            best, score = (fields, entry), known
+            best, score = (fields, entry, command.offset), known
     for offset, message in interpreter.notes:
         read.diagnostics.append(make(UNRESOLVED, Severity.INFO, message, prov(offset)))
     for name in MEMORY_ENV:
@@ -506,8 +513,9 @@ def read_script(path: str, text: str) -> _Read:
             "no Megatron launch command found (a command running a .py entry point with --flags); "
             "nothing was read from this script", Provenance(path, 1, 1, None)))
         return read
-    fields, entry = best
+    fields, entry, offset = best
     read.entry = (fields[entry][0], fields[entry][1])
+    read.anchor = prov(offset, "launch command")
     _launcher_words(fields[:entry], read, whole=False)
     if any(t == "srun" for t, _, _ in fields[:entry]) and not (
             {"nproc_per_node", "ntasks"} & set(read.launcher)):
@@ -1072,6 +1080,19 @@ class _Interp:
                                            "--num-layers", "--hidden-size") if self.on(f)), None)
         if anchor is None:
             return
+        entry = self.partial.extra.get("megatron.entry-script")
+        if raw is None and not self.on("--tokenizer-type") and entry is not None:
+            for script, tokenizer in SCRIPT_TOKENIZER:
+                if script.search(str(entry.value)):
+                    for pattern, size, why in TOKENIZER_VOCAB:
+                        if pattern.search(tokenizer):
+                            raw = size
+                            self.diag(UNRESOLVED, Severity.INFO,
+                                      f"vocabulary size taken as {size}: {entry.value} defaults "
+                                      f"to --tokenizer-type {tokenizer} ({why})",
+                                      self.prov(anchor))
+                            break
+                    break
         if raw is None:
             raw = DEFAULT_VOCAB
             self.diag(UNRESOLVED, Severity.INFO,
@@ -1419,6 +1440,7 @@ def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None
     read.kind = kind
     if entry and read.entry is None:
         read.entry = (entry, Provenance(path, None, None, "training script (given by the caller)"))
+    partial.anchor = read.anchor
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:
