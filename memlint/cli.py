@@ -231,7 +231,9 @@ def cmd_estimate(args) -> int:
     if estimate is None:
         sys.stderr.write("memlint: error: no memory estimate could be made (see the "
                          "diagnostics above)\n")
-        return 2
+        # a config that cannot be read is a finding (exit 1), as in `check`
+        unreadable = any(d.code == "ML001" and d.severity.label == "error" for d in diagnostics)
+        return 1 if unreadable and result.exit_code == 1 else 2
     return result.exit_code
 
 

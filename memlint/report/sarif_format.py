@@ -103,7 +103,7 @@ def failure_log(message: str) -> str:
     step after `memlint check --format sarif > memlint.sarif || true` uploads a valid file that
     says what went wrong instead of an empty one."""
     run = {"tool": {"driver": {"name": "memlint", "version": __version__,
-                               "informationUri": INFORMATION_URI, "rules": []}},
+                               "informationUri": REPOSITORY_URL, "rules": []}},
            "results": [],
            "invocations": [{"executionSuccessful": False, "toolExecutionNotifications": [
                {"level": "error", "message": {"text": message}}]}]}
