@@ -72,12 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Lint config files; files that describe one run (a "
                            "memlint.toml's files, [tool.memlint] runs) are checked together.")
     check.add_argument("paths", nargs="*", metavar="PATH")
-    _common(check, ("text", "json", "sarif", "github", "junit"))
+    _common(check, ("text", "json", "sarif", "github", "junit", "html"))
 
     estimate = sub.add_parser("estimate", help="estimate per-GPU memory of one run",
                               description="Estimate per-GPU memory; all PATHS describe one run.")
     estimate.add_argument("paths", nargs="*", metavar="PATH")
-    _common(estimate, ("text", "json"))
+    _common(estimate, ("text", "json", "html"))
     estimate.add_argument("--explain", action="store_true",
                           help="show the derivation term by term")
     estimate.add_argument("--stage", type=int, help="with --explain: only this pipeline stage")

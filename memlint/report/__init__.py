@@ -1,7 +1,7 @@
 """Reporters: pure functions from a finished `Report` (diagnostics + estimates) to text.
 
 Formats: text (rich on a terminal, plain otherwise), json (the DESIGN.md contract), sarif (2.1.0),
-github (workflow commands), junit (XML). Each module exposes `render(report) -> str`; the text
+github (workflow commands), junit (XML), html (one self-contained page: inline SVG, no script). Each module exposes `render(report) -> str`; the text
 reporter also `write(report, stream)` for colour. Reporters never decide the exit code.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-FORMATS = ("text", "json", "sarif", "github", "junit")
+FORMATS = ("text", "json", "sarif", "github", "junit", "html")
 
 
 @dataclass
