@@ -32,12 +32,23 @@ def _csv(values) -> tuple:
     return tuple(out)
 
 
+# The node around the GPUs: each flag is a shorthand for --set KEY=VALUE (memory/host.py).
+_HOST_FLAGS = (
+    ("--node", "node", "node type for host RAM and NVMe: dgx-h100, p5.48xlarge, ... (--set node)"),
+    ("--host-memory", "host_memory", "host RAM per node, e.g. 2TiB (--set host_memory)"),
+    ("--nvme-capacity", "nvme_capacity", "local NVMe per node, e.g. 30TB (--set nvme_capacity)"),
+    ("--disk", "disk", "free space where checkpoints are saved, e.g. 10TB (--set disk)"),
+)
+
+
 def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
     parser.add_argument("--model", help="HF config.json (or its directory) or a preset name")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
     parser.add_argument("--world-size", type=int, help="total number of GPUs (--set world_size)")
     parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB (--set gpu)")
+    for flag, key, text in _HOST_FLAGS:
+        parser.add_argument(flag, dest=key, help=text)
     parser.add_argument("--select", action="append", default=[], metavar="RULES",
                         help="only these rules: codes, names or prefixes (ML1), comma-separated")
     parser.add_argument("--extend-select", action="append", default=[], metavar="RULES",
@@ -131,6 +142,9 @@ def _assignments(args) -> list:
         out.append(f"world_size={args.world_size}")
     if args.gpu:
         out.append(f"gpu={args.gpu}")
+    for _, key, _ in _HOST_FLAGS:
+        if getattr(args, key, None):
+            out.append(f"{key}={getattr(args, key)}")
     return out
 
 
@@ -375,7 +389,8 @@ def _model_type_warnings(scenario) -> list:
 def _estimate(scenario, anchor, args):
     import traceback
 
-    from memlint.diagnostics import INVALID_VALUE, MISSING_MODEL, Severity, make
+    from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity,
+                                     make)
     from memlint.ir import Provenance
     from memlint.rules import make_internal
 
@@ -397,6 +412,10 @@ def _estimate(scenario, anchor, args):
         if isinstance(exc, ConfigError) and not key.startswith("model"):
             key = f"model.{key}"
         prov = scenario.where(key) or scenario.where("model") or here
+        if getattr(exc, "severity", "error") == "warning":
+            # a valid model memlint does not count (the adapter already warned where it is)
+            return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
+                              prov, key=key)
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
                           key=key)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)

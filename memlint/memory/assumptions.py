@@ -52,6 +52,10 @@ _LIST = [
     Assumption("runtime.allocator_fraction", non_negative_float,
                "caching-allocator reserve/fragmentation as a fraction of tensor bytes",
                "PyTorch caching allocator, see memory/extras.py"),
+    Assumption("host.pinned_pow2_rounding", to_bool,
+               "pinned host buffers are rounded up to a power of two (PyTorch's caching host "
+               "allocator); false where PyTorch is configured not to round",
+               "aten/src/ATen/core/CachingHostAllocator.h; pytorch/pytorch#95823"),
     Assumption("units", lambda v: _choice(v, ("GiB", "GB")),
                "default units of the text report", "seed 000 uses decimal GB"),
 ]
@@ -82,6 +86,7 @@ PROFILES: dict = {
         "runtime.cuda_context_bytes": 0,
         "runtime.nccl_bytes_per_group": 0,
         "runtime.allocator_fraction": 0.0,
+        "host.pinned_pow2_rounding": True,
         "units": "GB",
     },
     "precise": {
@@ -96,6 +101,7 @@ PROFILES: dict = {
         "runtime.cuda_context_bytes": 600 * MiB,
         "runtime.nccl_bytes_per_group": 64 * MiB,
         "runtime.allocator_fraction": 0.05,
+        "host.pinned_pow2_rounding": True,
         "units": "GiB",
     },
 }
