@@ -346,6 +346,12 @@ def _recompute(data: dict, partial: Partial, prov) -> None:
     if offload:
         # axolotl's offloaded checkpointing keeps each layer's input on the host
         partial.set("offload_activations", True, prov("gradient_checkpointing"))
+    if "recompute" not in partial.settings and not checkpointing:
+        # gradient_checkpointing defaults to false (schemas/config.py): axolotl's own "none"
+        where = (prov("gradient_checkpointing") if "gradient_checkpointing" in data
+                 else Provenance(prov().file, None, None,
+                                 "gradient_checkpointing (axolotl default false)"))
+        partial.set("recompute", "none", where)
     offloading = data.get("activation_offloading")
     if offloading is True or (isinstance(offloading, str) and offloading.strip().lower() in (
             "legacy", "disk", "hidden_states", "true")):

@@ -124,6 +124,8 @@ def test_defaults_are_axolotls_own(tmp_path):
     assert got["micro_batch"] == 1 and got["seq_len"] == 2048
     assert got["optimizer_impl"] == "fused" and got["precision"] == "pure-bf16"
     assert "axolotl default" in partial.settings["micro_batch"].prov.key
+    assert got["recompute"] == "none"  # gradient_checkpointing defaults to false
+    assert "axolotl default" in partial.settings["recompute"].prov.key
     text = "base_model: x\nmicro_batch_size: 2\nbf16: false\noptimizer: paged_adamw_8bit\n"
     partial = axolotl.load(str(path), text)
     got = values(partial)
