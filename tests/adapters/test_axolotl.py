@@ -159,3 +159,19 @@ def test_moe_without_ep_stays_silent_on_a_run_that_fits_with_room(capsys):
     assert code == 0
     assert doc["estimates"][0]["peak_bytes"] < 0.9 * doc["estimates"][0]["gpu"]["capacity_bytes"]
     assert "ML601" not in {d["code"] for d in doc["diagnostics"]}
+
+
+@needs_real
+def test_expert_parallel_is_its_own_mesh_axis(capsys):
+    """qwen3_30ba3b_ep_fsdp_fft_4gpu: expert_parallel_size 2 × dp_shard_size 2 on 4 GPUs
+    (axolotl utils/distributed.py: EP consumes part of the world before dp_shard). Before: a
+    false ML502 (1·2 = 2 of 4 GPUs) and the experts counted unsharded."""
+    from memlint.cli import main
+
+    path = real("expert_parallel-qwen3_30ba3b_ep_fsdp_fft_4gpu.yaml")
+    got = values(load(path))
+    assert got["ep"] == 2 and got["dp_shard"] == 4 and got["model"].startswith("Qwen/Qwen3-30B")
+    code = main(["check", path, "--set", "world_size=4", "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 0 and not {"ML502", "ML101"} & {d["code"] for d in doc["diagnostics"]}
+    assert doc["estimates"][0]["peak_bytes"] < doc["estimates"][0]["gpu"]["capacity_bytes"]
