@@ -522,7 +522,8 @@ def cublas_workspace_bytes(config, cc) -> tuple:
     4096 KiB x 2 + 16 KiB x 8 (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize)."""
     if isinstance(config, str):
         pairs = re.findall(r":([0-9]+):([0-9]+)", config)
-        if pairs:
+        # PyTorch reads each number with std::stoi: one past INT_MAX is not a workspace size
+        if pairs and all(int(n) <= 2**31 - 1 for pair in pairs for n in pair):
             total = sum(int(size) * KiB * int(count) for size, count in pairs)
             return total, f"CUBLAS_WORKSPACE_CONFIG {config}"
     if cc == (9, 0):
