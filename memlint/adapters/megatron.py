@@ -272,6 +272,20 @@ def _load_known_flags() -> frozenset:
 KNOWN_FLAGS = _load_known_flags() | frozenset(FLAG_BY_NAME)
 
 
+def _load_fork_choices() -> dict:
+    """Megatron-DeepSpeed's spellings of choice values (`--normalization rmsnorm`) -> Megatron-LM's."""
+    path = os.path.join(os.path.dirname(__file__), "megatron_flags.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle).get("megatron_deepspeed", {}).get("choices", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+FORK_CHOICES = _load_fork_choices()
+FORK_MARKERS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config")
+
+
 def _dest_of(flag: str) -> set:
     base = flag[2:].replace("-", "_")
     out = {base}
@@ -854,6 +868,7 @@ class _Interp:
                           arg.prov)
             seen[arg.flag] = arg
             self.args[arg.flag] = arg
+        fork = any(marker in self.args for marker in FORK_MARKERS)
         for flag, arg in self.args.items():
             spec = FLAG_BY_NAME.get(flag)
             if spec is None:
@@ -879,8 +894,11 @@ class _Interp:
             if spec.nargs == "+" or spec.convert is None:
                 self.values[flag] = list(arg.values) if spec.nargs == "+" else arg.values[0]
                 continue
+            value = arg.values[0]
+            if fork and _text(value) in FORK_CHOICES.get(flag, {}):
+                value = FORK_CHOICES[flag][_text(value)]  # Megatron-DeepSpeed's spelling
             try:
-                self.values[flag] = spec.convert(arg.values[0])
+                self.values[flag] = spec.convert(value)
             except ValueError as exc:
                 self.diag(INVALID_VALUE, Severity.ERROR, f"{flag}: {exc}", arg.prov, key=flag)
 
