@@ -175,3 +175,18 @@ def test_expert_parallel_is_its_own_mesh_axis(capsys):
     doc = json.loads(capsys.readouterr()[0])
     assert code == 0 and not {"ML502", "ML101"} & {d["code"] for d in doc["diagnostics"]}
     assert doc["estimates"][0]["peak_bytes"] < doc["estimates"][0]["gpu"]["capacity_bytes"]
+
+
+def test_real_project_layout_finds_deepspeed_configs_at_the_project_root():
+    """fixtures/real-world keeps axolotl's layout (SOURCES.md there): examples/mistral/
+    bigstral-ds-zero3.yaml names deepspeed_configs/zero3_bf16_cpuoffload_params.json, which
+    axolotl opens from its working directory, the project root two folders up."""
+    corpus = os.path.join(ROOT, "fixtures", "real-world", "axolotl-ai-cloud__axolotl")
+    path = os.path.join(corpus, "examples", "mistral", "bigstral-ds-zero3.yaml")
+    partials = load_with_references(path)
+    assert [os.path.relpath(p.source, corpus) for p in partials] == [
+        os.path.join("deepspeed_configs", "zero3_bf16_cpuoffload_params.json"),
+        os.path.join("examples", "mistral", "bigstral-ds-zero3.yaml")]
+    scenario, diagnostics = build(partials)
+    assert scenario.parallelism.zero == 3 and scenario.parallelism.offload_params == "cpu"
+    assert not [d for d in diagnostics if d.severity == Severity.ERROR]
