@@ -25,7 +25,8 @@ import os
 
 import pytest
 
-from memlint.cli import _load_run, _max_bytes, build_parser, lint_config, run_pipeline
+from memlint.api import one_run, run_pipeline
+from memlint.cli import build_parser, options_from
 from memlint.diagnostics import Severity
 from memlint.engine import exit_code
 from memlint.rules import registry
@@ -45,10 +46,11 @@ def lint(paths: list, *extra: str):
     """(diagnostics, formats, exit code) of `memlint check PATHS --format json` as one run."""
     full = [os.path.join(CORPUS, p) for p in paths]
     args = build_parser().parse_args(["check", *full, "--format", "json", *extra])
-    config = lint_config(args, full[0])
-    partials = _load_run(full, args, config, _max_bytes(args))
-    diagnostics, _estimate = run_pipeline(partials, args, config, registry())
-    return diagnostics, [p.fmt for p in partials], exit_code(diagnostics, config.fail_on)
+    options = options_from(args)
+    run = one_run(full, options)
+    diagnostics, _estimate = run_pipeline(run, options, registry())
+    return (diagnostics, [p.fmt for p in run.partials],
+            exit_code(diagnostics, run.config.fail_on))
 
 
 def errors(diagnostics) -> list:
