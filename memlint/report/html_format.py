@@ -70,6 +70,15 @@ def _by_component(terms) -> dict:
     return out
 
 
+def _stack(terms):
+    """(component, start, bytes) of each non-empty component, stacked in vocabulary order."""
+    start = 0
+    for component, value in _by_component(terms).items():
+        if value > 0:
+            yield component, start, value
+            start += value
+
+
 # ---------------------------------------------------------------------------------------------
 # Charts
 
@@ -90,15 +99,13 @@ def stage_bars(estimate, units: str, width: int = 860) -> str:
     for index, stage in enumerate(sorted(estimate.stages, key=lambda s: s.stage)):
         y = top + index * (bar_h + gap)
         out.append(f'<text x="0" y="{y + bar_h * 0.7:.1f}">stage {stage.stage}</text>')
-        cursor = 0
-        for component, value in _by_component(stage.terms).items():
-            if value <= 0:
-                continue
-            out.append(f'<rect class="seg seg-{component}" x="{x(cursor):.1f}" y="{y}" '
-                       f'width="{max(0.5, x(cursor + value) - x(cursor)):.1f}" height="{bar_h}" '
+        cursor = stage.total_bytes
+        for component, cursor0, value in _stack(stage.terms):
+            cursor = cursor0 + value
+            out.append(f'<rect class="seg seg-{component}" x="{x(cursor0):.1f}" y="{y}" '
+                       f'width="{max(0.5, x(cursor) - x(cursor0)):.1f}" height="{bar_h}" '
                        f'fill="{COLORS[component]}"><title>stage {stage.stage} {component}: '
                        f'{_e(fmt(value, units))}</title></rect>')
-            cursor += value
         label_x = x(max(cursor, capacity)) + 8  # right of the bar and of the capacity line
         out.append(f'<text x="{label_x:.1f}" y="{y + bar_h * 0.7:.1f}">'
                    f'{_e(fmt(stage.total_bytes, units))} ({_e(stage.phase)})</text>')
@@ -134,16 +141,13 @@ def phase_chart(stage, capacity: int, units: str, width: int = 440, height: int 
            f'aria-label="stage {stage.stage} over the phases of a step">']
     for index, phase in enumerate(phases):
         cx = left + slot * index + slot / 2
-        cursor = 0
-        for component, value in _by_component(phase.terms).items():
-            if value <= 0:
-                continue
+        cursor = phase.total
+        for component, start, value in _stack(phase.terms):
             out.append(f'<rect class="seg seg-{component}" x="{cx - bar_w / 2:.1f}" '
-                       f'y="{y(cursor + value):.1f}" width="{bar_w:.1f}" '
-                       f'height="{max(0.5, y(cursor) - y(cursor + value)):.1f}" '
+                       f'y="{y(start + value):.1f}" width="{bar_w:.1f}" '
+                       f'height="{max(0.5, y(start) - y(start + value)):.1f}" '
                        f'fill="{COLORS[component]}"><title>{_e(phase.name)} {component}: '
                        f'{_e(fmt(value, units))}</title></rect>')
-            cursor += value
         peak = ' font-weight="700"' if phase.name == stage.phase else ""
         out.append(f'<text x="{cx:.1f}" y="{y(cursor) - 4:.1f}" text-anchor="middle"{peak}>'
                    f'{_e(fmt(phase.total, units))}</text>')
