@@ -103,7 +103,9 @@ class Training:
     param_dtype: Optional[str] = None
     grad_dtype: Optional[str] = None
     master_weights: Optional[bool] = None
-    optimizer_state_dtype: Optional[str] = None
+    optimizer_state_dtype: Optional[str] = None  # also int8 / int4 (block-quantized moments)
+    optimizer_state_block: Optional[int] = None  # elements per fp32 scale (None: the library's)
+    optimizer_paged: bool = False  # bitsandbytes paged optimizer states (unified memory)
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
     attention: str = "flash"

@@ -179,8 +179,15 @@ def zero_stage(value: Any) -> int:
 
 PRECISIONS = ("bf16", "fp16", "pure-bf16", "amp-bf16", "fp32", "fp8")
 DTYPES = ("fp32", "bf16", "fp16", "fp8")
-_dtype = choice(*DTYPES, aliases={"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                                  "half": "fp16", "float": "fp32"})
+_DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+                  "float": "fp32"}
+_dtype = choice(*DTYPES, aliases=_DTYPE_ALIASES)
+# Optimizer moments may also be block-quantized integers (bitsandbytes 8-bit optimizers, torchao
+# AdamW8bit / AdamW4bit): 8-bit or 4-bit codes plus an fp32 scale per block
+# (`optimizer_state_block`). memlint/memory/optimizer_quant.py has the byte counts and sources.
+STATE_DTYPES = DTYPES + ("int8", "int4")
+_state_dtype = choice(*STATE_DTYPES, aliases={**_DTYPE_ALIASES, "8bit": "int8", "8-bit": "int8",
+                                              "uint8": "int8", "4bit": "int4", "4-bit": "int4"})
 
 _KEYS = [
     # model
@@ -205,8 +212,15 @@ _KEYS = [
     Key("grad_dtype", "training", "grad_dtype", _dtype, "dtype of the kept gradients"),
     Key("master_weights", "training", "master_weights", to_bool,
         "whether the optimizer keeps an fp32 master copy"),
-    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _dtype,
-        "dtype of optimizer moments"),
+    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _state_dtype,
+        "dtype of optimizer moments: fp32, bf16, fp16, fp8, or block-quantized int8 / int4 "
+        "(bitsandbytes 8-bit, torchao AdamW8bit / AdamW4bit)"),
+    Key("optimizer_state_block", "training", "optimizer_state_block", optional_positive_int,
+        "elements per fp32 scale of block-quantized optimizer moments (default: int8 256 as "
+        "bitsandbytes and torchao AdamW8bit, int4 128 as torchao AdamW4bit; fp8 none)"),
+    Key("optimizer_paged", "training", "optimizer_paged", to_bool,
+        "paged optimizer states (bitsandbytes Paged*: CUDA unified memory the driver evicts to "
+        "the host under pressure; counted as host memory)"),
     Key("optimizer", "training", "optimizer",
         choice("adamw", "adam", "muon", "adafactor", "sgd", "fp8_adam",
                aliases={"fp8-adam": "fp8_adam", "sgd_momentum": "sgd"}),

@@ -261,6 +261,9 @@ class _Model:
             weights += vision_terms
         host += extras.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
                                           par.offload_params, self.lora)
+        # paged optimizer states (memory/optimizer_quant.py) are host memory, not GPU memory
+        host += [t for t in optimizer if t.name.startswith("host.")]
+        optimizer = [t for t in optimizer if not t.name.startswith("host.")]
         return weights, gradients, optimizer, host
 
     def muon_matrix_fraction(self) -> float:

@@ -76,9 +76,13 @@ def vision_state_terms(params: int, dt, optimizer: str, shard: int, zero: int, f
     terms.append(Term("vision.gradients", "vision", _ceil_div(params, g_shard) * dt.grad,
                       f"vision params {params:,} × {dt.grad} B" + (f" / {g_shard}" if g_shard > 1 else ""),
                       {"params": params, "shard": g_shard}, "seed 000 CH 8.3"))
-    per = dt.master + MOMENTS[optimizer] * dt.state
-    terms.append(Term("vision.optimizer", "vision", _ceil_div(params, o_shard) * per,
-                      f"vision params {params:,} × {per} B" + (f" / {o_shard}" if o_shard > 1 else ""),
+    count = _ceil_div(params, o_shard)
+    moments = MOMENTS[optimizer]
+    per = dt.master + moments * dt.state_element_bytes
+    terms.append(Term("vision.optimizer", "vision",
+                      count * dt.master + dt.moment_bytes(count, moments),
+                      f"vision params {params:,} × ({dt.master} B master + {moments} × "
+                      f"{dt.moment_width()})" + (f" / {o_shard}" if o_shard > 1 else ""),
                       {"params": params, "shard": o_shard, "bytes_per_param": per},
                       "seed 000 CH 8.3"))
     return terms
@@ -232,6 +236,9 @@ def optimizer_step_terms(model, plan) -> list:
     """
     tr, dt = model.tr, model.dt
     if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
+        return []
+    if dt.state_bits:
+        # block-quantized states: fused update kernels (memory/optimizer_quant.py)
         return []
     impl = tr.optimizer_impl
     if impl is None:
