@@ -139,6 +139,7 @@ class Parallelism:
     offload_optimizer: str = "none"
     offload_params: str = "none"
     offload_activations: bool = False
+    offload_activations_layers: Optional[int] = None  # None: every layer of a stage
     # Uneven pipeline splits (Megatron decoder-first/last-pipeline-num-layers).
     first_stage_layers: Optional[int] = None
     last_stage_layers: Optional[int] = None

@@ -270,7 +270,12 @@ _KEYS = [
     Key("offload_params", "parallelism", "offload_params", choice("none", "cpu", "nvme"),
         "parameter offload"),
     Key("offload_activations", "parallelism", "offload_activations", to_bool,
-        "activation offload to CPU"),
+        "activation offload to CPU: saved layer activations go to host memory, one layer stays "
+        "in transit (torchtune/axolotl OffloadActivations, Megatron --cpu-offloading)"),
+    Key("offload_activations_layers", "parallelism", "offload_activations_layers",
+        optional_positive_int,
+        "layers per stage whose activations are offloaded (Megatron "
+        "--cpu-offloading-num-layers; default: all)"),
     Key("first_stage_layers", "parallelism", "first_stage_layers", non_negative_int,
         "layers on the first pipeline stage (uneven split)"),
     Key("last_stage_layers", "parallelism", "last_stage_layers", non_negative_int,

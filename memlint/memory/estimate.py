@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, states
+from memlint.memory import extras, offload, states
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -144,6 +144,8 @@ class _Model:
         if self.seed and self.lora:
             # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
+        self.uses_deepspeed = (self.tr.framework == "deepspeed"
+                               or "deepspeed.config" in scenario.extra)
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
@@ -259,8 +261,11 @@ class _Model:
             vision_terms = extras.vision_state_terms(vision, dt, tr.optimizer, topo.shard,
                                                      par.zero, par.fsdp, self.lora)
             weights += vision_terms
-        host += extras.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
-                                          par.offload_params, self.lora)
+        # -- offload (memory/offload.py): FSDP CPUOffloadPolicy moves sharded grads to the host
+        fsdp_offload = offload.fsdp_cpu_offload(par.fsdp, par.offload_params, self.uses_deepspeed)
+        gradients, _ = offload.split_gradients(gradients, fsdp_offload)
+        host += offload.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
+                                           par.offload_params, self.lora, fsdp_offload)
         # paged optimizer states (memory/optimizer_quant.py) are host memory, not GPU memory
         host += [t for t in optimizer if t.name.startswith("host.")]
         optimizer = [t for t in optimizer if not t.name.startswith("host.")]
@@ -293,7 +298,7 @@ class _Model:
             total += (arch.vocab + d) if not arch.tied else 0
         return total
 
-    def activation_terms(self, plan: StagePlan, phase: str) -> list:
+    def activation_terms(self, plan: StagePlan, phase: str, host_out=None) -> list:
         """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
         tr, par, topo, arch = self.tr, self.par, self.topo, self.arch
         layers = len(plan.layers)
@@ -365,6 +370,12 @@ class _Model:
                     formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
                     inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                     source="activation checkpointing re-runs one layer's forward in its backward"))
+        if par.offload_activations:
+            # activation offload (memory/offload.py): offloaded layers are host memory
+            terms, moved = offload.activation_offload(terms, layers,
+                                                      par.offload_activations_layers)
+            if host_out is not None:
+                host_out.extend(moved)
         terms += extras.autocast_weight_terms(self, plan)
         terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
@@ -465,6 +476,11 @@ def estimate(scenario) -> Estimate:
     runtime = [] if model.seed else model.runtime_terms()
     for plan in model.plans:
         weights, gradients, optimizer, host = model.state_terms(plan)
+        if model.par.offload_activations and not model.seed:
+            # the host side of activation offload (memory/offload.py), at the end of forward
+            moved: list = []
+            model.activation_terms(plan, "forward_end", host_out=moved)
+            host = list(host) + moved
         if model.seed:
             names = ["backward"]
         else:
