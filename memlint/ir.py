@@ -106,6 +106,7 @@ class Training:
     optimizer_state_dtype: Optional[str] = None  # also int8 / int4 (block-quantized moments)
     optimizer_state_block: Optional[int] = None  # elements per fp32 scale (None: the library's)
     optimizer_paged: bool = False  # bitsandbytes paged optimizer states (unified memory)
+    fp8_params: bool = False  # TE FP8 parameters (fp8_model_init, Megatron --fp8-param-gather)
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
     attention: str = "flash"

@@ -221,6 +221,10 @@ _KEYS = [
     Key("optimizer_paged", "training", "optimizer_paged", to_bool,
         "paged optimizer states (bitsandbytes Paged*: CUDA unified memory the driver evicts to "
         "the host under pressure; counted as host memory)"),
+    Key("fp8_params", "training", "fp8_params", to_bool,
+        "precision=fp8 with FP8 parameters (Transformer Engine fp8_model_init / "
+        "quantized_model_init, Megatron --fp8-param-gather): linear weights stored in FP8, no "
+        "high-precision copy; default false: bf16 weights plus FP8 copies (memory/fp8.py)"),
     Key("optimizer", "training", "optimizer",
         choice("adamw", "adam", "muon", "adafactor", "sgd", "fp8_adam",
                aliases={"fp8-adam": "fp8_adam", "sgd_momentum": "sgd"}),

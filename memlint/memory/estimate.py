@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, offload, states
+from memlint.memory import extras, fp8, offload, states
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -251,7 +251,21 @@ class _Model:
                 [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
                 par.fsdp, par.offload_params)
         else:
-            weights += states.weight_terms(groups, dt, par.zero, par.fsdp, par.offload_params)
+            # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
+            fp8_weights = []
+            weight_groups = groups
+            if (fp8.applies(tr.precision, tr.framework, self.seed) and not self.uniform
+                    and par.zero < 3 and par.fsdp == "none"):
+                lin = fp8.linear_params(self.counts, plan.layers, topo.tp, topo.etp * topo.ep)
+                if tr.fp8_params:
+                    _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], dt.param)
+                    weight_groups = [states.ShardedCount(
+                        g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
+                        for g in groups]
+                else:
+                    fp8_weights = fp8.fp8_copy_terms(*lin)
+            weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
+                                           par.offload_params) + fp8_weights
             gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
             optimizer += states.optimizer_terms(
                 groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,

@@ -1,0 +1,71 @@
+"""FP8 weights under Transformer Engine (`precision=fp8`, `fp8_params`).
+
+Read at NVIDIA/TransformerEngine@d0067d0 (transformer_engine/pytorch/module/linear.py,
+module/base.py):
+- Without FP8 parameters the weights stay in high precision (bf16 under Megatron, the
+  optimizer's fp32 master besides), and every forward of a TE `Linear` quantizes its weight:
+  `_Linear.forward` sets the weight quantizer to rowwise usage (the forward GEMM) plus columnwise
+  usage when the input needs a gradient (the transposed FP8 copy the dgrad GEMM reads on Hopper),
+  then `quantize_weight` builds the FP8 copy. When the caller passes `is_first_microbatch` (Megatron
+  does, to reuse the cast over micro-batches) the copy is cached in the module's
+  `_fp8_workspaces["weight"]` for the whole step; otherwise it is saved for backward (`wt_save`).
+  Either way every linear of the stage holds 1 B (rowwise) + 1 B (columnwise) per weight element
+  at the end of forward: `weights.fp8_copies`.
+- With FP8 parameters (`te.quantized_model_init` / `fp8_model_init`, Megatron
+  `--fp8-param-gather`) the linear weights *are* FP8 tensors (1 B per element, no bf16 copy);
+  `quantize_weight` only calls `update_usage(columnwise_usage=True)` on them, which adds the
+  transposed 1 B copy: `weights.fp8` (1 B) + `weights.fp8_transpose` (1 B).
+- Norms, embeddings, the output layer and the MoE router are not TE FP8 GEMMs and keep the
+  high-precision width. The per-tensor scales (a few floats per linear) are not counted. FSDP2
+  runs do not cache or save the workspace (`is_fsdp2`: re-quantized in backward), and PyTorch
+  runs without TE (torchao float8) are not modeled here: for `framework=fsdp2` no term is added.
+"""
+from __future__ import annotations
+
+from memlint.memory.terms import Term
+
+SOURCE = ("Transformer Engine pytorch/module/linear.py _Linear.forward (rowwise + columnwise FP8 "
+          "weight), module/base.py quantize_weight / _fp8_workspaces")
+
+
+def linear_params(counts, layers, tp: int, etp_ep: int) -> tuple:
+    """(dense linear, expert linear) weight elements of the given decoder layers per GPU:
+    attention + dense MLP + shared experts divided by tp; routed experts by etp·ep."""
+    dense = sum(counts.layers[i].attention + counts.layers[i].mlp
+                + counts.layers[i].shared_experts for i in layers)
+    experts = sum(counts.layers[i].experts for i in layers)
+    return -(-dense // max(1, tp)), -(-experts // max(1, etp_ep))
+
+
+def applies(precision: str, framework: str, seed: bool) -> bool:
+    return precision == "fp8" and framework != "fsdp2" and not seed
+
+
+def fp8_copy_terms(dense_linear: int, expert_linear: int) -> list:
+    """High-precision weights plus FP8 rowwise and columnwise copies of every linear weight."""
+    n = dense_linear + expert_linear
+    if n <= 0:
+        return []
+    return [Term("weights.fp8_copies", "weights", 2 * n,
+                 f"linear weights ({dense_linear:,} dense/tp + {expert_linear:,} experts/(etp·ep))"
+                 " × (1 B rowwise + 1 B columnwise FP8)",
+                 {"dense_linear": dense_linear, "expert_linear": expert_linear,
+                  "bytes_per_element": 2}, SOURCE)]
+
+
+def fp8_param_terms(dense_linear: int, expert_linear: int, param_bytes: int) -> tuple:
+    """FP8 parameters: (elements to remove from the high-precision weight terms, new terms).
+
+    The linear weights are 1 B FP8 tensors instead of `param_bytes`, plus their 1 B transpose."""
+    n = dense_linear + expert_linear
+    if n <= 0:
+        return 0, []
+    inputs = {"dense_linear": dense_linear, "expert_linear": expert_linear}
+    return n, [
+        Term("weights.fp8", "weights", n,
+             f"FP8 linear weights {n:,} × 1 B (instead of {param_bytes} B)", dict(inputs),
+             SOURCE + "; fp8_model_init / Megatron --fp8-param-gather"),
+        Term("weights.fp8_transpose", "weights", n,
+             f"columnwise (transposed) FP8 copy {n:,} × 1 B", dict(inputs),
+             SOURCE + " (update_usage(columnwise_usage=True))"),
+    ]
