@@ -146,6 +146,9 @@ class _Model:
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
         self.uses_deepspeed = (self.tr.framework == "deepspeed"
                                or "deepspeed.config" in scenario.extra)
+        # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; extras.buffer_terms)
+        self.fsdp_sharded = (not self.uses_deepspeed and not self.seed and self.topo.shard > 1
+                             and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
@@ -463,6 +466,21 @@ class _Model:
         return extras.runtime_terms(self)
 
 
+def fsdp_layer_freed(terms: list, layers: int) -> list:
+    """After the last layer's backward its saved tensors are gone: the full-layer activations
+    term keeps (L − 1) / L of its bytes (one micro-batch in flight under FSDP)."""
+    out = []
+    for term in terms:
+        if term.name == "activations" and layers > 0:
+            held = int(term.inputs.get("layers", layers)) or 1
+            kept = term.bytes * (held - 1) // held
+            term = Term(term.name, term.component, kept,
+                        f"({term.formula}) × ({held} − 1) / {held}  (last layer's backward done)",
+                        dict(term.inputs), term.source)
+        out.append(term)
+    return out
+
+
 def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients, optimizer):
     terms = list(weights) + list(optimizer)
     if model.seed:
@@ -473,7 +491,13 @@ def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients,
     grads_now = model.dt.grads_persistent or phase == "optimizer"
     if grads_now:
         terms += list(gradients)
-    if phase != "optimizer":
+    if phase == "backward_layer":
+        # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
+        # layer's saved tensors are freed, the other layers' are still held
+        terms += fsdp_layer_freed(model.activation_terms(plan, phase), len(plan.layers))
+        terms += extras.buffer_terms(model, plan, phase)
+        terms += extras.dequant_terms(model, plan)
+    elif phase != "optimizer":
         terms += model.activation_terms(plan, phase)
         terms += model.logits_terms(plan, phase)
         terms += extras.buffer_terms(model, plan, phase)
@@ -501,6 +525,8 @@ def estimate(scenario) -> Estimate:
             names = ["forward_end", "backward_start", "optimizer"]
             if model.tr.recompute != "none":
                 names.insert(2, "backward_recompute")
+            elif model.fsdp_sharded:
+                names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
         phases = []
         for name in names:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer)

@@ -336,7 +336,9 @@ def buffer_terms(model, plan, phase: str) -> list:
     unsharded from forward through backward and one layer's all-gather is prefetched; with
     reshard_after_forward=False every layer stays unsharded from its forward to its backward
     (checked against ../shared/calibration/fsdp2-records.json). Parameters are gathered in the
-    compute dtype (bf16 under a MixedPrecisionPolicy).
+    compute dtype (bf16 under a MixedPrecisionPolicy). In the middle of backward
+    (`backward_layer`, `backward_recompute`) a unit's backward adds the prefetched unit, its
+    unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
     """
     from memlint.memory import fsdp
 
@@ -359,12 +361,22 @@ def buffer_terms(model, plan, phase: str) -> list:
     if plan.last:
         root += counts.final_norm + counts.lm_head
     root = math.ceil(root / topo.tp)
+    unit = max(layer_params or [0])
+    mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
         records = [fsdp.root_unsharded(root, gather),
-                   fsdp.unit_allgather(max(layer_params or [0]), gather, prefetched=0)]
+                   fsdp.unit_allgather(unit, gather, prefetched=0)]
+    elif mid_backward:
+        # the last unit resharded after its backward; the others still unsharded
+        records = [fsdp.no_reshard_unsharded(layer_params[:-1], gather, root)]
     else:
         records = [fsdp.no_reshard_unsharded(layer_params, gather, root)]
-    return [_term_of(record, "buffers.") for record in records]
+    if mid_backward:
+        # a unit's backward: the prefetched unit before it, its unsharded grads and the
+        # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
+        records += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+                                              prefetched=1 if par.reshard_after_forward else 0)
+    return [_term_of(record, "buffers.") for record in records if record["bytes"]]
 
 
 def _deepspeed_buffers(model, plan, layer_params: list) -> list:
