@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, fp8, offload, states
+from memlint.memory import extras, fp8, moe_balance, offload, states
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -438,6 +438,10 @@ class _Model:
                         gemm=1 if tr.precision == "fp8" else None, etp=topo.etp)
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
+                imbalance = float(self.assume.get("moe.routing_imbalance", 1.0))
+                if moe_layer and moe_balance.applies(topo.ep, imbalance):
+                    # the busiest expert-parallel rank (memory/moe_balance.py)
+                    items = moe_balance.scale_routed(items, imbalance)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
             items, per_token = cache[key]
             total += per_token
