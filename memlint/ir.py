@@ -109,6 +109,7 @@ class Training:
     fp8_params: bool = False  # TE FP8 parameters (fp8_model_init, Megatron --fp8-param-gather)
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
+    compile: bool = False     # torch.compile (recorded; memory/compile.py says what is modeled)
     attention: str = "flash"
     recompute: str = "none"
     recompute_every: int = 1

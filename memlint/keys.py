@@ -232,6 +232,9 @@ _KEYS = [
     Key("optimizer_impl", "training", "optimizer_impl",
         choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
         "PyTorch optimizer implementation (default: the device's default)"),
+    Key("compile", "training", "compile", to_bool,
+        "torch.compile of the model / loss (torchtitan compile.enable); recorded, not modeled: "
+        "the estimate counts eager PyTorch's saved tensors (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),

@@ -22,6 +22,7 @@ from typing import Optional
 
 from memlint.memory import activations as act
 from memlint.memory import extras, fp8, moe_balance, offload, states
+from memlint.memory.compile import compile_notes
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -542,6 +543,7 @@ def estimate(scenario) -> Estimate:
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
                                     terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))
     notes = [model.dt.note]
+    notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     if model.seed:
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
