@@ -191,7 +191,8 @@ def autocast_weight_terms(model, plan) -> list:
                  f"first-layer q/k/v + {head:,} LM head + {adapters:,} LoRA adapters) × 2 B",
                  {"layer_linear_params": linear, "first_layer_qkv": first_qkv,
                   "head_params": head, "lora_params": adapters, "base_bytes": base_bytes},
-                 "torch.autocast cached_cast (aten autocast_mode.cpp: fp32 leaves requiring "
+                 "torch.autocast cached_cast (pytorch/pytorch@cfed411 aten/src/ATen/autocast_mode.cpp: "
+                 "fp32 leaves requiring "
                  "grad); mm keeps its weight")]
 
 

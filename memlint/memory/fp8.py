@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from memlint.memory.terms import Term
 
-SOURCE = ("Transformer Engine pytorch/module/linear.py _Linear.forward (rowwise + columnwise FP8 "
+SOURCE = ("NVIDIA/TransformerEngine@d0067d0 pytorch/module/linear.py _Linear.forward (rowwise + columnwise FP8 "
           "weight), module/base.py quantize_weight / _fp8_workspaces")
 
 

@@ -29,9 +29,9 @@ from memlint.memory.states import MOMENTS, ceil_div
 from memlint.memory.terms import Term
 
 SRC_ZERO_OFFLOAD = "ZeRO-Offload (Ren et al. 2021)"
-SRC_FSDP_OFFLOAD = ("PyTorch FSDP2 CPUOffloadPolicy: _fsdp_param.py offload_to_cpu, "
+SRC_FSDP_OFFLOAD = ("pytorch/pytorch@62a45b6 FSDP2 CPUOffloadPolicy: _fsdp_param.py offload_to_cpu, "
                     "_fsdp_collectives.py foreach_reduce (sharded grads to CPU)")
-SRC_ACT_OFFLOAD = ("torchtune training/_activation_offloading.py OffloadActivations; Transformer "
+SRC_ACT_OFFLOAD = ("pytorch/torchtune@e511d5a training/_activation_offloading.py OffloadActivations; Transformer "
                    "Engine get_cpu_offload_context (Megatron --cpu-offloading)")
 
 # Layer activation terms of memory/estimate.py that hold the saved tensors of decoder layers.

@@ -35,9 +35,9 @@ BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 # The library defaults for the elements that share one fp32 scale.
 DEFAULT_BLOCK = {"int8": 256, "int4": 128}
 SCALE_BYTES = 4  # float32 absmax / scale per block (bitsandbytes absmax1/2, torchao scale)
-SOURCE = ("bitsandbytes optim/optimizer.py Optimizer2State.init_state (uint8 state, fp32 absmax "
-          "per 256); torchao optim/adam.py, subclass_8bit.py, subclass_4bit.py")
-PAGED_SOURCE = ("bitsandbytes optim/optimizer.py get_state_buffer: F.get_paged (CUDA unified "
+SOURCE = ("bitsandbytes@95f9af3 optim/optimizer.py Optimizer2State.init_state (uint8 state, fp32 absmax "
+          "per 256); pytorch/ao@36027d8 torchao/optim/adam.py, subclass_8bit.py, subclass_4bit.py")
+PAGED_SOURCE = ("bitsandbytes@95f9af3 optim/optimizer.py get_state_buffer: F.get_paged (CUDA unified "
                 "memory, evicted to host under pressure)")
 
 
