@@ -1,12 +1,20 @@
 """Accuracy of the `precise` memory model against memory measured on real training steps.
 
-Runs memlint over every record of `../shared/calibration/records.json` (HF transformers steps) and
-`fsdp2-records.json` (simulated FSDP2 ranks), maps each record to scenario keys exactly as issue 3
-prescribes, and compares the measured peak of live tensor bytes with the estimate's peak stage
-total minus its `runtime` component. Prints median / 90th percentile / max absolute relative
-error for the total and per category, and the worst cases.
+Two sets, printed side by side:
+- CPU set: every record of `../shared/calibration/records.json` (HF transformers steps) and
+  `fsdp2-records.json` (simulated FSDP2 ranks), mapped to scenario keys exactly as issue 3
+  prescribes; the measured peak of live tensor bytes is compared with the estimate's peak stage
+  total minus its `runtime` component, in total and per category.
+- GPU set: `../shared/calibration/gpu-megatron-ci/` (Megatron-LM CI on 8 x H100, issue 13). Each
+  record's `model_config.yaml` is read by memlint's Megatron adapter (world size 8, H100-80GB, the
+  record's training script naming the model family); the LAST pipeline stage's `allocated_bytes`
+  (tensors at the peak, without CUDA context / NCCL / allocator slack) is compared with
+  `measured_bytes` (Megatron's `mem-max-allocated-bytes` of the last rank). The stage's
+  persistent part (weights, gradients, optimizer states and the workspaces that stay allocated)
+  is compared with `allocated_after_step_bytes`, to tell state errors from activation errors.
+  Records memlint cannot estimate are listed with the reason.
 
-    python bench/accuracy.py [--calibration DIR] [--worst 10] [--json]
+    python bench/accuracy.py [--calibration DIR] [--worst 10] [--json] [--only cpu|gpu]
 """
 from __future__ import annotations
 
@@ -22,8 +30,19 @@ from memlint.ir import Partial, Provenance  # noqa: E402
 from memlint.memory.estimate import estimate  # noqa: E402
 from memlint.scenario import build, overrides_partial  # noqa: E402
 
-DEFAULT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
-                           "calibration")
+def _default_dir() -> str:
+    """`../shared/calibration` next to the checkout (a worktree may sit one level deeper)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for _ in range(3):
+        here = os.path.dirname(here)
+        candidate = os.path.join(here, "shared", "calibration")
+        if os.path.isdir(candidate):
+            return candidate
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                        "calibration")
+
+
+DEFAULT_DIR = _default_dir()
 
 DTYPE = {"fp32": "fp32", "bf16": "pure-bf16", "amp_bf16": "amp-bf16"}
 OPTIMIZER = {"adamw": ["optimizer=adamw"], "adamw_foreach": ["optimizer=adamw", "optimizer_impl=foreach"],
@@ -79,6 +98,135 @@ def run_one(calib_dir: str, config_file: str, sets: list):
     return predicted, stage, components
 
 
+GPU_DIR = "gpu-megatron-ci"
+# The record's training script decides the model family (the arguments alone do not say it).
+SCRIPT_FAMILY = {"pretrain_gpt.py": "gpt", "examples/bert/pretrain_bert.py": "bert",
+                 "examples/t5/pretrain_t5.py": "t5", "pretrain_hybrid.py": "hybrid",
+                 "pretrain_mamba.py": "hybrid", "pretrain_vlm.py": "llava"}
+
+
+def gpu_features(extra: dict, scenario) -> list:
+    """Feature tags of one Megatron run, from its flags (for the per-feature table)."""
+    def flag(name):
+        setting = extra.get("megatron." + name)
+        return None if setting is None else setting.value
+
+    par, tr = scenario.parallelism, scenario.training
+    tags = ["local spec" if flag("transformer-impl") == "local" else "te spec"]
+    if flag("num-experts"):
+        tags.append("MoE")
+    if flag("multi-latent-attention"):
+        tags.append("MLA")
+    if flag("fp8-format"):
+        tags.append("fp8")
+    if par.cp > 1:
+        tags.append("CP")
+    if par.sp:
+        tags.append("SP")
+    if flag("use-distributed-optimizer"):
+        tags.append("dist-opt")
+    if tr.recompute != "none":
+        tags.append("recompute")
+    if par.vpp > 1:
+        tags.append("interleaved PP")
+    elif par.pp > 1:
+        tags.append("1F1B PP")
+    if flag("mtp-num-layers"):
+        tags.append("MTP")
+    if tr.precision == "fp16":
+        tags.append("fp16")
+    return tags
+
+
+def gpu_run(calib: str, record: dict) -> dict:
+    """One GPU record through the Megatron adapter and the memory model."""
+    from memlint.adapters import megatron
+    from memlint.memory.estimate import EstimateError
+    from memlint.memory.params import ConfigError
+
+    path = os.path.join(calib, GPU_DIR, record["config_file"])
+    partial = megatron.load_path(path)
+    script = record["training_script"]
+    partial.set_extra("megatron.entry-script", script, Provenance(path, None, None, "record"))
+    cli = overrides_partial([f"world_size={record['world_size']}", f"gpu={record['gpu']}",
+                             f"gpus_per_node={record['gpus_per_node']}"])
+    scenario, diagnostics = build([partial, cli])
+    row = {"id": record["case"], "family": record["family"], "measured": record["measured_bytes"],
+           "after_step": record.get("allocated_after_step_bytes")}
+    errors = [d for d in diagnostics if d.severity.label == "error"]
+    if errors:
+        row["not_estimable"] = f"scenario error: {errors[0].message}"
+        return row
+    try:
+        result = estimate(scenario)
+    except (EstimateError, ConfigError) as exc:
+        row["not_estimable"] = str(exc)
+        return row
+    last = result.stages[-1]
+    optimizer_phase = next((p for p in last.phases if p.name == "optimizer"), None)
+    persistent = sum(t.bytes for t in optimizer_phase.terms if t.component != "runtime") \
+        if optimizer_phase is not None else 0
+    row.update(predicted=last.allocated_bytes, phase=last.phase, persistent=persistent,
+               error=relative(last.allocated_bytes, record["measured_bytes"]),
+               features=gpu_features(scenario.extra, scenario),
+               components=last.components())
+    if row["after_step"]:
+        row["state_error"] = relative(persistent, row["after_step"])
+        # what the step adds on top of the persistent part: activations, logits, temporaries
+        measured_act = record["measured_bytes"] - row["after_step"]
+        row["activation_error"] = relative(last.allocated_bytes - persistent, measured_act) \
+            if measured_act > 0 else 0.0
+    return row
+
+
+def gpu_rows(calib: str) -> list:
+    path = os.path.join(calib, GPU_DIR, "records.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        records = json.load(handle)
+    return [gpu_run(calib, record) for record in records]
+
+
+def print_gpu(rows: list, worst: int) -> None:
+    done = [r for r in rows if "error" in r]
+    skipped = [r for r in rows if "not_estimable" in r]
+    print(f"\nGPU set (Megatron-LM CI, 8 x H100; last stage allocated vs measured max allocated): "
+          f"{len(done)} estimable of {len(rows)} records")
+    header = f"{'group':<26}{'n':>4}{'median':>9}{'p90':>9}{'max':>9}{'signed med':>12}" \
+             f"{'state med':>11}{'act med':>10}"
+    print(header)
+
+    def line(name, group):
+        if not group:
+            return
+        med, p90, top = summarize([r["error"] for r in group])
+        signed = statistics.median(r["error"] for r in group)
+        states = [r["state_error"] for r in group if "state_error" in r]
+        acts = [r["activation_error"] for r in group if "activation_error" in r]
+        print(f"{name:<26}{len(group):>4}{med:>9.2%}{p90:>9.2%}{top:>9.2%}{signed:>+12.2%}"
+              f"{statistics.median(states) if states else 0:>+11.2%}"
+              f"{statistics.median(acts) if acts else 0:>+10.2%}")
+
+    line("all estimable", done)
+    print("per family:")
+    for family in sorted({r["family"] for r in done}):
+        line("  " + family, [r for r in done if r["family"] == family])
+    print("per feature:")
+    features = sorted({f for r in done for f in r["features"]})
+    for feature in features:
+        line("  " + feature, [r for r in done if feature in r["features"]])
+    if skipped:
+        print("not estimable:")
+        for r in skipped:
+            print(f"  {r['family']:<17} {r['id']:<62} {r['not_estimable']}")
+    print(f"\nworst {worst} GPU records (signed error of the last stage; state = persistent part "
+          f"vs allocated_after_step):")
+    for r in sorted(done, key=lambda r: -abs(r["error"]))[:worst]:
+        print(f"  {r['error']:+8.2%}  state {r.get('state_error', 0):+7.2%}  "
+              f"{r['family']:<17} {r['id'][:64]:<64} {r['phase']}")
+
+
 def relative(a: float, b: float) -> float:
     return (a - b) / b if b else 0.0
 
@@ -96,8 +244,16 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration", default=DEFAULT_DIR)
     parser.add_argument("--worst", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", choices=("cpu", "gpu"))
     args = parser.parse_args(argv)
     calib = os.path.abspath(args.calibration)
+    if args.only == "gpu":
+        rows = gpu_rows(calib)
+        if args.json:
+            print(json.dumps(rows, indent=1, default=str))
+        else:
+            print_gpu(rows, args.worst)
+        return 0
     rows = []
     with open(os.path.join(calib, "records.json")) as handle:
         records = json.load(handle)["records"]
@@ -146,11 +302,12 @@ def main(argv=None) -> int:
                              "error": relative(predicted, measured), "phase": "?",
                              "predicted_phase": stage.phase,
                              "categories": {k: (p, m) for k, (p, m) in cats.items()}})
+    gpu = gpu_rows(calib) if args.only != "cpu" else []
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"cpu": rows, "gpu": gpu}, indent=1, default=str))
         return 0
     med, p90, worst = summarize([r["error"] for r in rows])
-    print(f"records: {len(rows)}")
+    print(f"CPU set (transformers / FSDP2 steps on the CPU): records: {len(rows)}")
     print(f"{'category':<24}{'median':>9}{'p90':>9}{'max':>9}")
     print(f"{'total peak':<24}{med:>9.2%}{p90:>9.2%}{worst:>9.2%}")
     for cat in list(HF_CATEGORIES) + ["FSDP buffers"]:
@@ -165,6 +322,8 @@ def main(argv=None) -> int:
     print(f"\nworst {args.worst} (signed error, predicted vs measured peak, phases):")
     for row in sorted(rows, key=lambda r: -abs(r["error"]))[:args.worst]:
         print(f"  {row['error']:+7.2%}  {row['id']:<58} {row['predicted_phase']}/{row['phase']}")
+    if gpu:
+        print_gpu(gpu, args.worst)
     return 0
 
 

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     from memlint.commands import plan
 
     plan.add_parser(sub)
+    _add_fit_compare_parsers(sub)
     return parser
 
 
@@ -569,8 +570,70 @@ def cmd_plan(args) -> int:
     return plan.run(args)
 
 
+# ---------------------------------------------------------------------------------------------
+# fit and compare (issue 17): argument parsing and printing only; the answers come from
+# memlint/commands/fit.py and memlint/commands/compare.py.
+
+
+def _add_fit_compare_parsers(sub) -> None:
+    fit = sub.add_parser("fit", help="the largest micro batch / seq_len and the fewest GPUs that "
+                         "fit", description="Search the memory model for the largest "
+                         "micro_batch, the largest seq_len (with the cp it needs) and the "
+                         "smallest world size that fit the GPU with the headroom; all PATHS "
+                         "describe one run.")
+    fit.add_argument("paths", nargs="*", metavar="PATH")
+    _common(fit, ("text", "json"))
+    fit.add_argument("--headroom", type=float, help="share of GPU memory to leave free "
+                     "(default: low-memory-headroom's margin, 0.10)")
+    fit.add_argument("--only", action="append", default=[], metavar="QUESTIONS",
+                     help="micro_batch, seq_len, world_size (comma-separated)")
+    fit.add_argument("--planner", action="store_true",
+                     help="also the fewest GPUs on which the planner finds any layout")
+
+
+def run_scenario(args):
+    """(Scenario, LintConfig) of the one run that PATHS, --model and --set describe."""
+    from memlint.diagnostics import Severity
+    from memlint.scenario import build
+
+    max_bytes = _max_bytes(args)
+    for path in args.paths:
+        _check_path(path)
+    config = lint_config(args, args.paths[0] if args.paths else os.getcwd())
+    partials = _load_run(args.paths, args, config, max_bytes) + [command_line_partial(args)]
+    scenario, diagnostics = build(partials, base_dir=os.getcwd(),
+                                  allow_outside_root=config.allow_outside_root,
+                                  max_bytes=max_bytes)
+    errors = [d for d in diagnostics if d.severity >= Severity.ERROR]
+    if errors:
+        first = errors[0]
+        where = f"{first.path}:{first.line}: " if first.path and first.line else (
+            f"{first.path}: " if first.path else "")
+        raise UsageError(f"{where}{first.message}")
+    if scenario.model is None:
+        raise UsageError("no model: give --model PATH|PRESET or config files that name one")
+    return scenario, config
+
+
+def cmd_fit(args) -> int:
+    from memlint.commands import fit
+
+    scenario, config = run_scenario(args)
+    headroom = args.headroom if args.headroom is not None else fit.configured_headroom(config)
+    questions = _csv(args.only) or fit.QUESTIONS
+    try:
+        result = fit.fit(scenario, headroom, questions=questions, planner=args.planner)
+    except (fit.FitError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        sys.stdout.write(fit.render_json(result))
+    else:
+        fit.render_text(result, _units(args, []))
+    return fit.exit_code(result)
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain, "plan": cmd_plan}
+            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit}
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -130,7 +130,8 @@ FLAGS = [
     Flag("--decoder-last-pipeline-num-layers", 1, "last_stage_layers", _pos),
     Flag("--account-for-embedding-in-pipeline-split", 0),
     Flag("--account-for-loss-in-pipeline-split", 0),
-    Flag("--overlap-p2p-comm", 0),
+    Flag("--no-overlap-p2p-communication", 0),  # store_false: p2p overlap is on by default
+    Flag("--microbatch-group-size-per-virtual-pipeline-stage", 1, None, _pos),  # default pp
     Flag("--use-distributed-optimizer", 0),                       # -> zero=1
     Flag("--use-megatron-fsdp", 0),                               # -> zero by strategy
     Flag("--data-parallel-sharding-strategy", 1, None,
@@ -154,6 +155,9 @@ FLAGS = [
     Flag("--normalization", 1, None, _choice("LayerNorm", "RMSNorm"), "LayerNorm"),
     Flag("--disable-bias-linear", 0, dest="add_bias_linear", negates=True),
     Flag("--add-qkv-bias", 0),
+    Flag("--qk-layernorm", 0),
+    Flag("--hidden-dropout", 1, None, K.non_negative_float, 0.1),     # -> model.hidden_dropout
+    Flag("--attention-dropout", 1, None, K.non_negative_float, 0.1),  # -> model.attention_dropout
     Flag("--position-embedding-type", 1, None, _text, "learned_absolute"),  # forks add alibi
     Flag("--untie-embeddings-and-output-weights", 0),             # -> tie_word_embeddings
     Flag("--make-vocab-size-divisible-by", 1, None, _pos, 128),   # -> padded vocab_size
@@ -166,6 +170,7 @@ FLAGS = [
     Flag("--moe-router-topk", 1, "model.num_experts_per_tok", _pos, 2),
     Flag("--moe-ffn-hidden-size", 1, "model.moe_intermediate_size", _pos, "ffn-hidden-size"),
     Flag("--moe-shared-expert-intermediate-size", 1, None, _pos),
+    Flag("--moe-shared-expert-gate", 0),
     Flag("--moe-layer-freq", 1, None, _text, 1),
     Flag("--multi-latent-attention", 0),
     Flag("--q-lora-rank", 1, "model.q_lora_rank", _pos),
@@ -231,6 +236,9 @@ _YAML_ALIASES = {
     "sequence_parallel": "sequence_parallel",
     "fp8": "fp8",
 }
+
+# Environment variables that change what stays allocated (PyTorch's cuBLAS / cuBLASLt workspaces).
+MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE")
 
 # Tokenizers whose vocabulary size is public knowledge (before Megatron's padding).
 TOKENIZER_VOCAB = [
@@ -323,6 +331,7 @@ class _Read:
     references: list = field(default_factory=list)
     yaml_style: bool = False
     kind: str = "args"
+    env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -536,6 +545,10 @@ def read_script(path: str, text: str) -> _Read:
                     read.launcher[option] = (value.text, prov(value.origins[0], f"#SBATCH ({var})"),
                                              ())
         split_argv(after, read)
+    for name in MEMORY_ENV:
+        value = expander.env.get(name)
+        if value is not None and getattr(value, "text", None) and not value.unresolved:
+            read.env[name] = (value.text, prov(value.origins[0] if value.origins else 0, name))
     if not launched:
         read.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -694,6 +707,11 @@ def read_yaml(path: str, text: str) -> _Read:
                                      Provenance(path, 1, 1, None)))
         return read
     if isinstance(doc.data.get("MODEL_ARGS"), dict):
+        env = doc.data.get("ENV_VARS")
+        if isinstance(env, dict):
+            for key, value in env.items():
+                if str(key) in MEMORY_ENV and value is not None:
+                    read.env[str(key)] = (str(value), doc.prov(("ENV_VARS", key), str(key)))
         for key, value in doc.data["MODEL_ARGS"].items():
             prov = doc.prov(("MODEL_ARGS", key), str(key))
             _yaml_flag(str(key), value, prov, read)
@@ -874,6 +892,8 @@ class _Interp:
             self.partial.set_extra(f"megatron.{flag.lstrip('-')}", value, self.prov(flag))
         for option, (text, prov, unresolved) in self.read.launcher.items():
             self.partial.set_extra(f"megatron.launcher.{option}", text, prov)
+        for name, (text, prov) in self.read.env.items():
+            self.partial.set_extra(f"env.{name}", text, prov)
         for name in ("bf16", "fp16"):
             if self.on(f"--{name}"):
                 self.partial.set_extra(f"flags.{name}", True, self.prov(f"--{name}"))
@@ -968,33 +988,48 @@ class _Interp:
                          "num_key_value_heads (= heads: no --group-query-attention)")
         elif heads is not None:
             self.set("model.num_key_value_heads", heads, "--num-attention-heads")
-        # family
-        if mla:
-            model_type = "deepseek_v3"
-        elif moe_experts and swiglu and rms:
-            model_type = "mixtral"
-        elif swiglu and rms:
-            model_type = "llama"
-        else:
-            model_type = "gpt2"
+        # family: Megatron's GPTModel with every choice written out (memory/params.py
+        # "megatron_gpt"); --num-experts gives experts whatever the activation and norm.
         anchor = next((f for f in ("--swiglu", "--normalization", "--num-layers", "--hidden-size")
                        if self.on(f)), None)
         if anchor:
-            self.set("model.model_type", model_type, anchor,
-                     f"model_type {model_type} (from --swiglu/--normalization)")
+            self.set("model.model_type", "megatron_gpt", anchor,
+                     "model_type megatron_gpt (Megatron GPTModel from its flags)")
             act = "silu" if swiglu else "relu2" if self.on("--squared-relu") else \
                 "gelu_new" if self.on("--openai-gelu") else "gelu"
-            self.set("model.hidden_act", act, anchor, "hidden_act")
+            self.set("model.hidden_act", act, "--swiglu" if swiglu else anchor, "hidden_act")
+            self.set("model.gated_mlp", swiglu, "--swiglu" if swiglu else anchor,
+                     "gated_mlp (--swiglu)" if swiglu else "gated_mlp false (no --swiglu)")
+            self.set("model.norm", "rmsnorm" if rms else "layernorm",
+                     "--normalization" if self.on("--normalization") else anchor,
+                     "norm" + ("" if self.on("--normalization") else
+                               " (Megatron default LayerNorm)"))
             bias = not self.on("--disable-bias-linear")
-            self.set("model.mlp_bias", bias,
-                     "--disable-bias-linear" if not bias else anchor, "mlp_bias")
+            bias_flag = "--disable-bias-linear" if not bias else anchor
+            self.set("model.mlp_bias", bias, bias_flag, "mlp_bias (add_bias_linear)")
+            self.set("model.output_bias", bias, bias_flag, "output_bias (add_bias_linear)")
             self.set("model.attention_bias", bias or self.on("--add-qkv-bias"),
-                     "--add-qkv-bias" if self.on("--add-qkv-bias") else
-                     ("--disable-bias-linear" if not bias else anchor), "attention_bias")
+                     "--add-qkv-bias" if self.on("--add-qkv-bias") else bias_flag,
+                     "attention_bias")
             tied = not self.on("--untie-embeddings-and-output-weights")
             self.set("model.tie_word_embeddings", tied,
                      "--untie-embeddings-and-output-weights" if not tied else anchor,
                      "tie_word_embeddings")
+            self.set("model.qk_layernorm", self.on("--qk-layernorm"),
+                     "--qk-layernorm" if self.on("--qk-layernorm") else anchor, "qk_layernorm")
+            self.set("model.multi_latent_attention", mla,
+                     "--multi-latent-attention" if mla else anchor, "multi_latent_attention")
+            position = v("--position-embedding-type", "learned_absolute")
+            learned = 0
+            if position == "learned_absolute":
+                learned = v("--max-position-embeddings") or v("--seq-length") or 0
+            flag = "--position-embedding-type" if self.on("--position-embedding-type") else \
+                ("--max-position-embeddings" if self.on("--max-position-embeddings") else anchor)
+            self.set("model.learned_positions", learned, flag,
+                     f"learned_positions ({position}"
+                     + ("" if self.on("--position-embedding-type") else ", Megatron's default")
+                     + ")")
+            self.dropouts(anchor)
         self.vocab()
         self.moe(moe_experts, ffn)
         if mla:
@@ -1007,6 +1042,20 @@ class _Interp:
                 else:
                     self.set(target, default, "--multi-latent-attention",
                              f"{target[6:]} (Megatron default {default})")
+
+    def dropouts(self, anchor: str) -> None:
+        """Megatron's dropout probabilities, its own defaults when absent (TransformerConfig
+        hidden_dropout = attention_dropout = 0.1, megatron/core/transformer/transformer_config.py);
+        the embedding dropout uses hidden_dropout (LanguageModelEmbedding)."""
+        for flag, key in (("--hidden-dropout", "hidden_dropout"),
+                          ("--attention-dropout", "attention_dropout")):
+            given = flag in self.values
+            value = self.values[flag] if given else FLAG_BY_NAME[flag].default
+            self.set(f"model.{key}", value, flag if given else anchor,
+                     key + ("" if given else f" (Megatron default {value})"))
+            if key == "hidden_dropout":
+                self.set("model.embedding_dropout", value, flag if given else anchor,
+                         "embedding_dropout (= hidden_dropout, LanguageModelEmbedding)")
 
     def vocab(self) -> None:
         v = self.value
@@ -1060,10 +1109,7 @@ class _Interp:
         if not experts:
             return
         v = self.value
-        mla = self.on("--multi-latent-attention")
         self.set("model.num_local_experts", experts, "--num-experts")
-        if mla:
-            self.set("model.n_routed_experts", experts, "--num-experts")
         topk = v("--moe-router-topk", 2)
         self.set("model.num_experts_per_tok", topk,
                  "--moe-router-topk" if self.on("--moe-router-topk") else "--num-experts",
@@ -1075,13 +1121,11 @@ class _Interp:
                      "--moe-ffn-hidden-size" if self.on("--moe-ffn-hidden-size") else
                      "--num-experts", "moe_intermediate_size")
         shared = v("--moe-shared-expert-intermediate-size")
-        if shared and expert_ffn:
-            if shared % expert_ffn == 0:
-                self.set("model.n_shared_experts", shared // expert_ffn,
-                         "--moe-shared-expert-intermediate-size")
-            else:
-                self.set("model.shared_expert_intermediate_size", shared,
-                         "--moe-shared-expert-intermediate-size")
+        if shared:
+            self.set("model.shared_expert_intermediate_size", shared,
+                     "--moe-shared-expert-intermediate-size")
+            if self.on("--moe-shared-expert-gate"):
+                self.set("model.shared_expert_gate", True, "--moe-shared-expert-gate")
         freq = v("--moe-layer-freq")
         layers = v("--num-layers")
         if freq is not None:

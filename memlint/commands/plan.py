@@ -133,13 +133,26 @@ def _run(args) -> int:
 
     scenario, from_files = build_base(args)
     gpus = args.gpus or scenario.parallelism.world_size
-    if not gpus or gpus <= 0:
-        raise _Usage("give --gpus N (the GPU budget)")
+    if gpus is not None and gpus <= 0:
+        raise _Usage("--gpus must be positive")
     if args.top is not None and args.top <= 0:
         raise _Usage("--top must be positive")
     if not 0 <= args.headroom < 1:
         raise _Usage("--headroom must be in [0, 1)")
     gpn = args.gpus_per_node or scenario.hardware.gpus_per_node
+    if not gpus:
+        # No budget given: answer the smallest GPU count first (memlint fit's planner search).
+        from memlint.commands.fit import smallest_gpus
+
+        fewest = smallest_gpus(scenario, args.headroom, gpn, cross_node_tp=args.cross_node_tp,
+                               max_pp=args.max_pp, allow_bubble=args.allow_bubble)
+        if fewest.value is None:
+            print(f"memlint plan: {fewest.notes[0]}", file=sys.stderr)
+            return 1
+        gpus = fewest.value
+        print(f"smallest GPU count with a layout that leaves {args.headroom:.0%} free: {gpus}"
+              + (f" ({fewest.notes[-1]})" if fewest.failing is not None else ""),
+              file=sys.stderr if args.format == "json" else sys.stdout)
     try:
         result = search_plans(scenario, gpus, gpn, args.top, headroom=args.headroom,
                               near=near_settings(scenario) if from_files else None,

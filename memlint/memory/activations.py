@@ -400,18 +400,30 @@ def recompute_items(c: int, d: int, tp: int, sp: bool) -> list:
     return [Item("layer input (checkpoint)", c * d / (tp if sp else 1))]
 
 
-def inflight_microbatches(stage: int, pp: int, vpp: int, microbatches: int) -> float:
-    """Micro-batches whose activations a stage holds at its peak.
+def inflight_microbatches(stage: int, pp: int, vpp: int, microbatches: int,
+                          group: Optional[int] = None, extra_warmup: int = 0) -> float:
+    """Micro-batches (in whole-stage units) whose activations a stage holds at its peak, by the
+    warm-up rule of Megatron-LM's schedules (`get_pp_rank_microbatches`,
+    megatron/core/pipeline_parallel/schedules.py); the peak comes at the first forward of the
+    steady 1F1B phase, one past the warm-up.
 
-    1F1B: stage i holds min(pp - i, m) (Narayanan et al. 2021). Interleaved with vpp virtual
-    stages: the first stage holds pp·(1 + (pp-1)/(pp·vpp)) (Megatron-LM
-    theoretical_memory_usage.py); later stages scale with (pp - i).
+    1F1B (vpp = 1): rank i runs pp - i - 1 warm-up forwards, so it holds min(pp - i, m)
+    (Narayanan et al. 2021). Interleaved (vpp model chunks of 1/vpp of the stage's layers each):
+    warm-up = 2·(pp - i - 1) + (vpp - 1)·g chunk forwards, g the micro-batch group size per
+    virtual stage (`--microbatch-group-size-per-virtual-pipeline-stage`, default pp), plus one with
+    `--overlap-moe-expert-parallel-comm`; all m·vpp chunk forwards when the warm-up covers them.
+    The stage holds (warm-up + 1) chunks = (warm-up + 1)/vpp stages' worth. With the number of
+    micro-batches unknown, m is taken as unbounded.
     """
     if pp <= 1:
         return 1
-    base = pp - stage
-    if vpp > 1:
-        base = base * (1 + (pp - 1) / (pp * vpp))
-    if microbatches:
-        base = min(base, microbatches)
-    return max(1.0, base)
+    if vpp <= 1:
+        base = pp - stage
+        if microbatches:
+            base = min(base, microbatches)
+        return max(1.0, float(base))
+    g = group or pp
+    warmup = 2 * (pp - stage - 1) + (vpp - 1) * g + extra_warmup
+    total = microbatches * vpp if microbatches else None
+    chunks = total if (total is not None and warmup >= total) else warmup + 1
+    return max(1.0 / vpp, chunks / vpp)

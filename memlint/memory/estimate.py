@@ -153,6 +153,7 @@ class _Model:
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
+        self.workspaces = extras.workspace_terms(self)
 
     # -- facts ---------------------------------------------------------------------------------
     def visual_tokens_per_image(self) -> int:
@@ -344,7 +345,8 @@ class _Model:
             return terms
         inflight = 1.0
         if self.assume["pipeline.inflight_microbatches"]:
-            inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches)
+            inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches,
+                                                 *self.schedule_knobs())
         per_layer_full, items_full = self.layer_bytes_per_token(plan, recompute=False)
         if tr.recompute == "full":
             items = act.recompute_items(self.dt.compute, arch.hidden, topo.tp, par.sp)
@@ -401,6 +403,21 @@ class _Model:
             if self.arch.vision is not None and tr.images_per_sample:
                 terms += extras.vision_activation_terms(self, inflight)
         return terms
+
+    def schedule_knobs(self) -> tuple:
+        """(micro-batch group size per virtual stage, extra warm-up forwards) of Megatron's
+        interleaved schedule: `--microbatch-group-size-per-virtual-pipeline-stage` (default pp,
+        ModelParallelConfig.__post_init__) and one more with
+        `--overlap-moe-expert-parallel-comm` (schedules.py get_pp_rank_microbatches)."""
+        extra = self.scenario.extra
+        group = extra.get("megatron.microbatch-group-size-per-virtual-pipeline-stage")
+        try:
+            size = int(group.value) if group is not None else None
+        except (TypeError, ValueError):
+            size = None
+        overlap = extra.get("megatron.overlap-moe-expert-parallel-comm")
+        return (size if size and size > 0 else None,
+                1 if overlap is not None and overlap.value is True else 0)
 
     def activation_source(self) -> str:
         if self.op_sac:
@@ -496,6 +513,7 @@ def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients,
     grads_now = model.dt.grads_persistent or phase == "optimizer"
     if grads_now:
         terms += list(gradients)
+    terms += model.workspaces
     if phase == "backward_layer":
         # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
         # layer's saved tensors are freed, the other layers' are still held

@@ -54,6 +54,11 @@ KNOWN_MODEL_TYPES = frozenset({
     "llava", "qwen2_vl", "qwen2_5_vl",
 })
 
+#: Model types a framework adapter writes with every choice explicit (not transformers classes):
+#: Megatron-LM's GPTModel from its flags (adapters/megatron.py). Counted exactly as Megatron builds
+#: it (megatron/core/models/gpt/gpt_layer_specs.py), so no "approximate count" warning.
+FRAMEWORK_MODEL_TYPES = frozenset({"megatron_gpt"})
+
 #: More decoder layers than this is taken as a broken config, not a model.
 MAX_LAYERS = 100_000
 
@@ -438,7 +443,8 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
           tied: Optional[bool] = None) -> Architecture:
     """A decoder-only language model (the whole model, or the text part of a VLM)."""
     fam = model_type
-    known = fam in KNOWN_MODEL_TYPES or fam in ("qwen2_vl_text", "qwen2_5_vl_text")
+    known = fam in KNOWN_MODEL_TYPES or fam in FRAMEWORK_MODEL_TYPES or fam in (
+        "qwen2_vl_text", "qwen2_5_vl_text")
     hidden = r.int("hidden_size", "n_embd", "d_model", minimum=1)
     layers = r.int("num_hidden_layers", "n_layer", "num_layers", minimum=1)
     if layers > MAX_LAYERS:
@@ -471,7 +477,16 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
                                            "hidden_dropout_prob")
     arch["embedding_dropout"] = r.probability("embd_pdrop", "embedding_dropout")
 
-    if fam == "gpt2":
+    if fam == "megatron_gpt":
+        # Megatron-LM's GPTModel as its arguments describe it (written by the Megatron adapter):
+        # every choice explicit, no family defaults (megatron/core/models/gpt/gpt_model.py,
+        # gpt_layer_specs.py).
+        arch.update(gated_mlp=r.bool("gated_mlp"), norm=r.str("norm"),
+                    qkv_bias=r.bool("attention_bias"), output_bias=r.bool("output_bias"),
+                    mlp_bias=r.bool("mlp_bias"),
+                    learned_positions=r.int("learned_positions", default=0),
+                    qk_norm="head" if r.bool("qk_layernorm", default=False) else "")
+    elif fam == "gpt2":
         arch.update(gated_mlp=False, norm="layernorm", qkv_bias=True, output_bias=True,
                     mlp_bias=True, fused_qkv=True,
                     learned_positions=r.int("n_positions", "max_position_embeddings",
@@ -520,6 +535,8 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
         n_exp = r.int("num_local_experts", "num_experts", minimum=1)
         moe = MoE(num_experts=n_exp, top_k=r.int("num_experts_per_tok"), expert_ffn=ffn)
         moe_layers = (True,) * layers
+    elif fam == "megatron_gpt":
+        moe, moe_layers = _megatron_moe(r, layers)
     elif fam in ("deepseek_v2", "deepseek_v3") or (not known and "kv_lora_rank" in r.data):
         moe, moe_layers = _deepseek_moe(r, fam, layers)
     elif not known:
@@ -530,7 +547,10 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
             moe_layers = (True,) * layers
     arch.update(moe=moe, moe_layers=moe_layers)
 
-    if fam in ("deepseek_v2", "deepseek_v3") or (not known and "kv_lora_rank" in r.data):
+    mla_family = fam in ("deepseek_v2", "deepseek_v3") or (
+        fam == "megatron_gpt" and r.bool("multi_latent_attention", default=False)) or (
+        not known and "kv_lora_rank" in r.data)
+    if mla_family:
         if "q_lora_rank" in r.data and r.data["q_lora_rank"] is None:
             q_rank = None  # an explicit null: a plain q_proj (DeepSeek-V2-Lite)
         else:
@@ -555,6 +575,22 @@ def _deepseek_moe(r: _Reader, fam: str, layers: int):
               expert_ffn=expert_ffn, shared_ffn=expert_ffn * n_shared,
               router_bias=fam == "deepseek_v3" or r.raw("topk_method", default="") == "noaux_tc")
     return moe, tuple(i >= first and i % freq == 0 for i in range(layers))
+
+
+def _megatron_moe(r: _Reader, layers: int):
+    """Megatron `--num-experts` (any activation and norm): MoE on the layers `--moe-layer-freq`
+    selects (written as moe_layer_freq / first_k_dense_replace / mlp_only_layers)."""
+    n_exp = r.int("num_local_experts", default=0)
+    if not n_exp:
+        return None, (False,) * layers
+    first = r.int("first_k_dense_replace", default=0)
+    freq = r.int("moe_layer_freq", default=1, minimum=1)
+    only = set(r.int_list("mlp_only_layers"))
+    moe = MoE(num_experts=n_exp, top_k=r.int("num_experts_per_tok", default=2, minimum=1),
+              expert_ffn=r.int("moe_intermediate_size", minimum=1),
+              shared_ffn=r.int("shared_expert_intermediate_size", default=0),
+              shared_gate=r.bool("shared_expert_gate", default=False))
+    return moe, tuple(i >= first and i % freq == 0 and i not in only for i in range(layers))
 
 
 def _text_reader(config: Mapping, family: str) -> _Reader:
@@ -727,11 +763,12 @@ def count_params(arch: Architecture) -> ParamCounts:
     for is_moe in arch.moe_layers:
         if is_moe and arch.moe is not None:
             moe = arch.moe
-            shared = 3 * d * moe.shared_ffn + (d if moe.shared_gate and moe.shared_ffn else 0)
+            mats = 3 if arch.gated_mlp else 2   # GeLU experts (Megatron) have fc1 and fc2 only
+            shared = mats * d * moe.shared_ffn + (d if moe.shared_gate and moe.shared_ffn else 0)
             if moe.shared_gate and not moe.shared_ffn:
                 shared = d  # qwen2_moe builds the gate even for a zero-width shared expert
             layers.append(LayerParams(attention=attention,
-                                      experts=moe.num_experts * 3 * d * moe.expert_ffn,
+                                      experts=moe.num_experts * mats * d * moe.expert_ffn,
                                       shared_experts=shared,
                                       router=d * moe.num_experts, norms=norms))
         else:

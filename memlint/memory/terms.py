@@ -13,6 +13,10 @@ COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buf
               "runtime")
 
 
+# Runtime terms inside PyTorch's reserved pool (the others are outside the caching allocator).
+RESERVED_TERMS = frozenset({"runtime.allocator"})
+
+
 @dataclass(frozen=True)
 class Term:
     name: str
@@ -56,7 +60,27 @@ class StageEstimate:
 
     @property
     def total_bytes(self) -> int:
+        """The device total (= `device_bytes`): the number the OOM verdict compares with the GPU."""
         return sum(term.bytes for term in self.terms)
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Live tensors at the peak, everything PyTorch's caching allocator hands out (Megatron's
+        `mem-max-allocated-bytes`, `torch.cuda.max_memory_allocated()`): every term but `runtime`."""
+        return sum(term.bytes for term in self.terms if term.component != "runtime")
+
+    @property
+    def reserved_bytes(self) -> int:
+        """`allocated_bytes` plus the caching allocator's rounding and fragmentation
+        (`runtime.allocator`): torchtitan's max reserved, `torch.cuda.max_memory_reserved()`."""
+        return self.allocated_bytes + sum(t.bytes for t in self.terms
+                                          if t.name in RESERVED_TERMS)
+
+    @property
+    def device_bytes(self) -> int:
+        """`reserved_bytes` plus what lives outside PyTorch's allocator (CUDA context, NCCL):
+        what nvidia-smi shows for the process."""
+        return self.total_bytes
 
     def components(self) -> dict:
         out = {name: 0 for name in COMPONENTS}
@@ -72,7 +96,9 @@ class StageEstimate:
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "layers": self.layers, "phase": self.phase,
-                "components": self.components(), "total_bytes": self.total_bytes,
+                "components": self.components(), "allocated_bytes": self.allocated_bytes,
+                "reserved_bytes": self.reserved_bytes, "device_bytes": self.device_bytes,
+                "total_bytes": self.total_bytes,
                 "terms": [t.to_dict() for t in self.terms],
                 "phases": {p.name: p.total for p in self.phases},
                 "host_terms": [t.to_dict() for t in self.host_terms]}

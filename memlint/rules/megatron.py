@@ -272,8 +272,10 @@ class InterleavedSchedule(Rule):
         At most one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-
         pipeline-rank and --pipeline-model-parallel-layout; layers per stage divisible by
         --num-layers-per-virtual-pipeline-stage (and no uneven first/last split with it);
-        pp > 2 (pp > 1 with --overlap-p2p-comm); the number of micro-batches
-        (global / (micro·dp)) at least pp and divisible by pp.
+        pp > 1 (pp > 2 with --no-overlap-p2p-communication: at Megatron-LM d98e8a6 p2p overlap
+        is on by default); the micro-batch group per virtual stage g
+        (--microbatch-group-size-per-virtual-pipeline-stage, default pp) within [pp, m] for the
+        m = global / (micro·dp) micro-batches, and m % g either 0 or at least pp.
 
     Why it matters:
         Megatron asserts the first ones in validate_args; the schedule raises "The number of
@@ -282,8 +284,8 @@ class InterleavedSchedule(Rule):
         multiple of PP 4.
 
     How to fix:
-        Choose the global batch so that global / (micro·dp) is a multiple of pp; use pp >= 3
-        (or add --overlap-p2p-comm) with virtual stages.
+        Choose the global batch so that global / (micro·dp) is a multiple of pp (of the group
+        size, when given); with --no-overlap-p2p-communication use pp >= 3 or drop that flag.
 
     Example:
         Bad:
@@ -333,11 +335,15 @@ class InterleavedSchedule(Rule):
                               f"--num-layers-per-virtual-pipeline-stage {per_stage}", (key,))
         if par.vpp <= 1:
             return
-        overlap = _has(ctx, "overlap-p2p-comm")
-        if par.pp <= (1 if overlap else 2):
-            yield Finding(f"the interleaved schedule needs pp > {1 if overlap else 2} "
-                          f"(pp = {par.pp})" + ("" if overlap else "; or add --overlap-p2p-comm"),
-                          ("vpp", "pp"))
+        # validate_args: with overlap_p2p_comm (default True: --no-overlap-p2p-communication is
+        # store_false) the interleaved schedule needs pp > 1, without it pp > 2.
+        no_overlap = _has(ctx, "no-overlap-p2p-communication")
+        if par.pp <= (2 if no_overlap else 1):
+            yield Finding(f"the interleaved schedule needs pp > {2 if no_overlap else 1} "
+                          f"(pp = {par.pp})" + ("; or drop --no-overlap-p2p-communication"
+                                                if no_overlap and par.pp == 2 else ""),
+                          ("vpp", "pp") + ((M + "no-overlap-p2p-communication",)
+                                           if no_overlap else ()))
         training = ctx.scenario.training
         if training.global_batch is None or (par.world_size is None and par.dp is None):
             return
@@ -346,11 +352,22 @@ class InterleavedSchedule(Rule):
         if training.global_batch % step:
             return  # batch-arithmetic reports it
         microbatches = training.global_batch // step
-        if microbatches < par.pp or microbatches % par.pp:
-            yield Finding(f"{microbatches} micro-batches per step (global {training.global_batch} "
-                          f"/ (micro {training.micro_batch} · dp {dp})) must be a multiple of "
-                          f"pp = {par.pp} with the interleaved schedule",
-                          ("global_batch", "vpp", "pp"))
+        group_key = "microbatch-group-size-per-virtual-pipeline-stage"
+        group = _int(_flag(ctx, group_key)) if _has(ctx, group_key) else None
+        size = group or par.pp
+        keys = ("global_batch", "vpp", "pp") + ((M + group_key,) if group else ())
+        where = (f"{microbatches} micro-batches per step (global {training.global_batch} / "
+                 f"(micro {training.micro_batch} · dp {dp}))")
+        # schedules.py forward_backward_pipelining_with_interleaving
+        if size > microbatches or size < par.pp:
+            yield Finding(f"{where}: the micro-batch group per virtual stage "
+                          f"({'--' + group_key + ' ' + str(group) if group else 'pp'} = {size}) "
+                          f"must lie in [pp = {par.pp}, {microbatches}]", keys)
+        elif 0 < microbatches % size < par.pp:
+            yield Finding(f"{where} must be a multiple of {size} "
+                          f"({'the micro-batch group size' if group else 'pp'}) or leave a "
+                          f"remainder of at least pp = {par.pp} with the interleaved schedule",
+                          keys)
 
 
 class BatchScheduleConflict(Rule):

@@ -125,9 +125,11 @@ def test_our_scripts_topology():
     ds = sc_of("deepseek_v3_mla_moe.sh")
     cfg = ds.model.config
     assert ds.parallelism.world_size == 256 and ds.parallelism.zero == 3
-    assert cfg["model_type"] == "deepseek_v3" and cfg["kv_lora_rank"] == 512
+    assert cfg["model_type"] == "megatron_gpt" and cfg["kv_lora_rank"] == 512
+    assert cfg["multi_latent_attention"] is True
     assert cfg["q_lora_rank"] == 1536 and cfg["qk_rope_head_dim"] == 64
-    assert cfg["n_routed_experts"] == 256 and cfg["n_shared_experts"] == 1
+    assert cfg["num_local_experts"] == 256
+    assert cfg["shared_expert_intermediate_size"] == cfg["moe_intermediate_size"]
     assert cfg["first_k_dense_replace"] == 3 and cfg["vocab_size"] == 129280
     assert cfg["num_nextn_predict_layers"] == 1
 
@@ -249,7 +251,8 @@ def test_padded_vocab_and_ffn_defaults():
                      "--vocab-size 50257\n", "a.txt")
     assert sc.model.config["intermediate_size"] == 4096
     assert sc.model.config["vocab_size"] == 50304
-    assert sc.model.config["model_type"] == "gpt2"
+    assert sc.model.config["model_type"] == "megatron_gpt"
+    assert sc.model.config["gated_mlp"] is False and sc.model.config["norm"] == "layernorm"
     assert sc.model.config["tie_word_embeddings"] is True
 
 

@@ -165,7 +165,8 @@ def test_text_output_and_exit_codes():
                          "--seq-len", "8192", "--global-batch", "8"])
     assert rc == 1 and out["plans"] == []
     assert plan_cmd.run(_args(["--gpus", "8"])) == 2           # no model
-    assert plan_cmd.run(_args(["--model", "llama3-8b"])) == 2  # no GPU budget
+    # no GPU budget: the smallest GPU count is answered first (issue 17), then its plans
+    assert plan_cmd.run(_args(["--model", "llama3-8b"])) == 0
 
 
 def test_nearest_to_a_starting_configuration():

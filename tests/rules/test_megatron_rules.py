@@ -35,10 +35,17 @@ CASES = [
      "--global-batch-size 96\n",
      L64 + "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
      "--num-layers 32 --micro-batch-size 1 --global-batch-size 128\n"),
+    # d98e8a6: p2p overlap is on unless --no-overlap-p2p-communication (then pp > 2 is needed)
     (R.InterleavedSchedule(), "--pipeline-model-parallel-size 2 "
-     "--num-virtual-stages-per-pipeline-rank 2 --num-layers 8\n",
-     "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --num-layers 8 "
-     "--overlap-p2p-comm\n"),
+     "--num-virtual-stages-per-pipeline-rank 2 --num-layers 8 --no-overlap-p2p-communication\n",
+     "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --num-layers 8\n"),
+    # micro-batch group per virtual stage: within [pp, m], remainder 0 or >= pp (schedules.py)
+    (R.InterleavedSchedule(), L64 + "--pipeline-model-parallel-size 4 "
+     "--num-virtual-stages-per-pipeline-rank 2 --num-layers 32 --micro-batch-size 1 "
+     "--global-batch-size 160 --microbatch-group-size-per-virtual-pipeline-stage 7\n",
+     L64 + "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+     "--num-layers 32 --micro-batch-size 1 --global-batch-size 160 "
+     "--microbatch-group-size-per-virtual-pipeline-stage 5\n"),
     (R.InterleavedSchedule(), "--pipeline-model-parallel-size 4 --num-layers 32 "
      "--num-layers-per-virtual-pipeline-stage 3\n",
      "--pipeline-model-parallel-size 4 --num-layers 32 --num-layers-per-virtual-pipeline-stage 4\n"),
