@@ -259,18 +259,24 @@ class _Model:
             # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
             fp8_weights = []
             weight_groups = groups
+            remainder_bytes = None
             if (fp8.applies(tr.precision, tr.framework, self.seed) and not self.uniform
                     and par.zero < 3 and par.fsdp == "none"):
                 lin = fp8.linear_params(self.counts, plan.layers, topo.tp, topo.etp * topo.ep)
-                if tr.fp8_params:
-                    _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], dt.param)
+                transpose = fp8.needs_transpose(
+                    extras.compute_capability(self.scenario.hardware.gpu))
+                if fp8.fp8_params(tr):
+                    hp = fp8.high_precision_bytes(dt.param)
+                    _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], hp, transpose)
                     weight_groups = [states.ShardedCount(
                         g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
                         for g in groups]
+                    remainder_bytes = hp  # norms, embeddings, output layer, router
                 else:
-                    fp8_weights = fp8.fp8_copy_terms(*lin)
+                    fp8_weights = fp8.fp8_copy_terms(*lin, transpose=transpose)
             weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
-                                           par.offload_params) + fp8_weights
+                                           par.offload_params,
+                                           frozen_bytes_per_param=remainder_bytes) + fp8_weights
             gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
             optimizer += states.optimizer_terms(
                 groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,

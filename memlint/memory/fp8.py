@@ -12,7 +12,8 @@ module/base.py):
   Either way every linear of the stage holds 1 B (rowwise) + 1 B (columnwise) per weight element
   at the end of forward: `weights.fp8_copies`.
 - With FP8 parameters (`te.quantized_model_init` / `fp8_model_init`, Megatron
-  `--fp8-param-gather`) the linear weights *are* FP8 tensors (1 B per element, no bf16 copy);
+  `--fp8-param-gather`, read as `param_dtype=fp8` or `fp8_params=true`) the linear weights *are*
+  FP8 tensors (1 B per element, no bf16 copy);
   `quantize_weight` only calls `update_usage(columnwise_usage=True)` on them, which adds the
   transposed 1 B copy: `weights.fp8` (1 B) + `weights.fp8_transpose` (1 B).
 - Norms, embeddings, the output layer and the MoE router are not TE FP8 GEMMs and keep the
@@ -37,35 +38,61 @@ def linear_params(counts, layers, tp: int, etp_ep: int) -> tuple:
     return -(-dense // max(1, tp)), -(-experts // max(1, etp_ep))
 
 
+def fp8_params(training) -> bool:
+    """FP8 parameters: `fp8_params=true`, or `param_dtype=fp8` under precision=fp8 (how the
+    Megatron adapter reads `--fp8-param-gather`)."""
+    return bool(training.fp8_params) or training.param_dtype == "fp8"
+
+
+def high_precision_bytes(param_bytes: int) -> int:
+    """Width of the weights TE does not quantize: the run's param width, or bf16 (2 B) when
+    `param_dtype=fp8` describes only the FP8 linears."""
+    return param_bytes if param_bytes > 1 else 2
+
+
 def applies(precision: str, framework: str, seed: bool) -> bool:
     return precision == "fp8" and framework != "fsdp2" and not seed
 
 
-def fp8_copy_terms(dense_linear: int, expert_linear: int) -> list:
-    """High-precision weights plus FP8 rowwise and columnwise copies of every linear weight."""
+def needs_transpose(compute_capability) -> bool:
+    """TE utils.py `is_non_tn_fp8_gemm_supported`: sm 10.x/11.x and 13+ read FP8 data in any
+    layout, so no transposed copy; Hopper, Ada and sm 12.x need one for the dgrad GEMM."""
+    cc = tuple(compute_capability or (9, 0))
+    return not ((10, 0) <= cc < (12, 0) or cc >= (13, 0))
+
+
+def fp8_copy_terms(dense_linear: int, expert_linear: int, transpose: bool = True) -> list:
+    """High-precision weights plus FP8 rowwise (and, where needed, columnwise) copies of every
+    linear weight."""
     n = dense_linear + expert_linear
     if n <= 0:
         return []
-    return [Term("weights.fp8_copies", "weights", 2 * n,
+    per = 2 if transpose else 1
+    return [Term("weights.fp8_copies", "weights", per * n,
                  f"linear weights ({dense_linear:,} dense/tp + {expert_linear:,} experts/(etp·ep))"
-                 " × (1 B rowwise + 1 B columnwise FP8)",
+                 + (" × (1 B rowwise + 1 B columnwise FP8)" if transpose
+                    else " × 1 B FP8 (no transpose on this GPU)"),
                  {"dense_linear": dense_linear, "expert_linear": expert_linear,
-                  "bytes_per_element": 2}, SOURCE)]
+                  "bytes_per_element": per}, SOURCE)]
 
 
-def fp8_param_terms(dense_linear: int, expert_linear: int, param_bytes: int) -> tuple:
+def fp8_param_terms(dense_linear: int, expert_linear: int, param_bytes: int,
+                    transpose: bool = True) -> tuple:
     """FP8 parameters: (elements to remove from the high-precision weight terms, new terms).
 
-    The linear weights are 1 B FP8 tensors instead of `param_bytes`, plus their 1 B transpose."""
+    The linear weights are 1 B FP8 tensors instead of `param_bytes`, plus their 1 B transpose
+    where the GPU needs one (Megatron's distributed optimizer pre-creates it after each param
+    all-gather: TE tensor/utils.py `post_all_gather_processing`)."""
     n = dense_linear + expert_linear
     if n <= 0:
         return 0, []
     inputs = {"dense_linear": dense_linear, "expert_linear": expert_linear}
-    return n, [
-        Term("weights.fp8", "weights", n,
-             f"FP8 linear weights {n:,} × 1 B (instead of {param_bytes} B)", dict(inputs),
-             SOURCE + "; fp8_model_init / Megatron --fp8-param-gather"),
-        Term("weights.fp8_transpose", "weights", n,
-             f"columnwise (transposed) FP8 copy {n:,} × 1 B", dict(inputs),
-             SOURCE + " (update_usage(columnwise_usage=True))"),
-    ]
+    terms = [Term("weights.fp8", "weights", n,
+                  f"FP8 linear weights {n:,} × 1 B (instead of {param_bytes} B)", dict(inputs),
+                  SOURCE + "; fp8_model_init / Megatron --fp8-param-gather")]
+    if transpose:
+        terms.append(Term("weights.fp8_transpose", "weights", n,
+                          f"columnwise (transposed) FP8 copy {n:,} × 1 B", dict(inputs),
+                          SOURCE + "; tensor/utils.py post_all_gather_processing, "
+                          "float8_tensor_storage.py update_usage"))
+    return n, terms

@@ -55,3 +55,12 @@ def test_no_fp8_terms_for_fsdp2_or_bf16():
     scenario, _ = build([overrides_partial(["framework=fsdp2", "fsdp=full", "world_size=8",
                                             "precision=fp8"], model=LLAMA8B)])
     assert not any(t.name.startswith("weights.fp8") for t in estimate(scenario).stages[0].terms)
+
+
+def test_blackwell_needs_no_transpose():
+    # TE utils.py is_non_tn_fp8_gemm_supported: sm100 reads FP8 in any layout
+    hopper = weights(run(["precision=fp8", "gpu=H100-80GB"]))
+    blackwell = weights(run(["precision=fp8", "gpu=B200"]))
+    assert blackwell["weights.fp8_copies"] * 2 == hopper["weights.fp8_copies"]
+    fp8p = weights(run(["precision=fp8", "fp8_params=true", "gpu=B200"]))
+    assert "weights.fp8_transpose" not in fp8p
