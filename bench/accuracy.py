@@ -145,9 +145,7 @@ def gpu_run(calib: str, record: dict) -> dict:
     from memlint.memory.params import ConfigError
 
     path = os.path.join(calib, GPU_DIR, record["config_file"])
-    partial = megatron.load_path(path)
-    script = record["training_script"]
-    partial.set_extra("megatron.entry-script", script, Provenance(path, None, None, "record"))
+    partial = megatron.load_path(path, entry=record["training_script"])
     cli = overrides_partial([f"world_size={record['world_size']}", f"gpu={record['gpu']}",
                              f"gpus_per_node={record['gpus_per_node']}"])
     scenario, diagnostics = build([partial, cli])

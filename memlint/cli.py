@@ -32,12 +32,23 @@ def _csv(values) -> tuple:
     return tuple(out)
 
 
+# The node around the GPUs: each flag is a shorthand for --set KEY=VALUE (memory/host.py).
+_HOST_FLAGS = (
+    ("--node", "node", "node type for host RAM and NVMe: dgx-h100, p5.48xlarge, ... (--set node)"),
+    ("--host-memory", "host_memory", "host RAM per node, e.g. 2TiB (--set host_memory)"),
+    ("--nvme-capacity", "nvme_capacity", "local NVMe per node, e.g. 30TB (--set nvme_capacity)"),
+    ("--disk", "disk", "free space where checkpoints are saved, e.g. 10TB (--set disk)"),
+)
+
+
 def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
     parser.add_argument("--model", help="HF config.json (or its directory) or a preset name")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
     parser.add_argument("--world-size", type=int, help="total number of GPUs (--set world_size)")
     parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB (--set gpu)")
+    for flag, key, text in _HOST_FLAGS:
+        parser.add_argument(flag, dest=key, help=text)
     parser.add_argument("--select", action="append", default=[], metavar="RULES",
                         help="only these rules: codes, names or prefixes (ML1), comma-separated")
     parser.add_argument("--extend-select", action="append", default=[], metavar="RULES",
@@ -53,6 +64,10 @@ def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
                         help="largest config file read (default 4MiB)")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="follow references to files outside the repository root")
+    parser.add_argument("--hub", action="store_true",
+                        help="let a Hub model id that neither the HF cache nor the bundled catalog "
+                        "knows be fetched from the Hugging Face Hub (config.json only; needs "
+                        "memlint[hub]; off by default, also MEMLINT_HUB=1)")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
@@ -127,6 +142,9 @@ def _assignments(args) -> list:
         out.append(f"world_size={args.world_size}")
     if args.gpu:
         out.append(f"gpu={args.gpu}")
+    for _, key, _ in _HOST_FLAGS:
+        if getattr(args, key, None):
+            out.append(f"{key}={getattr(args, key)}")
     return out
 
 
@@ -265,10 +283,14 @@ def run_pipeline(partials: list, args, config, reg):
     from memlint.ir import Provenance
     from memlint.scenario import build
 
-    all_partials = list(partials) + [command_line_partial(args)]
+    from memlint.config import assumptions_partial
+
+    project = assumptions_partial(config)  # [tool.memlint.assumptions], fitted by `compare`
+    all_partials = list(partials) + ([project] if project else []) + [command_line_partial(args)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=config.allow_outside_root,
-                          max_bytes=_max_bytes(args))
+                          max_bytes=_max_bytes(args),
+                          hub=True if getattr(args, "hub", False) else None)
     anchor = engine.anchor_of(scenario)
     estimate = None
     model = scenario.model
@@ -367,7 +389,8 @@ def _model_type_warnings(scenario) -> list:
 def _estimate(scenario, anchor, args):
     import traceback
 
-    from memlint.diagnostics import INVALID_VALUE, MISSING_MODEL, Severity, make
+    from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity,
+                                     make)
     from memlint.ir import Provenance
     from memlint.rules import make_internal
 
@@ -389,6 +412,10 @@ def _estimate(scenario, anchor, args):
         if isinstance(exc, ConfigError) and not key.startswith("model"):
             key = f"model.{key}"
         prov = scenario.where(key) or scenario.where("model") or here
+        if getattr(exc, "severity", "error") == "warning":
+            # a valid model memlint does not count (the adapter already warned where it is)
+            return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
+                              prov, key=key)
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
                           key=key)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
@@ -589,6 +616,16 @@ def _add_fit_compare_parsers(sub) -> None:
                      help="micro_batch, seq_len, world_size (comma-separated)")
     fit.add_argument("--planner", action="store_true",
                      help="also the fewest GPUs on which the planner finds any layout")
+    compare = sub.add_parser("compare", help="compare a training log's memory with the estimate",
+                             description="Read the memory lines of a training log (Megatron, "
+                             "torchtitan, DeepSpeed, HF Trainer, CUDA out-of-memory) and compare "
+                             "them rank by rank with the estimate of the run PATHS describe.")
+    compare.add_argument("log", metavar="LOG")
+    compare.add_argument("paths", nargs="*", metavar="PATH")
+    _common(compare, ("text", "json"))
+    compare.add_argument("--write-assumptions", nargs="?", const="", metavar="PYPROJECT",
+                         help="record the fitted runtime assumptions in [tool.memlint."
+                         "assumptions] (default: the governing pyproject.toml)")
 
 
 def run_scenario(args):
@@ -600,7 +637,11 @@ def run_scenario(args):
     for path in args.paths:
         _check_path(path)
     config = lint_config(args, args.paths[0] if args.paths else os.getcwd())
-    partials = _load_run(args.paths, args, config, max_bytes) + [command_line_partial(args)]
+    from memlint.config import assumptions_partial
+
+    project = assumptions_partial(config)
+    partials = (_load_run(args.paths, args, config, max_bytes) + ([project] if project else [])
+                + [command_line_partial(args)])
     scenario, diagnostics = build(partials, base_dir=os.getcwd(),
                                   allow_outside_root=config.allow_outside_root,
                                   max_bytes=max_bytes)
@@ -632,8 +673,35 @@ def cmd_fit(args) -> int:
     return fit.exit_code(result)
 
 
+def cmd_compare(args) -> int:
+    from memlint.commands import compare
+
+    if not os.path.isfile(args.log):
+        raise UsageError(f"{args.log}: no such file")
+    try:
+        report = compare.read_log(args.log)
+        scenario, config = run_scenario(args)
+        result = compare.compare(scenario, compare.estimate_run(scenario), report)
+    except compare.CompareError as exc:
+        raise UsageError(f"cannot compare: {exc}") from None
+    if args.format == "json":
+        sys.stdout.write(compare.render_json(result))
+    else:
+        compare.render_text(result, _units(args, []))
+    if args.write_assumptions is not None:
+        if not result.fitted:
+            raise UsageError("--write-assumptions: the log measures no runtime assumption "
+                             "(it needs max allocated with max reserved, or an out-of-memory "
+                             "message)")
+        target = args.write_assumptions or config.source or "pyproject.toml"
+        written = compare.write_assumptions(target, result.fitted, args.log)
+        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {target} "
+                         "[tool.memlint.assumptions]\n")
+    return 0
+
+
 COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit}
+            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit, "compare": cmd_compare}
 
 
 def main(argv: Optional[list] = None) -> int:

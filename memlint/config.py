@@ -19,6 +19,8 @@ files = ["train.sh", "ds_config.json"]
 set = ["world_size=64"]
 [tool.memlint.scenario]              # scenario keys (read by the native adapter)
 model = "llama3-8b"
+[tool.memlint.assumptions]           # runtime assumptions of this cluster (memlint compare
+"runtime.allocator_fraction" = 0.08  # --write-assumptions fits them from a training log)
 ```
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
-          "options", "files", "runs", "scenario", "allow-outside-root"}
+          "options", "files", "runs", "scenario", "allow-outside-root", "assumptions"}
 
 
 def _read_toml(path: str) -> dict:
@@ -145,6 +147,10 @@ def parse_table(table: dict, source: str) -> LintConfig:
                                                       for v in value.values()):
                 raise ConfigError(f"{where} must hold one table per rule")
             config.options = {name: dict(opts) for name, opts in value.items()}
+        elif key == "assumptions":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where} must be a table of assumption = value")
+            config.assumptions = dict(value)
         elif key == "runs":
             config.runs = tuple(_run(item, f"{where}[{index}]", config.root)
                                 for index, item in enumerate(value if isinstance(value, list)
@@ -184,3 +190,44 @@ def config_for(path: str) -> LintConfig:
     if found is None:
         return LintConfig(root=repo_root(directory))
     return load_config(found)
+
+
+def assumptions_partial(config: LintConfig):
+    """[tool.memlint.assumptions] as a Partial of scenario settings (each assumption is a
+    scenario key), placed above the files and below the command line; None when it is empty.
+    Values are converted and checked by `memlint.scenario.build`, at the line that sets them."""
+    if not config.assumptions:
+        return None
+    from memlint.ir import Partial, Provenance
+
+    lines = _key_lines(config.source, "tool.memlint.assumptions") if config.source else {}
+    partial = Partial(source=config.source or "<config>", fmt="config")
+    for name, value in config.assumptions.items():
+        prov = Provenance(config.source, lines.get(name), 1 if name in lines else None,
+                          f"[tool.memlint.assumptions] {name}")
+        partial.set(name, value, prov)
+    return partial
+
+
+def _key_lines(path: str, table: str) -> dict:
+    """key -> 1-based line of `key = ...` under `[table]` (tomllib gives no positions)."""
+    import re
+
+    out: dict = {}
+    inside = False
+    header = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")
+    key = re.compile(r'^\s*"?([^"=]+?)"?\s*=')
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                found = header.match(line)
+                if found:
+                    inside = found.group(1).replace(" ", "") == table
+                    continue
+                found = key.match(line) if inside else None
+                if found:
+                    out.setdefault(found.group(1).strip(), number)
+    except OSError:
+        pass
+    return out
+

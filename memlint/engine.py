@@ -50,6 +50,7 @@ class LintConfig:
     files: tuple = ()              # what `memlint check` lints without paths
     runs: tuple = ()               # ({"name", "files", "set"}) groups of files forming one run
     allow_outside_root: bool = False
+    assumptions: dict = field(default_factory=dict)  # [tool.memlint.assumptions]: name -> value
 
 
 # ---------------------------------------------------------------------------------------------

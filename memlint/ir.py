@@ -120,6 +120,12 @@ class Training:
     base_quant: str = "none"
     images_per_sample: int = 0
     tokens_per_image: int = 0
+    # start-up and checkpoints (memory/host.py, memory/checkpoint.py); None: the framework's default
+    model_init: Optional[str] = None
+    train_steps: Optional[int] = None
+    checkpoint_interval: Optional[int] = None
+    checkpoint_keep: Optional[int] = None
+    save_optimizer: bool = True
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,11 @@ class Hardware:
     gpu_memory: int = 80 * 1024**3
     gpus_per_node: int = 8
     device: str = "cuda"
+    # the node around the GPUs (memory/host.py); None: not known, no host verdict
+    node: Optional[str] = None
+    host_memory: Optional[int] = None
+    nvme_capacity: Optional[int] = None
+    disk: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,21 @@ _KEYS = [
         "images per sample (VLMs)"),
     Key("tokens_per_image", "training", "tokens_per_image", non_negative_int,
         "visual tokens per image (VLMs; default from the vision config)"),
+    Key("model_init", "training", "model_init",
+        choice("meta", "gpu", "zero-init", "cpu", "rank0-cpu", "shard-cpu",
+               aliases={"zero_init": "zero-init", "rank0_cpu": "rank0-cpu",
+                        "shard_cpu": "shard-cpu"}),
+        "how each rank builds the model at start-up: meta (torchtitan), gpu (Megatron), zero-init "
+        "(DeepSpeed ZeRO-3), cpu (every rank loads the whole model on the CPU), rank0-cpu (one "
+        "rank loads it, accelerate cpu_ram_efficient_loading), shard-cpu (Megatron "
+        "--use-cpu-initialization)"),
+    Key("train_steps", "training", "train_steps", positive_int, "training steps (iterations)"),
+    Key("checkpoint_interval", "training", "checkpoint_interval", positive_int,
+        "steps between checkpoint saves"),
+    Key("checkpoint_keep", "training", "checkpoint_keep", non_negative_int,
+        "checkpoints kept on disk (0: every one is kept)"),
+    Key("save_optimizer", "training", "save_optimizer", to_bool,
+        "whether checkpoints include the optimizer state"),
     # parallelism
     Key("world_size", "parallelism", "world_size", positive_int, "total number of GPUs"),
     Key("tp", "parallelism", "tp", positive_int, "tensor parallel size"),
@@ -289,10 +304,17 @@ _KEYS = [
         "layers on the last pipeline stage (uneven split)"),
     # hardware
     Key("gpu", "hardware", "gpu", to_str, "GPU name (H100-80GB, H200, A100-40GB, B200, MI300X, ...)"),
-    Key("gpu_memory", "hardware", "gpu_memory", to_bytes, "GPU memory (80GiB, 141GB, bytes)"),
+    Key("gpu_memory", "hardware", "gpu_memory", to_bytes,
+        "GPU memory: 80GiB (binary, 2**30), 141GB (decimal, 10**9) or bytes"),
     Key("gpus_per_node", "hardware", "gpus_per_node", positive_int, "GPUs per node"),
     Key("device", "hardware", "device", choice("cuda", "cpu"),
         "where PyTorch runs (its defaults differ on cpu)"),
+    Key("node", "hardware", "node", to_str,
+        "node type for host RAM and NVMe capacity (dgx-h100, p5.48xlarge, ...; memlint nodes)"),
+    Key("host_memory", "hardware", "host_memory", to_bytes, "host RAM per node (2TiB, 1.5TB)"),
+    Key("nvme_capacity", "hardware", "nvme_capacity", to_bytes,
+        "NVMe capacity per node for ZeRO-Infinity offload"),
+    Key("disk", "hardware", "disk", to_bytes, "free space where checkpoints are saved"),
     # assumptions
     Key("profile", "assumptions", "profile", choice("precise", "seed"),
         "memory model profile: precise (measured reality) or seed (the articles)"),

@@ -13,7 +13,8 @@ from dataclasses import fields
 from typing import Any, Iterable, Optional
 
 from memlint import keys as K
-from memlint.diagnostics import (CONFLICT, INVALID_VALUE, UNKNOWN_KEY, Severity, make)
+from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
+                                 Severity, make)
 from memlint.ir import (COMMAND_LINE, Assumptions, Hardware, Model, Parallelism, Partial,
                         Provenance, Scenario, Setting, Training, frozen_mapping)
 
@@ -116,13 +117,15 @@ def _unflatten(settings: dict) -> dict:
 
 
 def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = None,
-                      allow_outside_root: bool = False, max_bytes: Optional[int] = None
-                      ) -> Partial:
+                      allow_outside_root: bool = False, max_bytes: Optional[int] = None,
+                      hub: Optional[bool] = None) -> Partial:
     """`model=PATH|PRESET` -> the model's settings (`model.<hf_key>`), as a Partial.
 
     A path written in a config file is relative to that file and is never read outside that
     file's repository root unless `allow_outside_root`; one given on the command line
-    (`--model`, `--set model=`) is the user's own choice and is read as given.
+    (`--model`, `--set model=`) is the user's own choice and is read as given. A name that is
+    neither a preset nor an existing path but has the shape of a Hub id resolves through
+    `load_hub_model` (HF cache, bundled catalog, then the Hub only if `hub` allows it).
     """
     from memlint.adapters import hf_config
     from memlint.catalog import presets
@@ -153,6 +156,8 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
             return partial
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
+    if not os.path.exists(path) and hub_id(name):
+        return load_hub_model(name, prov, hub, max_bytes)
     if not os.path.exists(path):
         partial = Partial(source=name, fmt="hf_config")
         known = ", ".join(sorted(presets.names())[:12])
@@ -167,8 +172,47 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
     return hf_config.load_path(path)
 
 
+def hub_id(name: str) -> bool:
+    """Whether `name` has the shape of a Hugging Face Hub id (org/name or a bare name)."""
+    from memlint.catalog.hub import looks_like_hub_id
+
+    return looks_like_hub_id(name)
+
+
+def load_hub_model(name: str, prov: Provenance, hub: Optional[bool] = None,
+                   max_bytes: Optional[int] = None) -> Partial:
+    """A Hub id -> the model's settings, each resolution step named in an info diagnostic; an id
+    that resolves nowhere is a warning that says how to resolve it, and gives no model keys (so
+    no memory verdict rests on a guessed model)."""
+    from memlint.adapters import hf_config
+    from memlint.catalog import hub as hubs
+
+    found = hubs.resolve(name, hub=hub)
+    steps = "; ".join(found.steps)
+    if found.config is None:
+        partial = Partial(source=name, fmt="hub")
+        partial.diagnostics.append(make(
+            MISSING_MODEL, Severity.WARNING,
+            f"no memory estimate: model {name!r} is a Hugging Face Hub id that memlint could not "
+            f"resolve ({steps}); {hubs.how_to_resolve(name)}", prov, key=prov.key or "model"))
+        return partial
+    if found.path is not None:
+        partial = (hf_config.load_path(found.path, max_bytes) if max_bytes is not None
+                   else hf_config.load_path(found.path))
+    else:
+        partial = Partial(source=f"catalog:{found.entry['id']}", fmt="catalog")
+        for key, value in hf_config.flatten(found.config):
+            partial.set(f"model.{key}", value, prov)
+    note = found.entry.get("note") if found.entry else None
+    partial.diagnostics.append(make(
+        UNRESOLVED, Severity.INFO,
+        f"model {name!r} resolved from {found.source}" + (f" ({note})" if note else "")
+        + f"; steps: {steps}", prov, key=prov.key or "model", origin=found.origin))
+    return partial
+
+
 def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bool = False,
-          max_bytes: Optional[int] = None) -> tuple[Scenario, list]:
+          max_bytes: Optional[int] = None, hub: Optional[bool] = None) -> tuple[Scenario, list]:
     """Merge partials (lowest priority first) and build the typed Scenario."""
     diagnostics: list = []
     for partial in partials:
@@ -181,7 +225,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
     if "model" in settings:
         model_setting = settings["model"]
         model_partial = load_model_source(str(model_setting.value), model_setting.prov, base_dir,
-                                          allow_outside_root, max_bytes)
+                                          allow_outside_root, max_bytes, hub)
         model_partial.source = "<model>"
         diagnostics.extend(model_partial.diagnostics)
         for key, setting in model_partial.settings.items():

@@ -24,3 +24,12 @@ def repo(tmp_path, monkeypatch):
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _no_hf_cache(tmp_path_factory, monkeypatch):
+    """Hub ids resolve through the user's Hugging Face cache first: point it at an empty folder
+    so that a developer's own cache never changes a test's result (tests that need a cache lay
+    out a fake one and point HF_HUB_CACHE at it), and keep the opt-in Hub off."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.getbasetemp() / "empty-hf-cache"))
+    monkeypatch.delenv("MEMLINT_HUB", raising=False)

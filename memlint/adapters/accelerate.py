@@ -486,11 +486,18 @@ class _Reader:
                 self.diag(UNKNOWN_KEY, Severity.WARNING,
                           f"{key!r} is not an accelerate parallelism_config option{tail}",
                           "parallelism_config", key)
-        if self.dtype != "FSDP" or self.version != 2:
+        if self.dtype == "FSDP" and self.version != 2:
             self.diag(UNRESOLVED, Severity.WARNING,
-                      "parallelism_config takes effect with distributed_type FSDP and "
-                      "fsdp_version 2 (accelerate commands/launch.py and "
-                      "parallelism_config.py)", "parallelism_config")
+                      "parallelism_config needs fsdp_version 2 under FSDP: accelerate's "
+                      "ParallelismConfig._validate_accelerator refuses FSDP1 when its sizes "
+                      "multiply past 1", "parallelism_config")
+        elif self.dtype != "FSDP" and self.dtype != "DEEPSPEED" and not self.dtype.startswith(
+                "MULTI_"):
+            self.diag(UNRESOLVED, Severity.INFO,
+                      f"parallelism_config is not exported with distributed_type {self.dtype} "
+                      "(accelerate utils/launch.py exports it for multi-GPU, FSDP and DeepSpeed "
+                      "launches)", "parallelism_config")
+        sizes = {}
         for key, scenario in PARALLELISM_KEYS.items():
             value = par.get(key)
             if value is None:
@@ -500,7 +507,12 @@ class _Reader:
                           f"{key} must be a positive whole number, got {value!r}",
                           "parallelism_config", key)
                 continue
+            sizes[scenario] = value
+            if self.dtype == "DEEPSPEED" and scenario in ("dp_shard", "dp_replicate"):
+                # DeepSpeed shards with ZeRO over its own data-parallel group, not this mesh axis
+                continue
             self.set(scenario, value, "parallelism_config", key)
+        self._sequence_parallel(par, sizes)
         replicate = par.get("parallelism_config_dp_replicate_size")
         shard = par.get("parallelism_config_dp_shard_size")
         if not isinstance(shard, int) or isinstance(shard, bool):
@@ -508,6 +520,37 @@ class _Reader:
         if isinstance(replicate, int) and replicate > 1 and self.dtype == "FSDP":
             self.set("fsdp", "hybrid" if shard > 1 else "none", "parallelism_config",
                      "parallelism_config_dp_replicate_size")
+
+    def _sequence_parallel(self, par: dict, sizes: dict) -> None:
+        """`parallelism_config_sp_size`: DeepSpeed ALST/Ulysses sequence parallelism. Each rank
+        holds 1/sp of every sequence, as under context parallelism (memlint's `cp`), and it is a
+        factor of `ParallelismConfig.total_size` = dp_replicate·dp_shard·tp·cp·sp
+        (accelerate parallelism_config.py). cp and sp > 1 together raise there."""
+        value = par.get("parallelism_config_sp_size")
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.diag(INVALID_VALUE, Severity.ERROR,
+                      f"parallelism_config_sp_size must be a positive whole number, got "
+                      f"{value!r}", "parallelism_config", "parallelism_config_sp_size")
+            return
+        if value == 1:
+            return
+        if sizes.get("cp", 1) > 1:
+            self.diag(INVALID_VALUE, Severity.ERROR,
+                      f"parallelism_config_cp_size {sizes['cp']} and parallelism_config_sp_size "
+                      f"{value} are both over 1: accelerate's ParallelismConfig refuses context "
+                      "and sequence parallelism together", "parallelism_config",
+                      "parallelism_config_sp_size")
+            return
+        backend = par.get("parallelism_config_sp_backend", "deepspeed")
+        if self.dtype != "DEEPSPEED" or str(backend).lower() != "deepspeed":
+            self.diag(UNRESOLVED, Severity.WARNING,
+                      f"parallelism_config_sp_size {value} is DeepSpeed's (ALST/Ulysses) "
+                      f"sequence parallelism; with distributed_type {self.dtype} and backend "
+                      f"{backend!r} it is not set up", "parallelism_config",
+                      "parallelism_config_sp_size")
+        self.set("cp", value, "parallelism_config", "parallelism_config_sp_size")
 
 
 def _within(root: str, path: str) -> bool:

@@ -54,6 +54,7 @@ from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
                                  make)
+from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, suppressions
 
@@ -332,6 +333,7 @@ class _Read:
     yaml_style: bool = False
     kind: str = "args"
     env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
+    entry: Optional[tuple] = None                  # the training script launched: (path, prov)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -533,6 +535,7 @@ def read_script(path: str, text: str) -> _Read:
         if not any(t.startswith("--") for t, _, _ in after):
             continue
         launched = True
+        read.entry = (fields[entry][0], fields[entry][1])
         _launcher_words(fields[:entry], read, whole=False)
         if any(t == "srun" for t, _, _ in fields[:entry]) and not (
                 {"nproc_per_node", "ntasks"} & set(read.launcher)):
@@ -894,6 +897,8 @@ class _Interp:
             self.partial.set_extra(f"megatron.launcher.{option}", text, prov)
         for name, (text, prov) in self.read.env.items():
             self.partial.set_extra(f"env.{name}", text, prov)
+        if self.read.entry is not None:
+            self.partial.set_extra("megatron.entry-script", *self.read.entry)
         for name in ("bf16", "fp16"):
             if self.on(f"--{name}"):
                 self.partial.set_extra(f"flags.{name}", True, self.prov(f"--{name}"))
@@ -902,6 +907,7 @@ class _Interp:
     def run(self) -> None:
         self.collect()
         self.extras()
+        self.unsupported_architecture()
         p = self.partial
         first = next(iter(self.args.values()), None)
         p.set("framework", "megatron",
@@ -916,6 +922,35 @@ class _Interp:
         self.batch()
         self.precision()
         self.memory_flags()
+
+    def unsupported_architecture(self) -> None:
+        """Models whose memory memlint does not count yet: a warning and no estimate, never an
+        invalid-config error and never a silent dense GPT (T5: pretrain_t5.py with
+        --encoder-num-layers/--decoder-num-layers; Mamba hybrids: --hybrid-layer-pattern,
+        --hybrid-override-pattern, pretrain_hybrid.py / pretrain_mamba.py)."""
+        entry = self.partial.extra.get("megatron.entry-script")
+        script = str(entry.value) if entry is not None else ""
+        reason, flag = None, None
+        for name in ("--hybrid-layer-pattern", "--hybrid-override-pattern", "--is-hybrid-model"):
+            if self.on(name):
+                reason, flag = "a Mamba hybrid (" + name + ")", name
+                break
+        if reason is None and re.search(r"pretrain_(hybrid|mamba)\.py$", script):
+            reason = f"a Mamba hybrid ({os.path.basename(script)})"
+        if reason is None and (re.search(r"pretrain_t5\.py$", script) or (
+                self.on("--encoder-num-layers") and self.on("--decoder-num-layers")
+                and not re.search(r"pretrain_vlm\.py$", script))):
+            flag = "--encoder-num-layers" if self.on("--encoder-num-layers") else None
+            reason = "a T5 encoder-decoder (--encoder-num-layers / --decoder-num-layers)"
+        if reason is None:
+            return
+        prov = self.prov(flag) if flag else (entry.prov if entry is not None else
+                                             Provenance(self.path, 1, 1, None))
+        self.partial.set_extra("megatron.unsupported-architecture", reason, prov)
+        self.diag(UNSUPPORTED_MODEL, Severity.WARNING,
+                  f"no estimate for this architecture: {reason} is not counted by memlint's "
+                  "memory model yet; memory checks are skipped (the other checks still run)",
+                  prov)
 
     def launcher(self) -> None:
         facts: dict = {}
@@ -1030,6 +1065,7 @@ class _Interp:
                      + ("" if self.on("--position-embedding-type") else ", Megatron's default")
                      + ")")
             self.dropouts(anchor)
+            self.llava(anchor)
         self.vocab()
         self.moe(moe_experts, ffn)
         if mla:
@@ -1042,6 +1078,48 @@ class _Interp:
                 else:
                     self.set(target, default, "--multi-latent-attention",
                              f"{target[6:]} (Megatron default {default})")
+
+    def llava(self, anchor: str) -> None:
+        """Megatron's LLaVA (pretrain_vlm.py): a CLIP ViT of --encoder-num-layers (default
+        --num-layers) layers over --img-h x --img-w images cut in --patch-dim patches; its image
+        tokens (plus the class token unless --disable-vision-class-token) precede the
+        --dataloader-seq-length (default --seq-length) text tokens in the language model."""
+        entry = self.partial.extra.get("megatron.entry-script")
+        script = str(entry.value) if entry is not None else ""
+        if not re.search(r"pretrain_vlm\.py$", script):
+            return  # other multimodal scripts (examples/multimodal) build other vision models
+        v = self.value
+        try:
+            layers = int(self.arg("--encoder-num-layers").values[0]) if self.on(
+                "--encoder-num-layers") else v("--num-layers")
+            height = int(self.arg("--img-h").values[0]) if self.on("--img-h") else 336
+            width = int(self.arg("--img-w").values[0]) if self.on("--img-w") else 336
+            patch = int(self.arg("--patch-dim").values[0]) if self.on("--patch-dim") else 14
+        except (ValueError, IndexError, AttributeError):
+            return
+        if not layers or patch <= 0:
+            return
+        flag = "--img-h" if self.on("--img-h") else anchor
+        self.set("model.vision_num_layers", layers,
+                 "--encoder-num-layers" if self.on("--encoder-num-layers") else flag,
+                 "vision_num_layers (LLaVA ViT: --encoder-num-layers, default --num-layers)")
+        self.set("model.vision_img_h", height, flag, "vision_img_h (--img-h)")
+        self.set("model.vision_img_w", width, flag, "vision_img_w (--img-w)")
+        self.set("model.vision_patch_dim", patch, flag, "vision_patch_dim (--patch-dim)")
+        class_token = not self.on("--disable-vision-class-token")
+        self.set("model.vision_class_token", class_token, flag, "vision_class_token")
+        tokens = (height // patch) * (width // patch) + (1 if class_token else 0)
+        self.set("images_per_sample", 1, flag, "images_per_sample 1 (pretrain_vlm.py)")
+        self.set("tokens_per_image", tokens, flag,
+                 f"tokens_per_image {tokens} ((img-h/patch)·(img-w/patch)"
+                 + (" + class token)" if class_token else ")"))
+        text = self.arg("--dataloader-seq-length")
+        if text is not None and text.values:
+            try:
+                self.set("seq_len", int(text.values[0]), "--dataloader-seq-length",
+                         "seq_len (text tokens: --dataloader-seq-length)")
+            except ValueError:
+                pass
 
     def dropouts(self, anchor: str) -> None:
         """Megatron's dropout probabilities, its own defaults when absent (TransformerConfig
@@ -1402,8 +1480,11 @@ def _kind(path: str, text: str) -> str:
     return "args"
 
 
-def load(path: str, text: str, strict: bool = False) -> Partial:
-    """Read a Megatron launch script, argument file or YAML config. Never raises on bad input."""
+def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None) -> Partial:
+    """Read a Megatron launch script, argument file or YAML config. Never raises on bad input.
+
+    `entry`: the training script the arguments are given to, when the caller knows it and the
+    file does not say (a YAML test case run by a CI recipe); it decides the model family."""
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
     kind = _kind(path, text)
@@ -1420,6 +1501,8 @@ def load(path: str, text: str, strict: bool = False) -> Partial:
                                         Provenance(path, 1, 1, None)))
         return partial
     read.kind = kind
+    if entry and read.entry is None:
+        read.entry = (entry, Provenance(path, None, None, "training script (given by the caller)"))
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:
@@ -1447,7 +1530,7 @@ def _mark_default_world_size(partial: Partial, text: str) -> None:
         world.prov))
 
 
-def load_path(path: str, strict: bool = False) -> Partial:
+def load_path(path: str, strict: bool = False, entry: Optional[str] = None) -> Partial:
     from memlint.loaders import read_text
 
     text, diagnostics = read_text(path)
@@ -1455,4 +1538,4 @@ def load_path(path: str, strict: bool = False) -> Partial:
         partial = Partial(source=path, fmt=FORMAT)
         partial.diagnostics.extend(diagnostics)
         return partial
-    return load(path, text, strict=strict)
+    return load(path, text, strict=strict, entry=entry)

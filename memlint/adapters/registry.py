@@ -23,6 +23,8 @@ from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
+    "memlint.adapters.llamafactory",
+    "memlint.adapters.hf_trainer",
     "memlint.adapters.deepspeed",
     "memlint.adapters.accelerate",
     "memlint.adapters.axolotl",
@@ -92,6 +94,9 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
+    "memlint.adapters.llamafactory": (".yaml", ".yml"),
+    "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",
+                                    NO_EXTENSION),
     "memlint.adapters.deepspeed": (".json", ".hjson"),
     "memlint.adapters.accelerate": (".yaml", ".yml", ".json"),
     "memlint.adapters.axolotl": (".yaml", ".yml"),

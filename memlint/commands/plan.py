@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, help="total number of GPUs (default: world_size of the "
                                                   "config)")
     parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB")
+    parser.add_argument("--hub", action="store_true",
+                        help="fetch a Hub model's config.json (only) when neither the HF cache "
+                        "nor the bundled catalog has it (needs memlint[hub])")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
     parser.add_argument("--seq-len", type=int, help="sequence length (--set seq_len)")
     parser.add_argument("--global-batch", type=int, help="global batch in samples")
@@ -96,7 +99,7 @@ def build_base(args):
         cli = overrides_partial(base_assignments(args), args.model)
     except ValueError as exc:
         raise _Usage(f"--set: {exc}") from None
-    scenario, diagnostics = build(partials + [cli])
+    scenario, diagnostics = build(partials + [cli], hub=True if getattr(args, "hub", False) else None)
     errors = [d for d in diagnostics if getattr(d.severity, "label", "") == "error"]
     if errors:
         raise _Usage("; ".join(d.message for d in errors))

@@ -134,7 +134,9 @@ def shapes(arch, moe_layer: bool) -> Shapes:
 
 def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden_dropout: bool,
                       attention_dropout: bool, selective: bool, gemm: Optional[int] = None,
-                      etp: Optional[int] = None) -> list:
+                      etp: Optional[int] = None, softmax_bytes: Optional[float] = None,
+                      modules: Optional[frozenset] = None, moe_layer: bool = False,
+                      separate_norm1: bool = False) -> list:
     """Korthikanti et al. 2022 section 4.1, tensor by tensor (c bytes per element; masks 1 byte).
 
     Tensor-parallel region tensors divide by tp; LayerNorm/dropout-region tensors divide by tp only
@@ -142,7 +144,13 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     `gemm`: bytes of each saved GEMM input when it differs from c — FP8 training with Transformer
     Engine keeps the FP8 casts of the linear layers' inputs for backward (1 byte;
     transformer_engine/pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py).
+    `softmax_bytes`: bytes per score element the unfused softmax keeps (default c: a fused
+    softmax kernel keeps its output; the fp32 fallback keeps 4 + c).
+    `modules`: Megatron's selective recompute (`--recompute-modules`, default core_attn) —
+    what each recomputed module no longer keeps is dropped by `drop_recomputed`.
     """
+    if modules is not None:
+        selective = "core_attn" in modules
     g = c if gemm is None else gemm
     et = etp or tp  # experts' MLPs are split over the expert-tensor-parallel group
     rep = tp if sp else 1  # the replicated (norm / dropout) region
@@ -159,7 +167,8 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
             items.append(Item("o-proj input (FP8 cast)", g * sh.do / tp))
     else:
         if not selective:
-            scores = c * sh.heads + (sh.heads if attention_dropout else 0) + (
+            soft = c if softmax_bytes is None else softmax_bytes
+            scores = soft * sh.heads + (sh.heads if attention_dropout else 0) + (
                 c * sh.heads if attention_dropout else 0)
             items.append(Item("attention scores, softmax, dropout (T×T)", 0.0, scores / tp))
         items.append(Item("attention output (o-proj input)", g * sh.do / tp))
@@ -184,7 +193,45 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
         items.append(Item("fc2 input (activation output)", g * sh.ffn / tp))
     if hidden_dropout:
         items.append(Item("mlp dropout mask", sh.d / rep))
+    if modules:
+        items = drop_recomputed(items, modules, moe_layer, separate_norm1)
     return items
+
+
+def drop_recomputed(items: list, modules: frozenset, moe_layer: bool, separate_norm1: bool
+                    ) -> list:
+    """Tensors Megatron's selective recompute frees (TransformerConfig.recompute_modules,
+    megatron/core/transformer/transformer_layer.py, moe/moe_layer.py, multi_latent_attention.py):
+    "layernorm" discards the outputs of norms that are modules of their own (the MLA input norm,
+    the MoE pre-MLP norm; TE's dense layers fuse the norm into the next linear); "mla_up_proj"
+    the up-projected q, k, v; "mlp" the dense MLP's intermediates (MoE layers are unaffected);
+    "moe_act" the experts' activation outputs; "moe" everything inside the MoE layer but its
+    input; "shared_experts" the shared experts' intermediates. "core_attn" (the attention
+    scores) is handled where the scores are built."""
+    drop = set()
+    if "layernorm" in modules:
+        if separate_norm1:
+            drop.add("qkv input (norm1 output)")
+        if moe_layer:
+            drop.add("mlp input (norm2 output)")
+    if "mla_up_proj" in modules and separate_norm1:
+        drop.add("q, k, v")
+    if "mlp" in modules and not moe_layer:
+        drop.update({"fc1 output (activation input)", "fc2 input (activation output)"})
+    kept = []
+    for item in items:
+        name = item.name
+        if name in drop:
+            continue
+        if moe_layer and "moe" in modules and (name.startswith(("router", "routed", "experts",
+                                                                 "shared expert"))):
+            continue
+        if moe_layer and "moe_act" in modules and name.startswith("experts fc2 input"):
+            continue
+        if moe_layer and "shared_experts" in modules and name.startswith("shared expert"):
+            continue
+        kept.append(item)
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,6 +64,10 @@ _LIST = [
                "activations when ep > 1 (1.0: balanced; a capacity factor C caps it at C)",
                "memory/moe_balance.py (GShard capacity factor; Megatron "
                "--moe-expert-capacity-factor); default 1.0: no sourced typical value"),
+    Assumption("host.pinned_pow2_rounding", to_bool,
+               "pinned host buffers are rounded up to a power of two (PyTorch's caching host "
+               "allocator); false where PyTorch is configured not to round",
+               "aten/src/ATen/core/CachingHostAllocator.h; pytorch/pytorch#95823"),
     Assumption("units", lambda v: _choice(v, ("GiB", "GB")),
                "default units of the text report", "seed 000 uses decimal GB"),
 ]
@@ -95,6 +99,7 @@ PROFILES: dict = {
         "runtime.nccl_bytes_per_group": 0,
         "runtime.allocator_fraction": 0.0,
         "moe.routing_imbalance": 1.0,
+        "host.pinned_pow2_rounding": True,
         "units": "GB",
     },
     "precise": {
@@ -110,6 +115,7 @@ PROFILES: dict = {
         "runtime.nccl_bytes_per_group": 64 * MiB,
         "runtime.allocator_fraction": 0.05,
         "moe.routing_imbalance": 1.0,
+        "host.pinned_pow2_rounding": True,
         "units": "GiB",
     },
 }

@@ -17,11 +17,12 @@ phase holding everything, C_act coefficients, uniform parameter split, no logits
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, fp8, moe_balance, offload, states
+from memlint.memory import extras, fp8, inputs, moe_balance, offload, states
 from memlint.memory.compile import compile_notes
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
@@ -32,9 +33,17 @@ from memlint.memory.topology import Topology, resolve
 class EstimateError(ValueError):
     """The scenario cannot be estimated; `key` names the scenario key at fault."""
 
+    severity = "error"
+
     def __init__(self, key: str, message: str):
         super().__init__(message)
         self.key = key
+
+
+class UnsupportedModel(EstimateError):
+    """A valid model memlint does not count yet (a warning, not an invalid config)."""
+
+    severity = "warning"
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,10 @@ class _Model:
         self.profile = scenario.assumptions.profile
         self.seed = self.profile == "seed"
         model = scenario.model
+        unsupported = scenario.extra.get("megatron.unsupported-architecture")
+        if unsupported is not None:
+            raise UnsupportedModel("model", f"no estimate for this architecture: "
+                                            f"{unsupported.value}")
         if model is None:
             raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
         try:
@@ -129,13 +142,19 @@ class _Model:
         if self.par.pp > self.arch.layers:
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
-        layers = stage_layers(self.arch.layers, self.par.pp, self.par.first_stage_layers,
-                              self.par.last_stage_layers)
-        plans, start = [], 0
-        for i, n in enumerate(layers):
-            plans.append(StagePlan(i, tuple(range(start, start + n)), i == 0, i == len(layers) - 1))
-            start += n
-        self.plans = plans
+        by_layout = self._layout_layers()
+        if by_layout is not None:
+            self.plans = [StagePlan(i, tuple(indices), i == 0, i == len(by_layout) - 1)
+                          for i, indices in enumerate(by_layout)]
+        else:
+            layers = stage_layers(self.arch.layers, self.par.pp, self.par.first_stage_layers,
+                                  self.par.last_stage_layers)
+            plans, start = [], 0
+            for i, n in enumerate(layers):
+                plans.append(StagePlan(i, tuple(range(start, start + n)), i == 0,
+                                       i == len(layers) - 1))
+                start += n
+            self.plans = plans
         self.lora = self.tr.lora_rank > 0
         # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
         self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
@@ -153,6 +172,7 @@ class _Model:
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
+        self.mtp_layers = self._mtp_layers()
         self.workspaces = extras.workspace_terms(self)
 
     # -- facts ---------------------------------------------------------------------------------
@@ -162,6 +182,44 @@ class _Model:
         if self.arch.vision is not None:
             return self.arch.vision.tokens_per_image
         return 0
+
+    def mtp_params(self) -> tuple:
+        """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
+        each a decoder layer like the model's last one, plus enorm and hnorm, the eh_proj
+        linear (2d -> d) and the block's final norm (megatron/core/transformer/
+        multi_token_prediction.py MultiTokenPredictionLayer)."""
+        last = self.counts.layers[-1]
+        per_norm = 2 * self.arch.hidden if self.arch.norm == "layernorm" else self.arch.hidden
+        dense = last.total - last.experts + 2 * self.arch.hidden * self.arch.hidden \
+            + 3 * per_norm
+        return self.mtp_layers * dense, self.mtp_layers * last.experts
+
+    def _layout_layers(self) -> Optional[list]:
+        """Decoder-layer indices per pipeline rank from `--pipeline-model-parallel-layout`
+        (Megatron's PipelineParallelLayerLayout: virtual stage k runs on rank k mod pp, its 't'
+        layers in order); None when there is no layout or it does not match the model."""
+        setting = self.scenario.extra.get("megatron.pipeline-layout-stages")
+        pp = self.par.pp
+        if setting is None or not isinstance(setting.value, (list, tuple)) or pp <= 1:
+            return None
+        stages = [str(stage) for stage in setting.value]
+        if len(stages) % pp or sum(stage.count("t") for stage in stages) != self.arch.layers:
+            return None
+        ranks: list = [[] for _ in range(pp)]
+        index = 0
+        for k, stage in enumerate(stages):
+            count = stage.count("t")
+            ranks[k % pp].extend(range(index, index + count))
+            index += count
+        return ranks
+
+    def _mtp_layers(self) -> int:
+        """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
+        num_nextn_predict_layers): Megatron builds them on the last stage with their own loss."""
+        if self.tr.framework != "megatron" or self.seed:
+            return 0
+        value = self.scenario.model.config.get("num_nextn_predict_layers") or 0
+        return value if isinstance(value, int) and value > 0 else 0
 
     def _microbatches(self) -> int:
         if self.tr.grad_accum:
@@ -211,6 +269,10 @@ class _Model:
             experts += layer.experts
         if plan.first:
             dense += self.counts.embedding + self.counts.position_embedding
+        if plan.last and self.mtp_layers:
+            mtp_dense, mtp_experts = self.mtp_params()
+            dense += mtp_dense
+            experts += mtp_experts
         if plan.last:
             dense += self.counts.final_norm
             if self.counts.lm_head:
@@ -225,7 +287,11 @@ class _Model:
     def vision_params(self, plan: StagePlan) -> int:
         if not plan.first or self.arch.vision is None:
             return 0
-        return self.arch.vision.params + self.arch.vision.projector_params
+        total = self.arch.vision.params + self.arch.vision.projector_params
+        if self.arch.vision.model_type == "megatron_clip":
+            # Megatron's ViT and projection are tensor-parallel layers like the language model's
+            return math.ceil(total / self.topo.tp)
+        return total
 
     # -- terms ---------------------------------------------------------------------------------
     def state_terms(self, plan: StagePlan):
@@ -396,6 +462,25 @@ class _Model:
                     formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
                     inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                     source="activation checkpointing re-runs one layer's forward in its backward"))
+        if plan.last and self.mtp_layers and tr.recompute != "full":
+            last = self.arch.layers - 1
+            mtp_plan = StagePlan(plan.stage, (last,), False, True)
+            per_token, _ = self.layer_bytes_per_token(mtp_plan, recompute=False)
+            c = self.dt.compute
+            rep = topo.tp if par.sp else 1
+            # the layer itself, plus the normed embedding and hidden halves and their
+            # concatenation (eh_proj's input): 3 × 2d·c / rep per token
+            extra = 3 * 2 * arch.hidden * c / rep
+            value = int((per_token + extra) * tokens * self.mtp_layers)
+            terms.append(Term(
+                name="activations.mtp", component="activations", bytes=value,
+                formula=(f"{self.mtp_layers} MTP layer(s) × ({per_token:,.1f} B/token (a layer "
+                         f"like the last) + {extra:,.1f} B/token (enorm, hnorm, eh_proj input)) "
+                         f"× {tokens:,} tokens, one micro-batch (the loss runs in the 1F1B "
+                         "steady state)"),
+                inputs={"layers": self.mtp_layers, "bytes_per_token": per_token,
+                        "tokens": tokens},
+                source="megatron/core/transformer/multi_token_prediction.py"))
         if par.offload_activations:
             # activation offload (memory/offload.py): offloaded layers are host memory
             terms, moved = offload.activation_offload(terms, layers,
@@ -407,8 +492,87 @@ class _Model:
         if plan.first:
             terms += extras.embedding_activation_terms(self, tokens, seq_local, inflight)
             if self.arch.vision is not None and tr.images_per_sample:
-                terms += extras.vision_activation_terms(self, inflight)
+                if self.arch.vision.model_type == "megatron_clip":
+                    terms += self.megatron_vision_terms(inflight)
+                else:
+                    terms += extras.vision_activation_terms(self, inflight)
         return terms
+
+    def megatron_vision_terms(self, inflight: float) -> list:
+        """Megatron LLaVA's CLIP ViT, layer by layer like the language model (fused items on the
+        ViT's shapes: its config is a copy of the LM's), over B × image tokens, with tensor
+        parallelism but no sequence or context parallelism (pretrain_vlm.py turns them off for
+        the vision model and projection), plus the projection MLP's fc1 output, activation output
+        and input (megatron/core/models/multimodal/llava_model.py)."""
+        tr, topo, vision = self.tr, self.topo, self.arch.vision
+        c = self.dt.compute
+        tokens_per_image = self.visual_tokens_per_image()
+        tokens = tr.micro_batch * tr.images_per_sample * tokens_per_image
+        sh = act.Shapes(d=vision.hidden, dq=vision.hidden, dk=vision.hidden, dv=vision.hidden,
+                        heads=vision.heads, do=vision.hidden, ffn=vision.ffn,
+                        gated=self.arch.gated_mlp, layernorm=vision.norm == "layernorm")
+        flash = self.flash_for(vision.hidden // max(1, vision.heads))
+        items = act.fused_layer_items(
+            sh, c, flash, topo.tp, False, self.arch.hidden_dropout > 0,
+            self.arch.attention_dropout > 0,
+            self.tr.recompute == "selective" and self.tr.recompute_every <= 1,
+            softmax_bytes=self.softmax_bytes(tokens_per_image, vision.heads, flash))
+        per_token = sum(i.per_token + i.per_token_pair * tokens_per_image for i in items)
+        layers_bytes = int(per_token * tokens * vision.layers * inflight)
+        width = (2 if self.arch.gated_mlp else 1) * self.arch.ffn
+        projection = int((c * vision.hidden + 2 * c * width / topo.tp) * tokens * inflight)
+        return [Term("vision.activations", "vision", layers_bytes + projection,
+                     f"{vision.layers} ViT layers × {per_token:,.1f} B/token × {tokens:,} image "
+                     f"tokens (B {tr.micro_batch} × {tokens_per_image}) + projection MLP "
+                     f"{projection:,} B" + (f" × {inflight:g} in flight" if inflight != 1 else ""),
+                     {"layers": vision.layers, "tokens": tokens, "bytes_per_token": per_token,
+                      "saved": {i.name: round(i.per_token + i.per_token_pair * tokens_per_image, 2)
+                                for i in items}},
+                     "Korthikanti et al. 2022 on the ViT's shapes; megatron/core/models/vision/"
+                     "clip_vit_model.py, llava_model.py")]
+
+    def recompute_modules(self) -> Optional[frozenset]:
+        """Megatron's selective recompute modules (`--recompute-modules`, default core_attn,
+        TransformerConfig.__post_init__); None outside Megatron's selective recompute."""
+        if self.tr.framework != "megatron" or self.tr.recompute != "selective" \
+                or self.tr.recompute_every > 1:
+            return None
+        setting = self.scenario.extra.get("megatron.recompute-modules")
+        if setting is None:
+            return frozenset({"core_attn"})
+        value = setting.value
+        text = " ".join(value) if isinstance(value, (list, tuple)) else str(value)
+        names = frozenset(re.findall(r"[a-z_]+", text))
+        return names or frozenset({"core_attn"})
+
+    def flash_for(self, head_dim: int) -> bool:
+        """Whether attention runs a flash/fused kernel (no T×T tensors saved)."""
+        return self.tr.attention in ("flash", "sdpa") and not (
+            self.tr.framework == "megatron" and head_dim % 8 and self.te_spec())
+
+    def te_spec(self) -> bool:
+        setting = self.scenario.extra.get("megatron.transformer-impl")
+        return setting is None or setting.value != "local"
+
+    def softmax_bytes(self, seq: int, heads: int, flash: bool) -> Optional[float]:
+        """Bytes per attention-score element kept by an unfused softmax (before dropout).
+
+        Megatron's and Transformer Engine's FusedScaleMaskSoftmax run the fused kernel only when
+        16 < T_k <= 16384, T_q and T_k are multiples of 4 and B·heads/tp is a multiple of 4
+        (`is_kernel_available`, megatron/core/fusions/fused_softmax.py): it keeps its c-byte
+        output. Otherwise torch's softmax runs, in fp32 when softmax-in-fp32 is on (TE's unfused
+        attention, --attention-softmax-in-fp32, --apply-query-key-layer-scaling): the fp32
+        probabilities (kept by softmax) and their c-byte cast (kept by the next bmm)."""
+        if flash or self.tr.framework != "megatron":
+            return None
+        c = self.dt.compute
+        batches = self.tr.micro_batch * math.ceil(heads / self.topo.tp)
+        if 16 < seq <= 16384 and seq % 4 == 0 and batches % 4 == 0:
+            return float(c)
+        extra = self.scenario.extra
+        fp32 = self.te_spec() or any(extra.get("megatron." + f) is not None for f in (
+            "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))
+        return float(4 + c) if fp32 else float(c)
 
     def schedule_knobs(self) -> tuple:
         """(micro-batch group size per virtual stage, extra warm-up forwards) of Megatron's
@@ -455,11 +619,15 @@ class _Model:
                 elif eager_modules:
                     items = act.hf_layer_items(sh, self.hf_run(first))
                 else:
+                    flash = self.flash_for(sh.dq // max(1, sh.heads))
                     items = act.fused_layer_items(
-                        sh, self.dt.compute, tr.attention in ("flash", "sdpa"), topo.tp, par.sp,
+                        sh, self.dt.compute, flash, topo.tp, par.sp,
                         arch.hidden_dropout > 0, arch.attention_dropout > 0,
                         tr.recompute == "selective" and tr.recompute_every <= 1,
-                        gemm=1 if tr.precision == "fp8" else None, etp=topo.etp)
+                        gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
+                        softmax_bytes=self.softmax_bytes(seq_local, arch.heads, flash),
+                        modules=self.recompute_modules(), moe_layer=moe_layer,
+                        separate_norm1=arch.mla is not None or not self.te_spec())
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
                 imbalance = float(self.assume.get("moe.routing_imbalance", 1.0))
@@ -573,4 +741,5 @@ def estimate(scenario) -> Estimate:
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes))
+                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                    scenario=scenario)

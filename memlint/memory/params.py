@@ -539,6 +539,9 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
         moe, moe_layers = _megatron_moe(r, layers)
     elif fam in ("deepseek_v2", "deepseek_v3") or (not known and "kv_lora_rank" in r.data):
         moe, moe_layers = _deepseek_moe(r, fam, layers)
+    elif fam == "llama4_text":
+        moe, moe_layers, dense_ffn = _llama4_moe(r, layers, ffn)
+        arch["ffn"] = dense_ffn
     elif not known:
         n_exp = r.int("num_local_experts", "n_routed_experts", "num_experts", required=False)
         if n_exp:
@@ -559,8 +562,42 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
                           qk_nope_head_dim=r.int("qk_nope_head_dim"),
                           qk_rope_head_dim=r.int("qk_rope_head_dim"),
                           v_head_dim=r.int("v_head_dim", minimum=1))
+    if vision is None and fam == "megatron_gpt" and r.raw("vision_num_layers", required=False):
+        vision = _megatron_vision(r, arch)
     arch["vision"] = vision
     return Architecture(**arch)
+
+
+def _megatron_vision(r: _Reader, lm: dict) -> Vision:
+    """Megatron-LM LLaVA (pretrain_vlm.py): a CLIP ViT built from a copy of the language model's
+    TransformerConfig (same width, heads, MLP, norm and biases; `--encoder-num-layers` layers) and
+    an MLP projection with the language MLP's spec (megatron/core/models/vision/clip_vit_model.py,
+    megatron/core/models/multimodal/llava_model.py). Parameters: conv1 patch embedding (no bias),
+    class token, learned positions for every patch (+ class token), ln_pre, the layers
+    (LayerNorm-fused qkv + proj, fc1 / fc2, biased when the LM's linears are), and the projection
+    fc1 (d_vit x ffn) + fc2 (ffn x d)."""
+    d = lm["hidden"]
+    layers = r.int("vision_num_layers", minimum=1)
+    patch = r.int("vision_patch_dim", minimum=1)
+    height = r.int("vision_img_h", minimum=1)
+    width = r.int("vision_img_w", minimum=1)
+    class_token = r.bool("vision_class_token", default=True)
+    patches = (height // patch) * (width // patch)
+    positions = patches + 1  # CLIP keeps a position for the class token even when it is dropped
+    tokens = patches + (1 if class_token else 0)
+    ffn = lm["ffn"]
+    gated = lm.get("gated_mlp", False)
+    bias = lm.get("mlp_bias", False)
+    per_norm = 2 * d if lm.get("norm") == "layernorm" else d
+    attention = 4 * d * d + (4 * d if bias else 0)
+    mlp = _mlp_params(d, ffn, gated, bias)
+    tower = 3 * patch * patch * d + d + positions * d + per_norm \
+        + layers * (attention + mlp + 2 * per_norm)
+    projector = _mlp_params(d, ffn, gated, bias)
+    return Vision(hidden=d, layers=layers, heads=lm["heads"], ffn=ffn, patch_size=patch,
+                  image_size=height, tokens_per_image=tokens, params=tower,
+                  projector_params=projector, model_type="megatron_clip",
+                  norm=lm.get("norm", "layernorm"))
 
 
 def _deepseek_moe(r: _Reader, fam: str, layers: int):
@@ -575,6 +612,24 @@ def _deepseek_moe(r: _Reader, fam: str, layers: int):
               expert_ffn=expert_ffn, shared_ffn=expert_ffn * n_shared,
               router_bias=fam == "deepseek_v3" or r.raw("topk_method", default="") == "noaux_tc")
     return moe, tuple(i >= first and i % freq == 0 for i in range(layers))
+
+
+def _llama4_moe(r: _Reader, layers: int, ffn: int):
+    """Llama 4 (transformers configuration_llama4.py / modeling_llama4.py): layer i is MoE when
+    it is in `moe_layers`, by default range(step - 1, L, step) for `interleave_moe_layer_step`
+    (Scout 1: every layer; Maverick 2: every other one). A MoE layer holds `num_local_experts`
+    gated experts of width `intermediate_size`, one shared expert of that width and a bias-free
+    router; a dense layer's MLP is `intermediate_size_mlp` wide."""
+    n_exp = r.int("num_local_experts", minimum=1)
+    step = r.int("interleave_moe_layer_step", default=1, minimum=1)
+    if r.data.get("moe_layers") is not None:
+        chosen = set(r.int_list("moe_layers"))
+    else:
+        chosen = set(range(step - 1, layers, step))
+    moe = MoE(num_experts=n_exp, top_k=r.int("num_experts_per_tok", default=1),
+              expert_ffn=ffn, shared_ffn=ffn)
+    dense_ffn = r.int("intermediate_size_mlp", default=ffn, minimum=1)
+    return moe, tuple(i in chosen for i in range(layers)), dense_ffn
 
 
 def _megatron_moe(r: _Reader, layers: int):

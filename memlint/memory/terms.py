@@ -6,7 +6,8 @@ into it, and a one-line source, so `--explain` can show the derivation and tests
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from functools import cached_property
+from typing import Any, Optional
 
 # The fixed component vocabulary of the JSON output (DESIGN.md).
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "vision",
@@ -113,6 +114,25 @@ class Estimate:
     capacity_bytes: int
     stages: tuple         # StageEstimate per pipeline stage
     notes: tuple = ()     # assumptions worth telling the user (strings)
+    # verdict inputs no file gave: ({"key", "value", "source"}, ...), memory/inputs.py
+    assumed: tuple = ()
+    # the scenario estimated, for what is derived on demand (host, checkpoint): the planner
+    # estimates thousands of layouts and never asks for them
+    scenario: Any = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def host(self) -> tuple:
+        """Host RAM and NVMe per kind of node (memory/host.py NodeEstimate), worst first."""
+        from memlint.memory.host import node_estimates  # host.py imports this module
+
+        return () if self.scenario is None else node_estimates(self.scenario, self)
+
+    @cached_property
+    def checkpoint(self):
+        """One checkpoint's size and how many are kept (memory/checkpoint.py)."""
+        from memlint.memory.checkpoint import checkpoint_estimate  # it imports this module
+
+        return None if self.scenario is None else checkpoint_estimate(self.scenario, self)
 
     @property
     def peak_bytes(self) -> int:
@@ -128,4 +148,7 @@ class Estimate:
                 "gpu": {"name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
                 "stages": [s.to_dict() for s in self.stages],
                 "peak_bytes": self.peak_bytes,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "assumed": [dict(a) for a in self.assumed],
+                "host": [n.to_dict() for n in self.host],
+                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None}

@@ -18,6 +18,8 @@ def estimate_dict(estimate, report) -> dict:
         "profile": estimate.profile,
         "params": {key: _int(estimate.params.get(key)) for key in PARAM_KEYS},
         "gpu": {"name": estimate.gpu_name, "capacity_bytes": _int(estimate.capacity_bytes)},
+        "assumed": [{"key": a["key"], "value": a["value"], "source": a["source"]}
+                    for a in getattr(estimate, "assumed", ()) or ()],
         "stages": [{
             "stage": stage.stage,
             "phase": stage.phase,
@@ -27,6 +29,9 @@ def estimate_dict(estimate, report) -> dict:
                        "formula": t.formula} for t in stage.terms],
         } for stage in sorted(estimate.stages, key=lambda s: s.stage)],
         "peak_bytes": _int(estimate.peak_bytes),
+        "host": [node.to_dict() for node in getattr(estimate, "host", ()) or ()],
+        "checkpoint": (estimate.checkpoint.to_dict()
+                       if getattr(estimate, "checkpoint", None) is not None else None),
     }
 
 

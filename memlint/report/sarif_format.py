@@ -57,15 +57,18 @@ def document(report) -> dict:
                 location["region"] = region
             result["locations"] = [{"physicalLocation": location}]
         results.append(result)
-    return {
-        "$schema": SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "memlint", "version": __version__,
-                                "informationUri": INFORMATION_URI, "rules": rules}},
-            "results": results,
-        }],
+    run = {
+        "tool": {"driver": {"name": "memlint", "version": __version__,
+                            "informationUri": INFORMATION_URI, "rules": rules}},
+        "results": results,
     }
+    # the verdict inputs no file gave (memory/inputs.py), per estimate, in the run's property bag
+    assumed = [{"sources": [report.path(s) for s in e.sources],
+                "assumed": [dict(a) for a in getattr(e, "assumed", ()) or ()]}
+               for e in report.estimates if getattr(e, "assumed", ())]
+    if assumed:
+        run["properties"] = {"memlint": {"assumed": assumed}}
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
 def render(report) -> str:

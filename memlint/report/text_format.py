@@ -8,6 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
+from memlint.report import host_lines
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -107,9 +108,22 @@ def estimate_lines(estimate, report) -> list:
                      + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
     legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
     lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
         lines.append([(f"note: {note}", "dim")])
+    lines.extend(assumed_lines(estimate))
     return lines
+
+
+def assumed_lines(estimate) -> list:
+    """The verdict inputs no file gave, each with its source (memory/inputs.py): one line, or
+    none when every one came from a file."""
+    assumed = getattr(estimate, "assumed", ()) or ()
+    if not assumed:
+        return []
+    parts = [f"{a['key']} = {'unknown' if a['value'] is None else a['value']} ({a['source']})"
+             for a in assumed]
+    return [[("not from a file: " + "; ".join(parts), "")]]
 
 
 def _inputs(term) -> str:
@@ -144,6 +158,8 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  host (not GPU): {term.name} = {term.bytes:,} B "
                          f"({fmt(term.bytes, units, 3)}) = {term.formula}")
         lines.append("")
+    if report.stage is None:
+        lines += host_lines.explain_lines(estimate, units)
     return [[(line, "")] for line in lines]
 
 

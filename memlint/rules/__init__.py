@@ -31,6 +31,7 @@ BUILTIN_MODULES = (
     "memlint.rules.megatron",
     "memlint.rules.fsdp",
     "memlint.rules.strategy",
+    "memlint.rules.host",
 )
 ENTRY_POINT_GROUP = "memlint.rules"
 # Where each rule's documentation is published (SARIF helpUri); `{code}` and `{name}` are filled.

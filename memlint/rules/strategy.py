@@ -33,14 +33,40 @@ def _topology_ok(scenario) -> bool:
     return not resolve(scenario).problems
 
 
+# Frameworks that can split experts over GPUs: Megatron (--expert-model-parallel-size),
+# torchtitan (expert_parallel_degree) and axolotl (expert_parallel_size, its ExpertParallelPlugin).
+# The HF Trainer, accelerate FSDP and DeepSpeed ZeRO on a transformers MoE have no such axis.
+def _has_expert_parallel(ctx) -> bool:
+    framework = ctx.scenario.training.framework
+    if framework == "megatron":
+        return True
+    formats = set(ctx.formats or ())
+    # axolotl's expert parallelism composes with FSDP2 (monkeypatch/accelerate/fsdp2.py)
+    return "torchtitan" in formats or ("axolotl" in formats and framework != "deepspeed")
+
+
+def _gpus(scenario):
+    """The known GPU count (None when no input gave it)."""
+    if scenario.is_set("world_size"):
+        return scenario.parallelism.world_size
+    if scenario.is_set("dp"):
+        par = scenario.parallelism
+        return par.dp * par.tp * par.pp * par.cp
+    return None
+
+
 class MoeWithoutExpertParallel(Rule):
-    """A mixture-of-experts model trains with ep = 1: every GPU holds every expert.
+    """A mixture-of-experts model that does not fit (or barely) trains with ep = 1.
 
     What it checks:
         Whether the model has routed experts (the estimate's `experts` parameter count) while
-        expert parallelism is 1. Warning; error when the run does not fit. It re-estimates with
-        ep = 2, 4, 8, ... (dividing the expert count and, when the GPU count is known, the
-        data-parallel GPUs) and suggests the smallest ep that fits.
+        expert parallelism is 1, the run uses several GPUs, its framework can split experts
+        (Megatron, torchtitan, axolotl), and the peak stage does not fit or leaves less than
+        `margin` (default 0.10) of the GPU free. It re-estimates with ep = 2, 4, 8, ...
+        (dividing the expert count and the data-parallel GPUs) and suggests the smallest ep
+        that fits. A warning when the run does not fit (exceeds-gpu-memory is the error), info
+        when it fits tightly; silent on one GPU, on a run that fits with room, and where the
+        framework has no expert parallelism.
 
     Why it matters:
         Experts are most of an MoE's parameters: 398B of the seed's 428B "M3". Without EP the
@@ -50,7 +76,8 @@ class MoeWithoutExpertParallel(Rule):
 
     How to fix:
         Set ep to the suggested size (Megatron --expert-model-parallel-size, torchtitan
-        expert_parallel_degree); keep the EP group inside a node where possible.
+        expert_parallel_degree, axolotl expert_parallel_size); keep the EP group inside a node
+        where possible.
 
     Example:
         Bad (memlint.toml):
@@ -74,6 +101,7 @@ class MoeWithoutExpertParallel(Rule):
     code = "ML601"
     name = "moe-without-expert-parallel"
     severity = Severity.WARNING
+    options = {"margin": (float, 0.10)}
 
     def check(self, ctx):
         estimate = ctx.estimate
@@ -81,37 +109,47 @@ class MoeWithoutExpertParallel(Rule):
         if estimate is None or not estimate.stages or scenario.parallelism.ep != 1:
             return
         experts = int(estimate.params.get("experts", 0) or 0)
-        if experts <= 0:
+        if experts <= 0 or not _has_expert_parallel(ctx):
+            return
+        gpus = _gpus(scenario)
+        if gpus is None or gpus <= 1:
             return
         capacity = estimate.capacity_bytes
+        margin = float(ctx.options.get("margin", 0.10))
         fits = estimate.peak_bytes <= capacity
+        if estimate.peak_bytes <= capacity * (1 - margin):
+            return  # fits with room: expert parallelism would only add an all-to-all
         count = _num_experts(scenario)
         suggestion = ""
         suggested = None
-        limit = count or 256
+        limit = min(count or 256, gpus)
         candidate = 2
         while candidate <= limit:
             if count is None or count % candidate == 0:
                 variant = with_parallelism(scenario, ep=candidate)
                 if _topology_ok(variant):
                     result = try_estimate(variant)
-                    if result is not None and result.peak_bytes <= capacity:
+                    if result is not None and result.peak_bytes <= capacity * (1 - margin):
                         suggested = candidate
                         suggestion = (f"; ep={candidate} is the smallest that fits (peak "
                                       f"{size(ctx, estimate.peak_bytes)} -> "
                                       f"{size(ctx, result.peak_bytes)})")
                         break
             candidate *= 2
-        if suggested is None and not fits:
+        if suggested is None:
+            if fits:
+                return  # tight, and no ep gives room either: nothing to suggest
             suggestion = f"; no ep up to {limit} fits on its own: shard further as well"
         total = int(estimate.params.get("total", 0) or 0)
         share = f" ({experts / total:.0%} of {total / 1e9:.1f}B)" if total else ""
         what = f"{count} routed experts" if count else "routed experts"
+        state = ("does not fit" if not fits else
+                 f"peaks at {estimate.peak_bytes / capacity:.0%} of the GPU")
         yield Finding(
-            f"MoE model with {what}{share} runs with ep=1: every GPU keeps all experts' weights, "
-            f"gradients and optimizer states{suggestion}",
+            f"MoE model with {what}{share} {state} with ep=1: every GPU keeps all experts' "
+            f"weights, gradients and optimizer states{suggestion}",
             keys=("ep", "world_size", "model"),
-            severity=None if fits else Severity.ERROR,
+            severity=None if not fits else Severity.INFO,
             data={"expert_params": experts, "suggested_ep": suggested})
 
 

@@ -152,3 +152,37 @@ def test_suppressions_are_collected(tmp_path):
     text = "distributed_type: FSDP  # memlint: disable=ML505\nnum_processes: 8\n"
     path.write_text(text)
     assert accelerate.load(str(path), text).suppressions == {1: {"ml505"}}
+
+
+def test_sequence_parallel_size_counts_in_the_world_and_applies_to_deepspeed():
+    """trl's ALST/Ulysses config (fixtures/adapters/SOURCES.md): DeepSpeed ZeRO-3 on 4 GPUs with
+    parallelism_config_sp_size 2 and dp_shard_size 2. accelerate's ParallelismConfig.total_size
+    multiplies sp in (parallelism_config.py) and utils/launch.py exports the parallelism config
+    for DeepSpeed launches too. Before: a false ML502 (2 of 4 GPUs) and a warning that the
+    config only works under FSDP2."""
+    from memlint.engine import lint
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import overrides_partial
+
+    path = os.path.join(FIX, "good", "alst_ulysses_4gpu-sp.yaml")
+    partial = _load(path)
+    values = _values(partial)
+    assert values["cp"] == 2 and values["world_size"] == 4 and values["framework"] == "deepspeed"
+    assert "dp_shard" not in values  # ZeRO shards over DeepSpeed's own group, not this axis
+    line = open(path).read().splitlines()[partial.settings["cp"].prov.line - 1]
+    assert "parallelism_config_sp_size" in line
+    assert not [d for d in partial.diagnostics if "parallelism_config" in d.message]
+    scenario, pre = build([partial, overrides_partial(["model=llama3-8b"])])
+    found = lint(scenario, estimate(scenario), pre=pre, formats=("accelerate",))
+    assert not [d for d in found if d.code == "ML502" or d.severity == Severity.ERROR], found
+
+
+def test_context_and_sequence_parallel_together_are_refused(tmp_path):
+    path = tmp_path / "a.yaml"
+    text = ("distributed_type: DEEPSPEED\nnum_processes: 8\nparallelism_config:\n"
+            "  parallelism_config_cp_size: 2\n  parallelism_config_sp_size: 2\n")
+    path.write_text(text)
+    partial = accelerate.load(str(path), text)
+    [error] = [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    assert "refuses context and sequence parallelism together" in error.message
+    assert error.line == 5

@@ -33,8 +33,8 @@ def ci_estimate(name: str, *sets: str):
     return scenario, estimate(scenario)
 
 
-def args_scenario(text: str, *sets: str):
-    partial = M.load("run.txt", text)
+def args_scenario(text: str, *sets: str, entry=None):
+    partial = M.load("run.txt", text, entry=entry)
     scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB", *sets])])
     return scenario
 
@@ -192,3 +192,187 @@ def test_env_vars_recorded_from_yaml():
     setting = partial.extra["env.CUBLAS_WORKSPACE_CONFIG"]
     assert setting.value == ":4096:8" and isinstance(setting.prov, Provenance)
     assert setting.prov.line == 5
+
+
+# -- models memlint does not count: a warning, never ML004 -----------------------------------
+
+@pytest.mark.parametrize("text", [
+    "--encoder-num-layers 12 --decoder-num-layers 12 --hidden-size 768 "
+    "--num-attention-heads 12\n",
+    "--num-layers 8 --hidden-size 512 --num-attention-heads 8 "
+    "--hybrid-layer-pattern M-M*-M-M-\n",
+    "#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_mamba.py --num-layers 8 "
+    "--hidden-size 512 --num-attention-heads 8\n",
+])
+def test_unsupported_architectures_warn(text):
+    from memlint.memory.estimate import EstimateError, UnsupportedModel
+
+    name = "run.sh" if text.startswith("#!") else "run.txt"
+    partial = M.load(name, text)
+    warnings = [d for d in partial.diagnostics if d.code == "ML008"]
+    assert warnings and warnings[0].severity.label == "warning"
+    assert "no estimate for this architecture" in warnings[0].message
+    assert not [d for d in partial.diagnostics if d.severity.label == "error"]
+    scenario, _ = build([partial, overrides_partial(["world_size=8"])])
+    with pytest.raises(UnsupportedModel) as caught:
+        estimate(scenario)
+    assert isinstance(caught.value, EstimateError) and caught.value.severity == "warning"
+
+
+def test_unsupported_architecture_cli_is_not_an_error(tmp_path, capsys):
+    from memlint.cli import main
+
+    config = tmp_path / "t5.txt"
+    config.write_text("--hidden-size 768\n--encoder-num-layers 12\n--decoder-num-layers 12\n"
+                      "--num-attention-heads 12\n--micro-batch-size 4\n--seq-length 512\n")
+    code = main(["check", str(config), "--format", "json", "--set", "world_size=8",
+                 "--allow-outside-root"])
+    out = capsys.readouterr().out
+    assert code == 0 and "ML004" not in out and "no estimate for this architecture" in out
+
+
+# -- logits: fused cross entropy, deferred embedding wgrad, MTP heads ------------------------
+
+BASE = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+        "--max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+        "--vocab-size 50257 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 ")
+
+
+def logits_of(text: str, phase: str = "forward_end"):
+    result = estimate(args_scenario(BASE + text + "\n"))
+    stage = result.stages[-1]
+    terms = next(p for p in stage.phases if p.name == phase).terms
+    return {t.name: t for t in terms if t.component == "logits"}
+
+
+def test_megatron_logits_bytes_per_logit():
+    vocab, tokens = 50432 // 2, 4 * 1024   # 50257 padded to a multiple of 128·tp
+    plain = logits_of("")["logits"]
+    assert plain.bytes == (2 + 4) * vocab * tokens           # logits + fp32 exp-logits
+    fused = logits_of("--cross-entropy-loss-fusion")["logits"]
+    assert fused.bytes == (2 + 4 + 4) * vocab * tokens       # + the fused path's fp32 copy
+    assert logits_of("--cross-entropy-loss-fusion", "backward_start")["logits"].bytes \
+        == plain.bytes
+    mtp = logits_of("--mtp-num-layers 1 --position-embedding-type rope")["logits"]
+    assert mtp.bytes == (2 * 4 + 2) * vocab * tokens and mtp.inputs["loss_heads"] == 2
+
+
+def test_deferred_embedding_wgrad_buffers():
+    vocab, tokens = 50432 // 2, 4 * 1024   # 50257 padded to a multiple of 128·tp
+    # dp = 8 / (2·2) = 2: m = 32 / (4·2) = 4 micro-batches; a limit of 2 holds 2 of them
+    term = logits_of("--defer-embedding-wgrad-compute --wgrad-deferral-limit 2")[
+        "logits.deferred_wgrad"]
+    assert term.bytes == 2 * (2 * vocab * tokens + 2 * 512 * tokens)
+    unlimited = logits_of("--defer-embedding-wgrad-compute")["logits.deferred_wgrad"]
+    assert unlimited.inputs["held"] == 3                     # all but the current one
+
+
+# -- attention kernels and the unfused softmax ------------------------------------------------
+
+def test_te_head_dim_not_multiple_of_8_is_unfused():
+    text = ("--num-layers 2 --hidden-size 624 --num-attention-heads 12 --seq-length 1024 "
+            "--micro-batch-size 4 --bf16 --attention-dropout 0 --hidden-dropout 0\n")
+    saved = estimate(args_scenario(text)).stages[0].term("activations").inputs["saved"]
+    assert any("T×T" in name for name in saved)              # head dim 52: no flash kernel
+    text64 = text.replace("--hidden-size 624", "--hidden-size 768")
+    saved = estimate(args_scenario(text64)).stages[0].term("activations").inputs["saved"]
+    assert not any("T×T" in name for name in saved)
+
+
+def test_softmax_fallback_keeps_fp32_probabilities():
+    text = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 4 "
+            "--bf16 --attention-backend unfused --attention-dropout 0 ")
+    kernel = estimate(args_scenario(text + "--seq-length 1024\n")).stages[0]
+    fallback = estimate(args_scenario(text + "--seq-length 1022\n")).stages[0]
+    name = "attention scores, softmax, dropout (T×T)"
+    per_pair = 8  # heads
+    assert kernel.term("activations").inputs["saved"][name] == pytest.approx(
+        2 * per_pair * 1024)
+    assert fallback.term("activations").inputs["saved"][name] == pytest.approx(
+        (4 + 2) * per_pair * 1022)
+
+
+# -- LLaVA (pretrain_vlm.py) ------------------------------------------------------------------
+
+LLAVA = ("--num-layers 12 --hidden-size 1024 --num-attention-heads 16 --seq-length 576 "
+         "--dataloader-seq-length 1232 --max-position-embeddings 4096 --micro-batch-size 1 "
+         "--bf16 --img-h 336 --img-w 336 --patch-dim 14 --vocab-size 8193 "
+         "--tensor-model-parallel-size 4 --disable-vision-class-token\n")
+
+
+def test_llava_vision_tower_and_tokens():
+    # only pretrain_vlm.py builds this model: the same flags under another script do not
+    assert args_scenario(LLAVA).training.images_per_sample == 0
+    sc = args_scenario(LLAVA, entry="pretrain_vlm.py")
+    assert sc.training.images_per_sample == 1 and sc.training.tokens_per_image == 576
+    assert sc.training.seq_len == 1232
+    arch = architecture(sc.model.config)
+    d, ffn = 1024, 4096
+    vit_layer = (4 * d * d + 4 * d) + (2 * d * ffn + ffn + d) + 2 * 2 * d
+    assert arch.vision.params == 3 * 14 * 14 * d + d + 577 * d + 2 * d + 12 * vit_layer
+    assert arch.vision.projector_params == 2 * d * ffn + ffn + d
+    result = estimate(sc)
+    first = result.stages[0]
+    weights = first.term("vision.weights")
+    assert weights.inputs["params"] == -(-(arch.vision.params + arch.vision.projector_params)
+                                         // 4)          # tensor-parallel like the LM
+    assert first.term("vision.activations").inputs["tokens"] == 576
+
+
+# -- selective recompute modules, pipeline layout, MTP ---------------------------------------
+
+def test_recompute_modules_drop_what_they_recompute():
+    from memlint.memory.activations import Shapes, fused_layer_items
+
+    dense = Shapes(d=512, dq=512, dk=512, dv=512, heads=8, do=512, ffn=2048, gated=False,
+                   layernorm=True)
+    names = {i.name for i in fused_layer_items(dense, 2, False, 1, False, False, False, False,
+                                               modules=frozenset({"core_attn"}))}
+    assert not any("T×T" in n for n in names)            # default: core attention recomputed
+    names = {i.name for i in fused_layer_items(dense, 2, False, 1, False, False, False, False,
+                                               modules=frozenset({"mlp"}))}
+    assert any("T×T" in n for n in names)                 # scores kept without core_attn
+    assert "fc1 output (activation input)" not in names
+    moe = Shapes(d=512, dq=512, dk=512, dv=512, heads=8, do=512, ffn=2048, gated=True,
+                 layernorm=False, moe_ffn=1024, top_k=2, experts=8)
+    names = {i.name for i in fused_layer_items(moe, 2, True, 1, False, False, False, False,
+                                               modules=frozenset({"mlp", "moe_act"}),
+                                               moe_layer=True)}
+    assert "experts fc1 output (top-2)" in names          # "mlp" leaves MoE layers alone
+    assert "experts fc2 input (top-2)" not in names       # moe_act drops the activation output
+    names = {i.name for i in fused_layer_items(moe, 2, True, 1, False, False, False, False,
+                                               modules=frozenset({"moe", "layernorm"}),
+                                               moe_layer=True)}
+    assert not any(n.startswith(("experts", "routed", "router")) for n in names)
+    assert "mlp input (norm2 output)" not in names        # MoE pre-MLP norm is its own module
+
+
+def test_recompute_modules_flag_reaches_the_model():
+    base = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --bf16 --attention-backend unfused "
+            "--recompute-granularity selective")
+    default = estimate(args_scenario(base + "\n")).stages[0].term("activations")
+    mlp_only = estimate(args_scenario(base + " --recompute-modules mlp\n")).stages[0].term(
+        "activations")
+    assert not any("T×T" in n for n in default.inputs["saved"])
+    assert any("T×T" in n for n in mlp_only.inputs["saved"])
+
+
+def test_pipeline_layout_places_layers_and_mtp():
+    text = ("--num-layers 16 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --global-batch-size 16 --bf16 --swiglu --normalization RMSNorm "
+            "--position-embedding-type rope --pipeline-model-parallel-size 2 --disable-bias-linear "
+            "--pipeline-model-parallel-layout 'Et*3|(tt|)*6tmL' --mtp-num-layers 1\n")
+    sc = args_scenario(text)
+    assert sc.parallelism.vpp == 4
+    result = estimate(sc)
+    # virtual stages Ettt, tt, tt, tt, tt, tt, tt, tmL: rank 0 holds 3+2+2+2, rank 1 2+2+2+1
+    assert [s.layers for s in result.stages] == [9, 7]
+    last = result.stages[-1]
+    assert last.term("activations.mtp").inputs["layers"] == 1
+    plain = estimate(args_scenario(text.replace(" --mtp-num-layers 1", ""))).stages[-1]
+    d = 512
+    ffn = int(4 * d * 2 / 3 / 64) * 64
+    layer = 4 * d * d + 3 * d * ffn + 2 * d
+    mtp = layer + 2 * d * d + 3 * d                       # + eh_proj, enorm, hnorm, final norm
+    assert last.term("weights").inputs["params"] - plain.term("weights").inputs["params"] == mtp

@@ -2,6 +2,7 @@
 
 Regenerate with MEMLINT_UPDATE_SNAPSHOTS=1 and review the diff like code.
 """
+import dataclasses
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -34,7 +35,7 @@ DIAGNOSTICS = [
 
 WEIGHTS = Term("weights", "weights", 20 * GiB, "2 B × N / tp", {"N": 10_737_418_240, "tp": 1},
                "seed 000 CH 1.1")
-ESTIMATE = estimate(
+ESTIMATE_BASE = estimate(
     stage(0, layers=16, weights=0, terms=(
         WEIGHTS,
         Term("gradients", "gradients", 20 * GiB, "2 B × N", {"N": 10_737_418_240}),
@@ -48,6 +49,10 @@ ESTIMATE = estimate(
     sources=("configs/train.memlint.toml",),
     params={"total": 10_737_418_240, "trainable": 10_737_418_240, "embedding": 525_336_576,
             "lm_head": 525_336_576, "experts": 0, "vision": 0, "extra_key": 5})
+# two verdict inputs no file gave (memory/inputs.py): shown in text and JSON
+ESTIMATE = dataclasses.replace(ESTIMATE_BASE, assumed=(
+    {"key": "seq_len", "value": 4096, "source": "default"},
+    {"key": "world_size", "value": 8, "source": "--set world_size"}))
 
 
 def report(**kwargs):
@@ -96,7 +101,9 @@ def test_json_contract():
     doc = json.loads(render("json", report()))
     assert set(doc) == {"memlint_version", "estimates", "diagnostics"}
     [est] = doc["estimates"]
-    assert set(est) == {"sources", "profile", "params", "gpu", "stages", "peak_bytes"}
+    assert set(est) == {"sources", "profile", "params", "gpu", "assumed", "stages",
+                        "peak_bytes", "host", "checkpoint"}
+    assert est["host"] == [] and est["checkpoint"] is None   # a hand-built estimate: no scenario
     assert set(est["params"]) == {"total", "trainable", "embedding", "lm_head", "experts",
                                   "vision"}
     for stage_doc in est["stages"]:
