@@ -327,7 +327,8 @@ class _Model:
             weight_groups = groups
             remainder_bytes = None
             if (fp8.applies(tr.precision, tr.framework, self.seed) and not self.uniform
-                    and par.zero < 3 and par.fsdp == "none"):
+                    and par.zero < 3 and par.fsdp == "none"
+                    and not fp8.adapter_fp8_weights(tr)):
                 lin = fp8.linear_params(self.counts, plan.layers, topo.tp, topo.etp * topo.ep)
                 transpose = fp8.needs_transpose(
                     extras.compute_capability(self.scenario.hardware.gpu))
