@@ -65,6 +65,9 @@ class Partial:
     references: list = field(default_factory=list)
     # Line numbers with `# memlint: disable=...` comments: line -> set of codes/names ("all").
     suppressions: dict = field(default_factory=dict)
+    # Where this file defines the run (a launch script's launch command), if not at its first line:
+    # verdicts about the run as a whole are reported there.
+    anchor: Optional[Provenance] = None
 
     def set(self, key: str, value: Any, prov: Provenance) -> None:
         self.settings[key] = Setting(value, prov)

@@ -147,6 +147,11 @@ class _JSONParser:
             raise _JSONError(f"unexpected {self.text[self.pos]!r} after the JSON value", self.pos)
         return value
 
+    def line_break_separates(self, end: int) -> bool:
+        """HJSON (what DeepSpeed's config loader reads: hjson.load in runtime/config.py): a
+        comma is optional at the end of a line, so a line break alone separates two members."""
+        return self.allow_comments and "\n" in self.text[end:self.pos]
+
     def value(self, path: tuple, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise _JSONError(f"nesting deeper than {MAX_DEPTH} levels", self.pos)
@@ -250,12 +255,15 @@ class _JSONParser:
             self.pos += 1
             self.skip()
             result[key] = self.value(child, depth + 1)
+            end = self.pos
             self.skip()
             if self.pos >= len(self.text):
                 raise _JSONError("unexpected end of file inside an object", self.pos)
             ch = self.text[self.pos]
             if ch == ",":
                 self.pos += 1
+                continue
+            if ch == '"' and self.line_break_separates(end):
                 continue
             if ch == "}":
                 self.pos += 1
@@ -277,12 +285,15 @@ class _JSONParser:
             child = path + (len(result),)
             self.doc.positions[child] = self.where(self.pos)
             result.append(self.value(child, depth + 1))
+            end = self.pos
             self.skip()
             if self.pos >= len(self.text):
                 raise _JSONError("unexpected end of file inside an array", self.pos)
             ch = self.text[self.pos]
             if ch == ",":
                 self.pos += 1
+                continue
+            if ch != "]" and self.line_break_separates(end):
                 continue
             if ch == "]":
                 self.pos += 1
@@ -451,8 +462,12 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             if key in out:
                 first = doc.positions.get(child, (None, None))
+                # PyYAML's safe_load (accelerate, axolotl, Megatron's test configs) keeps the
+                # later value without a word: a likely mistake, not a launch failure; memlint's
+                # own files reject it
+                own = str(doc.path).endswith((".memlint.yaml", ".memlint.yml"))
                 doc.diagnostics.append(make(
-                    DUPLICATE_KEY, Severity.ERROR,
+                    DUPLICATE_KEY, Severity.ERROR if own else Severity.WARNING,
                     f"duplicate key {key!r} (first at line {first[0]}); the later value wins "
                     "silently in most YAML loaders",
                     Provenance(doc.path, line, col, ".".join(map(str, child)))))

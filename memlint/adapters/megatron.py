@@ -272,6 +272,20 @@ def _load_known_flags() -> frozenset:
 KNOWN_FLAGS = _load_known_flags() | frozenset(FLAG_BY_NAME)
 
 
+def _load_fork_choices() -> dict:
+    """Megatron-DeepSpeed's spellings of choice values (`--normalization rmsnorm`) -> Megatron-LM's."""
+    path = os.path.join(os.path.dirname(__file__), "megatron_flags.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle).get("megatron_deepspeed", {}).get("choices", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+FORK_CHOICES = _load_fork_choices()
+FORK_MARKERS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config")
+
+
 def _dest_of(flag: str) -> set:
     base = flag[2:].replace("-", "_")
     out = {base}
@@ -334,6 +348,7 @@ class _Read:
     kind: str = "args"
     env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
     entry: Optional[tuple] = None                  # the training script launched: (path, prov)
+    anchor: Optional[Provenance] = None   # the launch command (where the run is defined)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -536,6 +551,7 @@ def read_script(path: str, text: str) -> _Read:
             continue
         launched = True
         read.entry = (fields[entry][0], fields[entry][1])
+        read.anchor = prov(command.offset, "launch command")
         _launcher_words(fields[:entry], read, whole=False)
         if any(t == "srun" for t, _, _ in fields[:entry]) and not (
                 {"nproc_per_node", "ntasks"} & set(read.launcher)):
@@ -854,6 +870,7 @@ class _Interp:
                           arg.prov)
             seen[arg.flag] = arg
             self.args[arg.flag] = arg
+        fork = any(marker in self.args for marker in FORK_MARKERS)
         for flag, arg in self.args.items():
             spec = FLAG_BY_NAME.get(flag)
             if spec is None:
@@ -879,8 +896,11 @@ class _Interp:
             if spec.nargs == "+" or spec.convert is None:
                 self.values[flag] = list(arg.values) if spec.nargs == "+" else arg.values[0]
                 continue
+            value = arg.values[0]
+            if fork and _text(value) in FORK_CHOICES.get(flag, {}):
+                value = FORK_CHOICES[flag][_text(value)]  # Megatron-DeepSpeed's spelling
             try:
-                self.values[flag] = spec.convert(arg.values[0])
+                self.values[flag] = spec.convert(value)
             except ValueError as exc:
                 self.diag(INVALID_VALUE, Severity.ERROR, f"{flag}: {exc}", arg.prov, key=flag)
 
@@ -1503,6 +1523,7 @@ def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None
     read.kind = kind
     if entry and read.entry is None:
         read.entry = (entry, Provenance(path, None, None, "training script (given by the caller)"))
+    partial.anchor = read.anchor
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:

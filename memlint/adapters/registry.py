@@ -17,6 +17,7 @@ import importlib
 import os
 from typing import Optional
 
+from memlint.adapters._neighbours import hydra_launch
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
@@ -97,7 +98,7 @@ CLAIMS = {
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",
                                     NO_EXTENSION),
-    "memlint.adapters.deepspeed": (".json", ".hjson"),
+    "memlint.adapters.deepspeed": (".json", ".hjson", ".conf"),
     "memlint.adapters.accelerate": (".yaml", ".yml", ".json"),
     "memlint.adapters.axolotl": (".yaml", ".yml"),
     "memlint.adapters.torchtitan": (".toml", ".py", ".sh", NO_EXTENSION),
@@ -159,6 +160,8 @@ def detect_format(path: str, text: str):
         if id(module) in seen:
             continue
         seen.add(id(module))
+        if getattr(module, "FORMAT", None) == "megatron" and hydra_launch(text):
+            continue  # a Hydra launch (verl) that names megatron in its overrides
         try:
             if module.detect(path, text):
                 return module

@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pp", type=int, help="largest pipeline size to try")
     parser.add_argument("--allow-bubble", action="store_true",
                         help="also try pipelines with fewer micro-batches than stages")
+    parser.add_argument("--detail", action="store_true",
+                        help="also print each plan's per-stage memory and throughput penalties")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
@@ -238,6 +240,8 @@ def render_text(result, scenario, args, file=None) -> None:
             p.assignments()))
         if p.changed:
             console.print("  changes: " + ", ".join(p.changed))
+        if not getattr(args, "detail", False):
+            continue
         stages = Table(show_header=True, box=None, padding=(0, 1))
         for col in ("stage", "layers", "phase", "weights", "grads", "optim", "activ", "other",
                     "total"):
@@ -254,6 +258,9 @@ def render_text(result, scenario, args, file=None) -> None:
         for pen in p.penalties:
             console.print(f"  +{pen.fraction * 100:5.1f}%  {pen.name}: {pen.explanation} "
                           f"[dim]({pen.source})[/dim]")
+    if not getattr(args, "detail", False):
+        console.print("\n[dim](--detail: each plan's per-stage memory and throughput "
+                      "penalties)[/dim]")
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -139,6 +139,11 @@ class Estimate:
         return max(stage.total_bytes for stage in self.stages)
 
     @property
+    def fits(self) -> bool:
+        """Whether every stage's peak is within one GPU's capacity (no headroom kept)."""
+        return self.peak_bytes <= self.capacity_bytes
+
+    @property
     def peak_stage(self) -> StageEstimate:
         return max(self.stages, key=lambda s: (s.total_bytes, -s.stage))
 

@@ -1,7 +1,7 @@
 """Reporters: pure functions from a finished `Report` (diagnostics + estimates) to text.
 
 Formats: text (rich on a terminal, plain otherwise), json (the DESIGN.md contract), sarif (2.1.0),
-github (workflow commands), junit (XML). Each module exposes `render(report) -> str`; the text
+github (workflow commands), junit (XML), markdown (job summaries and pull-request comments). Each module exposes `render(report) -> str`; the text
 reporter also `write(report, stream)` for colour. Reporters never decide the exit code.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-FORMATS = ("text", "json", "sarif", "github", "junit")
+FORMATS = ("text", "json", "sarif", "github", "junit", "markdown")
 
 
 @dataclass
@@ -27,6 +27,7 @@ class Report:
     color: bool = False
     width: int = 100
     show_estimates: bool = True
+    fail_on: object = None                             # Severity: the lowest that fails the run
 
     def path(self, path: Optional[str]) -> Optional[str]:
         return display_path(path, self.root)
@@ -43,6 +44,16 @@ def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[st
     if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
         return os.path.relpath(absolute, base).replace(os.sep, "/")
     return path.replace(os.sep, "/")
+
+
+def location(d, report: Report, unlocated: str = "<command line>") -> str:
+    """`path:line:col` of a diagnostic as reports show it (each part only when known)."""
+    where = report.path(d.path) or unlocated
+    if d.line is not None:
+        where += f":{d.line}"
+        if d.column is not None:
+            where += f":{d.column}"
+    return where
 
 
 def get(name: str):

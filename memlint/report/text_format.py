@@ -8,7 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
-from memlint.report import host_lines
+from memlint.report import host_lines, location
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -18,13 +18,7 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def diagnostic_line(d, report) -> str:
-    path = report.path(d.path) or "<command line>"
-    where = path
-    if d.line is not None:
-        where += f":{d.line}"
-        if d.column is not None:
-            where += f":{d.column}"
-    return f"{where}: {d.code} {d.rule} {d.message}"
+    return f"{location(d, report)}: {d.code} {d.rule} {d.message}"
 
 
 def _summary(diagnostics) -> str:

@@ -237,14 +237,15 @@ class ContextParallelNeeded(Rule):
         For each stage, the memory left for activations (capacity minus everything else the
         stage holds) against its sequence-proportional memory: activations, and on the last
         stage the logits, which cp splits too. When they do not fit, it suggests the smallest
-        power-of-two context-parallel size by the rule cp >= activations / available (seed 000,
-        CH 4.3), with activations counted at cp = 1. Error when the stage does not fit at all;
+        power-of-two context-parallel size by the rule cp >= activations / available (ring
+        attention splits them evenly over cp ranks, Liu et al. 2023), with activations counted
+        at cp = 1. Error when the stage does not fit at all;
         warning when it fits but within `margin` of the capacity. Only at long sequences
         (seq_len >= `min_seq_len`, default 8192), where cp is the right tool.
 
     Why it matters:
         Activations grow linearly with the sequence: 34·L·B·T·d bytes with FlashAttention. For
-        the seed's 428B MoE at T = 128K, 15 layers per stage, d = 6144, that is 411 GB per
+        a 428B MoE at T = 128K, 15 layers per stage, d = 6144, that is 411 GB per
         micro-batch against 53 GB left after the states: cp >= 7.7, so cp = 8.
 
     How to fix:
@@ -329,8 +330,9 @@ class AttentionScoresMaterialized(Rule):
 
     Why it matters:
         Scores grow with the square of the sequence: 5·H·T/d bytes per B·T·d per layer beside
-        the 34 of everything else (seed 000, CH 1.4.2). At T = 4096 with 32 heads and d = 4096
-        that is 160, nearly 6x the rest; FlashAttention takes C_act from about 354 to 34.
+        the 34 of everything else (Korthikanti et al. 2022, Table 2). At T = 4096 with 32 heads
+        and d = 4096 that is 160, nearly 6x the rest; FlashAttention takes C_act from about 354
+        to 34.
 
     How to fix:
         Use a fused kernel: attention = "flash" (Megatron --use-flash-attn, HF

@@ -2,8 +2,8 @@
 
 These rules re-run the memory model on a modified scenario (`dataclasses.replace` on its
 parallelism) to tell what a change would buy; they do no memory maths of their own. Throughput
-cost classes are those of the seed article's Pareto table (seed 000, CH 10.1) and offload decision
-tree (CH 6.4).
+costs are the communication volumes of the ZeRO paper (Rajbhandari et al. 2020) and the offload
+costs measured for ZeRO-Offload (Ren et al. 2021) and ZeRO-Infinity (Rajbhandari et al. 2021).
 """
 from __future__ import annotations
 
@@ -69,9 +69,9 @@ class MoeWithoutExpertParallel(Rule):
         framework has no expert parallelism.
 
     Why it matters:
-        Experts are most of an MoE's parameters: 398B of the seed's 428B "M3". Without EP the
-        weights and optimizer alone take 93.6 GB per GPU at tp = 4, pp = 4 with ZeRO-2 on 512
-        H100s, more than 80 GB, and no ZeRO stage, recompute or cp can save it (seed 000, CH 7).
+        Experts are most of an MoE's parameters: 398B of a 428B MoE (128 experts, top-4).
+        Without EP the weights and optimizer alone take 93.6 GB per GPU at tp = 4, pp = 4 with
+        ZeRO-2 on 512 H100s, more than 80 GB, and no ZeRO stage, recompute or cp can save it.
         EP divides expert memory by ep at the cost of an all-to-all.
 
     How to fix:
@@ -163,7 +163,7 @@ class VisionEncoderOnFirstStage(Rule):
 
     Why it matters:
         The ViT, its projector and the image activations sit only on the first stage: about 3-7
-        GB per GPU for the seed's M3 VLM (seed 000, CH 8). The other stages then idle below the
+        GB per GPU for a 428B MoE with a 0.4B, 32-layer ViT. The other stages then idle below the
         capacity while stage 0 is the one that runs out, the last straw at long sequences.
 
     How to fix:
@@ -281,8 +281,9 @@ class SequenceParallelOff(Rule):
 
     Why it matters:
         Without SP, LayerNorm/RMSNorm and dropout activations (B·T·d each, 10-15% of a layer's
-        activations, seed 000 CH 2.1) are replicated on all tp ranks; SP splits them 1/tp at no
-        extra communication volume (the all-reduce becomes reduce-scatter + all-gather).
+        activations; Korthikanti et al. 2022, Table 2) are replicated on all tp ranks; SP
+        splits them 1/tp at no extra communication volume (the all-reduce becomes
+        reduce-scatter + all-gather).
 
     How to fix:
         Turn it on: Megatron --sequence-parallel, torchtitan's TP plan with sequence sharding,
@@ -334,9 +335,8 @@ class Zero3WhenZero2Fits(Rule):
     Why it matters:
         Sharding the weights adds an all-gather before forward and again before backward:
         about 1.5x the communication of ZeRO-2 (3 versus 2 model sizes per step, Rajbhandari et
-        al. 2020). The seed's Pareto table (000, CH 10.1) rates ZeRO-3 three stars, "heavy
-        all-gather, memory traded for throughput", against four for ZeRO-1/2, and its decision
-        tree enables ZeRO-3 only when weights still do not fit.
+        al. 2020, Section 7): memory bought with throughput, worth it only when the weights
+        still do not fit otherwise.
 
     How to fix:
         Use zero = 2 (DeepSpeed "stage": 2, FSDP SHARD_GRAD_OP, or torchtitan with
@@ -399,20 +399,22 @@ class Zero3WhenZero2Fits(Rule):
         yield Finding(
             f"{label} would also fit (peak {size(ctx, result.peak_bytes)} of "
             f"{size(ctx, capacity)}, now {size(ctx, estimate.peak_bytes)}) and skip the weight "
-            "all-gathers: about 1.5x less communication (seed 000 CH 10.1: ZeRO-3 3 stars, "
-            "ZeRO-1/2 4 stars)",
+            "all-gathers: about 1.5x less communication (3 versus 2 model sizes per step, "
+            "Rajbhandari et al. 2020)",
             keys=(key,),
             data={"peak_bytes": result.peak_bytes})
 
 
 _OFFLOADS = (
-    # (parallelism field, value meaning off, what, throughput cost class: seed 000 CH 10.1/6.4)
+    # (parallelism field, value meaning off, what, throughput cost)
     ("offload_optimizer", "none", "optimizer offload",
-     "3-5x lower throughput at scale (PCIe transfers, CPU Adam), 2 stars in CH 10.1"),
+     "3-5x lower throughput at scale (PCIe transfers and CPU Adam every step; ZeRO-Offload, "
+     "Ren et al. 2021)"),
     ("offload_params", "none", "parameter offload",
-     "5-20x lower throughput (PCIe per layer, CPU latency), 1 star in CH 10.1"),
+     "5-20x lower throughput (PCIe transfers per layer, CPU latency; ZeRO-Infinity, "
+     "Rajbhandari et al. 2021)"),
     ("offload_activations", False, "activation offload",
-     "20-100x lower throughput (CH 6.4), the last resort"),
+     "20-100x lower throughput, the last resort"),
 )
 
 
@@ -424,8 +426,9 @@ class OffloadWhenItFits(Rule):
         that offload off and reports when the run still fits with `margin` (default 0.10).
 
     Why it matters:
-        Offload trades throughput for memory, by a lot (seed 000, CH 10.1 and 6.4): optimizer
-        offload costs 3-5x at scale (107 GB over PCIe per step for M3 at tp = 4, pp = 4),
+        Offload trades throughput for memory, by a lot (ZeRO-Offload, Ren et al. 2021;
+        ZeRO-Infinity, Rajbhandari et al. 2021): optimizer offload costs 3-5x at scale (107 GB
+        over PCIe per step for a 428B MoE at tp = 4, pp = 4),
         parameter offload 5-20x, activation offload 20-100x. Paying that for memory you do not
         need is the most expensive mistake in a config.
 

@@ -20,12 +20,26 @@ REAL = os.path.join(ROOT, "fixtures", "real-world")
 OWNERS = {"hiyouga__LLaMA-Factory": None, "huggingface__alignment-handbook": None}
 
 
+with open(os.path.join(REAL, "verdicts.json"), encoding="utf-8") as _handle:
+    _VERDICTS = json.load(_handle)["files"]
+_DS = {"examples/deepspeed/ds_z0_config.json", "examples/deepspeed/ds_z2_config.json",
+       "examples/deepspeed/ds_z3_config.json"}
+
+
 def _real(owner: str) -> list:
+    """The trainer fixtures in an owner's folder: the real-world corpus keeps other formats beside
+    them (accelerate and DeepSpeed configs, launchers), which tests/corpus checks by their verdicts."""
     base = os.path.join(REAL, owner)
     out = []
     for folder, _, names in os.walk(base):
         out += [os.path.relpath(os.path.join(folder, n), base) for n in names]
-    return sorted(out)
+    return sorted(rel for rel in out if _trainer_fixture(owner, rel))
+
+
+def _trainer_fixture(owner: str, rel: str) -> bool:
+    entry = _VERDICTS.get(f"{owner}/{rel}", {})
+    return (entry.get("verdict") == "valid" and not entry.get("known_false_alarm")
+            and ("by engineer finetune" in entry.get("evidence", "") or rel in _DS))
 
 
 LF = _real("hiyouga__LLaMA-Factory")
