@@ -251,7 +251,13 @@ TOKENIZER_VOCAB = [
     (re.compile(r"mistral|mixtral|llama[-_ ]?2|Llama2Tokenizer", re.I), 32000,
      "Llama-2 / Mistral SentencePiece tokenizer"),
     (re.compile(r"GPT2BPETokenizer", re.I), 50257, "GPT-2 BPE tokenizer"),
+    (re.compile(r"BertWordPieceLowerCase", re.I), 30522,
+     "BERT uncased WordPiece vocab.txt: 30,522 tokens"),
+    (re.compile(r"BertWordPieceCase", re.I), 28996, "BERT cased WordPiece vocab.txt: 28,996 tokens"),
 ]
+
+# Training scripts that set their own tokenizer default (parse_and_validate_args(args_defaults=...)).
+SCRIPT_TOKENIZER = [(re.compile(r"pretrain_bert\.py$"), "BertWordPieceLowerCase")]
 DEFAULT_VOCAB = 50257
 
 
@@ -1184,6 +1190,19 @@ class _Interp:
                                            "--num-layers", "--hidden-size") if self.on(f)), None)
         if anchor is None:
             return
+        entry = self.partial.extra.get("megatron.entry-script")
+        if raw is None and not self.on("--tokenizer-type") and entry is not None:
+            for script, tokenizer in SCRIPT_TOKENIZER:
+                if script.search(str(entry.value)):
+                    for pattern, size, why in TOKENIZER_VOCAB:
+                        if pattern.search(tokenizer):
+                            raw = size
+                            self.diag(UNRESOLVED, Severity.INFO,
+                                      f"vocabulary size taken as {size}: {entry.value} defaults "
+                                      f"to --tokenizer-type {tokenizer} ({why})",
+                                      self.prov(anchor))
+                            break
+                    break
         if raw is None:
             raw = DEFAULT_VOCAB
             self.diag(UNRESOLVED, Severity.INFO,

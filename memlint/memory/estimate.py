@@ -142,6 +142,7 @@ class _Model:
         if self.par.pp > self.arch.layers:
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
+        self.chunks = self._virtual_chunks()
         by_layout = self._layout_layers()
         if by_layout is not None:
             self.plans = [StagePlan(i, tuple(indices), i == 0, i == len(by_layout) - 1)
@@ -187,31 +188,67 @@ class _Model:
         """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
         each a decoder layer like the model's last one, plus enorm and hnorm, the eh_proj
         linear (2d -> d) and the block's final norm (megatron/core/transformer/
-        multi_token_prediction.py MultiTokenPredictionLayer)."""
+        multi_token_prediction.py MultiTokenPredictionLayer), and under pipeline parallelism
+        the word embedding the MTP stage builds for itself."""
         last = self.counts.layers[-1]
         per_norm = 2 * self.arch.hidden if self.arch.norm == "layernorm" else self.arch.hidden
         dense = last.total - last.experts + 2 * self.arch.hidden * self.arch.hidden \
             + 3 * per_norm
-        return self.mtp_layers * dense, self.mtp_layers * last.experts
+        dense, experts = self.mtp_layers * dense, self.mtp_layers * last.experts
+        if self.par.pp > 1 and self.counts.lm_head:
+            # the MTP stage builds its own word embedding (`if self.pre_process or
+            # self.mtp_process: self.embedding = ...`, gpt_model.py); untied models only (a tied
+            # last stage already keeps one for the output layer)
+            dense += self.counts.embedding
+        return dense, experts
+
+    def _virtual_chunks(self) -> Optional[list]:
+        """Decoder layers of each virtual pipeline stage (pp·vpp of them, virtual stage k on rank
+        k mod pp), when Megatron's split is not an even one: `--pipeline-model-parallel-layout`
+        (PipelineParallelLayerLayout: the 't' of each '|'-separated stage), or
+        `--account-for-embedding-in-pipeline-split` / `--account-for-loss-in-pipeline-split`
+        (the embedding and the loss each count as one layer of the even split:
+        megatron/core/transformer/transformer_block.py get_num_layers_to_build). None otherwise."""
+        extra, par = self.scenario.extra, self.par
+        pp, vpp = par.pp, max(1, par.vpp)
+        if pp <= 1 or self.seed:
+            return None
+        layout = extra.get("megatron.pipeline-layout-stages")
+        if layout is not None and isinstance(layout.value, (list, tuple)):
+            stages = [str(stage) for stage in layout.value]
+            if len(stages) % pp == 0 and \
+                    sum(stage.count("t") for stage in stages) == self.arch.layers:
+                return [stage.count("t") for stage in stages]
+            return None
+        embedding = extra.get("megatron.account-for-embedding-in-pipeline-split") is not None
+        loss = extra.get("megatron.account-for-loss-in-pipeline-split") is not None
+        if not (embedding or loss) or par.first_stage_layers or par.last_stage_layers:
+            return None
+        units = ["E"] * embedding + ["t"] * self.arch.layers + ["L"] * loss
+        chunks = pp * vpp
+        if len(units) % chunks:
+            return None
+        size = len(units) // chunks
+        return [units[k * size:(k + 1) * size].count("t") for k in range(chunks)]
 
     def _layout_layers(self) -> Optional[list]:
-        """Decoder-layer indices per pipeline rank from `--pipeline-model-parallel-layout`
-        (Megatron's PipelineParallelLayerLayout: virtual stage k runs on rank k mod pp, its 't'
-        layers in order); None when there is no layout or it does not match the model."""
-        setting = self.scenario.extra.get("megatron.pipeline-layout-stages")
+        """Decoder-layer indices per pipeline rank from the virtual stages (`_virtual_chunks`)."""
+        chunks = self.chunks
+        if chunks is None:
+            return None
         pp = self.par.pp
-        if setting is None or not isinstance(setting.value, (list, tuple)) or pp <= 1:
-            return None
-        stages = [str(stage) for stage in setting.value]
-        if len(stages) % pp or sum(stage.count("t") for stage in stages) != self.arch.layers:
-            return None
         ranks: list = [[] for _ in range(pp)]
         index = 0
-        for k, stage in enumerate(stages):
-            count = stage.count("t")
+        for k, count in enumerate(chunks):
             ranks[k % pp].extend(range(index, index + count))
             index += count
         return ranks
+
+    def rank_chunks(self, stage: int) -> Optional[list]:
+        """Layers of each model chunk of one rank (None: an even split)."""
+        if self.chunks is None:
+            return None
+        return self.chunks[stage::self.par.pp]
 
     def _mtp_layers(self) -> int:
         """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
@@ -419,7 +456,8 @@ class _Model:
         inflight = 1.0
         if self.assume["pipeline.inflight_microbatches"]:
             inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches,
-                                                 *self.schedule_knobs())
+                                                 *self.schedule_knobs(),
+                                                 chunk_layers=self.rank_chunks(plan.stage))
         per_layer_full, items_full = self.layer_bytes_per_token(plan, recompute=False)
         if tr.recompute == "full":
             items = act.recompute_items(self.dt.compute, arch.hidden, topo.tp, par.sp)

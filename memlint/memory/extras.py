@@ -314,6 +314,20 @@ def optimizer_step_terms(model, plan) -> list:
     Megatron/DeepSpeed fused optimizers work in place.
     """
     tr, dt = model.tr, model.dt
+    if tr.framework == "megatron" and dt.master and dt.grad < 4 \
+            and model.par.offload_optimizer == "none" and tr.train_base:
+        # fp16/bf16 main grads: `main_param.grad = main_grad.float()` makes an fp32 copy for
+        # the fp32 master weights, freed at the next zero_grad
+        # (megatron/core/optimizer/optimizer.py and distrib_optimizer.py
+        # _copy_model_grads_to_main_grads)
+        groups = model.stage_param_groups(plan)
+        shard = model.topo.shard if model.par.zero >= 1 else 1
+        expert_shard = model.topo.expert_shard if model.par.zero >= 1 else 1
+        n = _ceil_div(groups["dense"], shard) + _ceil_div(groups["experts"], expert_shard)
+        return [Term("optimizer.fp32_grad_copies", "optimizer", 4 * n,
+                     f"fp32 copies of {dt.grad}-byte main grads: {n:,} × 4 B",
+                     {"params": n, "grad_bytes": dt.grad},
+                     "megatron/core/optimizer/optimizer.py _copy_model_grads_to_main_grads")]
     if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
         return []
     if dt.state_bits:
@@ -484,13 +498,16 @@ def _deepspeed_buffers(model, plan, layer_params: list) -> list:
 
 
 def runtime_terms(model) -> list:
-    """What a real GPU process adds beyond tensors: the CUDA context with cuBLAS/cuDNN workspaces
-    and NCCL communicator buffers, one per process group with more than one rank."""
+    """What a real GPU process adds outside PyTorch's caching allocator: the CUDA context (module
+    images, cuDNN handles) and NCCL communicator buffers, one per process group with more than
+    one rank. cuBLAS, cuBLASLt and Transformer Engine workspaces are allocated through the
+    caching allocator and are `buffers.*` terms (`workspace_terms`)."""
     if model.scenario.hardware.device == "cpu":
         return []
     assume, topo = model.assume, model.topo
     terms = [Term("runtime.cuda_context", "runtime", int(assume["runtime.cuda_context_bytes"]),
-                  "CUDA context + library workspaces (assumption runtime.cuda_context_bytes)",
+                  "CUDA context outside the caching allocator (assumption "
+                  "runtime.cuda_context_bytes)",
                   {}, "PyTorch on H100: ~500-700 MiB outside the caching allocator")]
     groups = sum(1 for size in (topo.tp, topo.pp, topo.cp, topo.dp, topo.ep) if size > 1)
     if groups:
