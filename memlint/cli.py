@@ -82,14 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
                            "memlint.toml's files, [tool.memlint] runs) are checked together.")
     check.add_argument("paths", nargs="*", metavar="PATH",
                        help="config files or directories (walked for the files memlint reads)")
-    _common(check, ("text", "json", "sarif", "github", "junit", "markdown"))
+    _common(check, ("text", "json", "sarif", "github", "junit", "markdown", "html"))
     check.add_argument("--skip-unknown", action="store_true",
                        help="skip files of no format memlint reads, without a warning (hooks)")
 
     estimate = sub.add_parser("estimate", help="estimate per-GPU memory of one run",
                               description="Estimate per-GPU memory; all PATHS describe one run.")
     estimate.add_argument("paths", nargs="*", metavar="PATH")
-    _common(estimate, ("text", "json", "markdown"))
+    _common(estimate, ("text", "json", "markdown", "html"))
     estimate.add_argument("--explain", action="store_true",
                           help="show the derivation term by term")
     estimate.add_argument("--stage", type=int, help="with --explain: only this pipeline stage")

@@ -199,8 +199,15 @@ def zero_stage(value: Any) -> int:
 
 PRECISIONS = ("bf16", "fp16", "pure-bf16", "amp-bf16", "fp32", "fp8")
 DTYPES = ("fp32", "bf16", "fp16", "fp8")
-_dtype = choice(*DTYPES, aliases={"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                                  "half": "fp16", "float": "fp32"})
+_DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+                  "float": "fp32"}
+_dtype = choice(*DTYPES, aliases=_DTYPE_ALIASES)
+# Optimizer moments may also be block-quantized integers (bitsandbytes 8-bit optimizers, torchao
+# AdamW8bit / AdamW4bit): 8-bit or 4-bit codes plus an fp32 scale per block
+# (`optimizer_state_block`). memlint/memory/optimizer_quant.py has the byte counts and sources.
+STATE_DTYPES = DTYPES + ("int8", "int4")
+_state_dtype = choice(*STATE_DTYPES, aliases={**_DTYPE_ALIASES, "8bit": "int8", "8-bit": "int8",
+                                              "uint8": "int8", "4bit": "int4", "4-bit": "int4"})
 
 _KEYS = [
     # model
@@ -225,8 +232,19 @@ _KEYS = [
     Key("grad_dtype", "training", "grad_dtype", _dtype, "dtype of the kept gradients"),
     Key("master_weights", "training", "master_weights", to_bool,
         "whether the optimizer keeps an fp32 master copy"),
-    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _dtype,
-        "dtype of optimizer moments"),
+    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _state_dtype,
+        "dtype of optimizer moments: fp32, bf16, fp16, fp8, or block-quantized int8 / int4 "
+        "(bitsandbytes 8-bit, torchao AdamW8bit / AdamW4bit)"),
+    Key("optimizer_state_block", "training", "optimizer_state_block", optional_positive_int,
+        "elements per fp32 scale of block-quantized optimizer moments (default: int8 256 as "
+        "bitsandbytes and torchao AdamW8bit, int4 128 as torchao AdamW4bit; fp8 none)"),
+    Key("optimizer_paged", "training", "optimizer_paged", to_bool,
+        "paged optimizer states (bitsandbytes Paged*: CUDA unified memory the driver evicts to "
+        "the host under pressure; counted as host memory)"),
+    Key("fp8_params", "training", "fp8_params", to_bool,
+        "precision=fp8 with FP8 parameters (Transformer Engine fp8_model_init / "
+        "quantized_model_init, Megatron --fp8-param-gather): linear weights stored in FP8, no "
+        "high-precision copy; default false: bf16 weights plus FP8 copies (memory/fp8.py)"),
     Key("optimizer", "training", "optimizer",
         choice("adamw", "adam", "muon", "adafactor", "sgd", "fp8_adam",
                aliases={"fp8-adam": "fp8_adam", "sgd_momentum": "sgd"}),
@@ -234,6 +252,9 @@ _KEYS = [
     Key("optimizer_impl", "training", "optimizer_impl",
         choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
         "PyTorch optimizer implementation (default: the device's default)"),
+    Key("compile", "training", "compile", to_bool,
+        "torch.compile of the model / loss (torchtitan compile.enable); recorded, not modeled: "
+        "the estimate counts eager PyTorch's saved tensors (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),
@@ -291,7 +312,12 @@ _KEYS = [
     Key("offload_params", "parallelism", "offload_params", choice("none", "cpu", "nvme"),
         "parameter offload"),
     Key("offload_activations", "parallelism", "offload_activations", to_bool,
-        "activation offload to CPU"),
+        "activation offload to CPU: saved layer activations go to host memory, one layer stays "
+        "in transit (torchtune/axolotl OffloadActivations, Megatron --cpu-offloading)"),
+    Key("offload_activations_layers", "parallelism", "offload_activations_layers",
+        optional_positive_int,
+        "layers per stage whose activations are offloaded (Megatron "
+        "--cpu-offloading-num-layers; default: all)"),
     Key("first_stage_layers", "parallelism", "first_stage_layers", non_negative_int,
         "layers on the first pipeline stage (uneven split)"),
     Key("last_stage_layers", "parallelism", "last_stage_layers", non_negative_int,

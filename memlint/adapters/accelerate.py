@@ -50,6 +50,8 @@ SAGEMAKER_KEYS = (
     "sagemaker_inputs_file", "sagemaker_metrics_file", "additional_args", "dynamo_config",
     "enable_cpu_affinity", "fp16", "dynamo_backend",
 )
+# SageMakerDistributedType (utils/dataclasses.py), used when compute_environment is SageMaker
+SAGEMAKER_TYPES = ("NO", "DATA_PARALLEL", "MODEL_PARALLEL")
 DISTRIBUTED_TYPES = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
                      "MULTI_MUSA", "MULTI_XPU", "DEEPSPEED", "FSDP", "XLA", "MEGATRON_LM",
                      "MULTI_HPU", "MULTI_NEURON", "TPU")
@@ -172,12 +174,19 @@ class _Reader:
                 f"distributed_type is required ({SRC_CONFIG}: process_config)",
                 Provenance(self.path, 1, 1, "distributed_type")))
             dtype = "NO"
+        elif data["distributed_type"] is False:
+            # YAML 1.1 reads a bare `NO` as false; accelerate keeps it (BaseConfig.__post_init__
+            # converts only strings) and `accelerate launch` then starts no distributed backend
+            dtype = "NO"
         else:
             dtype = str(data["distributed_type"]).strip().upper()
-            if dtype not in DISTRIBUTED_TYPES:
+            sagemaker = str(data.get("compute_environment", "")).strip().upper() == \
+                "AMAZON_SAGEMAKER"
+            allowed = SAGEMAKER_TYPES if sagemaker else DISTRIBUTED_TYPES
+            if dtype not in allowed:
                 self.diag(INVALID_VALUE, Severity.ERROR,
                           f"distributed_type {data['distributed_type']!r} is not one of "
-                          f"{', '.join(DISTRIBUTED_TYPES[:11])}", "distributed_type")
+                          f"{', '.join(allowed[:11])}", "distributed_type")
         self.dtype = dtype
         fsdp = data.get("fsdp_config") if isinstance(data.get("fsdp_config"), dict) else {}
         self.version = 1

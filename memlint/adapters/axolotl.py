@@ -31,7 +31,8 @@ Read at axolotl-ai-cloud/axolotl@067b021 (src/axolotl/utils/schemas/*.py for key
   the working directory, at the repository root and in every folder from the YAML's up to the
   root, never only beside the YAML. One of axolotl's own `deepspeed_configs/*.json` that is not
   found is taken from `_SHIPPED_DEEPSPEED` (the files' facts at that commit).
-`base_model` is a Hub name, which memlint never downloads: it is reported as info.
+`base_model` (or `base_model_config`) is the model: a Hub id resolves through the HF cache and
+memlint's bundled catalog (never the network unless --hub), else a warning and no verdict.
 
 `gradient_checkpointing: true` is transformers' checkpointing, which wraps each decoder layer's
 call, FSDP hooks included, so under FSDP the recompute re-gathers the layer
@@ -196,15 +197,23 @@ def load(path: str, text: str) -> Partial:
         if key == "sequence_parallel_degree" and data.get("context_parallel_size"):
             continue  # the deprecated alias only applies without context_parallel_size
         partial.set(scenario, value, prov(key))
+    ep, shard = partial.settings.get("ep"), partial.settings.get("dp_shard")
+    if ep is not None and shard is not None and ep.value > 1:
+        # axolotl's mesh gives EP its own axis: world = ep·tp·cp·dp_shard·dp_replicate
+        # (utils/distributed.py _get_parallel_config_kwargs); memlint carves ep out of the
+        # data-parallel ranks (memory/topology.py), whose count is then dp_shard·ep. Experts
+        # are FSDP-sharded over the non-EP axis, dp_shard_size (monkeypatch/accelerate/fsdp2.py).
+        partial.set("dp_shard", shard.value * ep.value, shard.prov)
     for scenario, value, key in _DEFAULTS:
         if scenario not in partial.settings and data.get(key) is None:
             partial.set(scenario, value, default(key, value))
 
-    if data.get("base_model"):
-        partial.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO,
-            f"base_model {data['base_model']!r} is a Hub name; memlint does not download it: "
-            "give its config.json with --model", prov("base_model"), key="base_model"))
+    model_key = "base_model_config" if data.get("base_model_config") else "base_model"
+    model = data.get(model_key)
+    if isinstance(model, str) and model.strip():
+        # axolotl loads the config from base_model_config, else base_model (utils/config):
+        # a Hub id resolves through the HF cache and memlint's catalog (scenario.load_hub_model)
+        partial.set("model", model.strip(), prov(model_key))
 
     deepspeed = data.get("deepspeed")
     _precision(data, partial, prov, default, bool(deepspeed))
@@ -346,6 +355,12 @@ def _recompute(data: dict, partial: Partial, prov) -> None:
     if offload:
         # axolotl's offloaded checkpointing keeps each layer's input on the host
         partial.set("offload_activations", True, prov("gradient_checkpointing"))
+    if "recompute" not in partial.settings and not checkpointing:
+        # gradient_checkpointing defaults to false (schemas/config.py): axolotl's own "none"
+        where = (prov("gradient_checkpointing") if "gradient_checkpointing" in data
+                 else Provenance(prov().file, None, None,
+                                 "gradient_checkpointing (axolotl default false)"))
+        partial.set("recompute", "none", where)
     offloading = data.get("activation_offloading")
     if offloading is True or (isinstance(offloading, str) and offloading.strip().lower() in (
             "legacy", "disk", "hidden_states", "true")):

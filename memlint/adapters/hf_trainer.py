@@ -227,7 +227,8 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if flags.get(name, (False,))[0]:
             partial.set_extra(f"flags.{name}", True, flags[name][1])
     if loaded_dtype is None:
-        dtype_item = next((args[n] for n in DTYPE_NAMES if n in args), None)
+        dtype_item = next((args[n] for n in DTYPE_NAMES
+                           if n in args and args[n].value not in (None, "None", "null")), None)
         if dtype_item is not None and resolved(dtype_item):
             loaded_dtype = _DTYPES.get(str(dtype_item.value).strip().lower())
             if loaded_dtype is None and str(dtype_item.value).strip().lower() != "auto":
@@ -301,7 +302,8 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
             partial.references.append((text, deepspeed.prov))
             partial.set("framework", "deepspeed", deepspeed.prov)
             partial.set_extra("hf_trainer.deepspeed", text, deepspeed.prov)
-    if "framework" not in partial.settings:
+    if "framework" not in partial.settings and "hf_trainer.launcher_config" not in partial.extra:
+        # (an accelerate config file given to the launcher decides DeepSpeed / FSDP itself)
         partial.set("framework", "hf", anchor)
     for name in ("packing", "use_liger_kernel", "enable_liger_kernel", "neat_packing"):
         item = args.get(name)
@@ -555,6 +557,8 @@ def load(path: str, text: str) -> Partial:
         partial, items, script = _load_script(path, text)
     if items is None:
         return partial
+    if not items and partial.references:
+        return partial  # `python train.py args.yaml`: the arguments file holds them all
     if script == _LLAMAFACTORY_CLI:
         from memlint.adapters import llamafactory
 
@@ -715,6 +719,7 @@ def _launcher(fields: list, partial: Partial, prov) -> None:
     config = found.get("config")
     if config is not None and not config[2]:
         partial.references.append((config[0], config[1]))
+        partial.set_extra("hf_trainer.launcher_config", config[0], config[1])
     total = found.get("total")
     per_node, nodes = found.get("per_node"), found.get("nodes")
     if total is not None and not total[2] and to_int(total[0]):

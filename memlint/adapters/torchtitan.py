@@ -207,6 +207,7 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
     _derive_parallel(facts, partial, anchor)
     _derive_recompute(facts, partial)
     _derive_offload(facts, partial)
+    _derive_compile(facts, partial)
     _derive_model(facts, partial, anchor, base_dir)
     _derive_float8(facts, partial)
 
@@ -308,6 +309,12 @@ def _derive_offload(facts: Facts, partial: Partial) -> None:
         # FSDP2 CPUOffloadPolicy keeps sharded params, grads and optimizer states on the host
         partial.set("offload_params", "cpu", found[1])
         partial.set("offload_optimizer", "cpu", found[1])
+
+
+def _derive_compile(facts: Facts, partial: Partial) -> None:
+    found = facts.find("enable", "compile")
+    if found is not None and isinstance(found[0], bool):
+        partial.set("compile", found[0], found[1])
 
 
 def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str]) -> None:

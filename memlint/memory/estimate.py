@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, inputs, states
+from memlint.memory import extras, fp8, inputs, moe_balance, offload, states
+from memlint.memory.compile import compile_notes
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -165,6 +166,11 @@ class _Model:
         if self.seed and self.lora:
             # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
+        self.uses_deepspeed = (self.tr.framework == "deepspeed"
+                               or "deepspeed.config" in scenario.extra)
+        # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; extras.buffer_terms)
+        self.fsdp_sharded = (not self.uses_deepspeed and not self.seed and self.topo.shard > 1
+                             and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
@@ -354,7 +360,28 @@ class _Model:
                 [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
                 par.fsdp, par.offload_params)
         else:
-            weights += states.weight_terms(groups, dt, par.zero, par.fsdp, par.offload_params)
+            # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
+            fp8_weights = []
+            weight_groups = groups
+            remainder_bytes = None
+            if (fp8.applies(tr.precision, tr.framework, self.seed) and not self.uniform
+                    and par.zero < 3 and par.fsdp == "none"
+                    and not fp8.adapter_fp8_weights(tr)):
+                lin = fp8.linear_params(self.counts, plan.layers, topo.tp, topo.etp * topo.ep)
+                transpose = fp8.needs_transpose(
+                    extras.compute_capability(self.scenario.hardware.gpu))
+                if fp8.fp8_params(tr):
+                    hp = fp8.high_precision_bytes(dt.param)
+                    _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], hp, transpose)
+                    weight_groups = [states.ShardedCount(
+                        g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
+                        for g in groups]
+                    remainder_bytes = hp  # norms, embeddings, output layer, router
+                else:
+                    fp8_weights = fp8.fp8_copy_terms(*lin, transpose=transpose)
+            weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
+                                           par.offload_params,
+                                           frozen_bytes_per_param=remainder_bytes) + fp8_weights
             gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
             optimizer += states.optimizer_terms(
                 groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
@@ -364,8 +391,14 @@ class _Model:
             vision_terms = extras.vision_state_terms(vision, dt, tr.optimizer, topo.shard,
                                                      par.zero, par.fsdp, self.lora)
             weights += vision_terms
-        host += extras.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
-                                          par.offload_params, self.lora)
+        # -- offload (memory/offload.py): FSDP CPUOffloadPolicy moves sharded grads to the host
+        fsdp_offload = offload.fsdp_cpu_offload(par.fsdp, par.offload_params, self.uses_deepspeed)
+        gradients, _ = offload.split_gradients(gradients, fsdp_offload)
+        host += offload.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
+                                           par.offload_params, self.lora, fsdp_offload)
+        # paged optimizer states (memory/optimizer_quant.py) are host memory, not GPU memory
+        host += [t for t in optimizer if t.name.startswith("host.")]
+        optimizer = [t for t in optimizer if not t.name.startswith("host.")]
         return weights, gradients, optimizer, host
 
     @functools.cached_property
@@ -400,7 +433,7 @@ class _Model:
             total += (arch.vocab + d) if not arch.tied else 0
         return total
 
-    def activation_terms(self, plan: StagePlan, phase: str) -> list:
+    def activation_terms(self, plan: StagePlan, phase: str, host_out=None) -> list:
         """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
         tr, par, topo, arch = self.tr, self.par, self.topo, self.arch
         layers = len(plan.layers)
@@ -493,6 +526,12 @@ class _Model:
                 inputs={"layers": self.mtp_layers, "bytes_per_token": per_token,
                         "tokens": tokens},
                 source="megatron/core/transformer/multi_token_prediction.py"))
+        if par.offload_activations:
+            # activation offload (memory/offload.py): offloaded layers are host memory
+            terms, moved = offload.activation_offload(terms, layers,
+                                                      par.offload_activations_layers)
+            if host_out is not None:
+                host_out.extend(moved)
         terms += extras.autocast_weight_terms(self, plan)
         terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
@@ -636,6 +675,10 @@ class _Model:
                         separate_norm1=arch.mla is not None or not self.te_spec())
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
+                imbalance = float(self.assume.get("moe.routing_imbalance", 1.0))
+                if moe_layer and moe_balance.applies(topo.ep, imbalance):
+                    # the busiest expert-parallel rank (memory/moe_balance.py)
+                    items = moe_balance.scale_routed(items, imbalance)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
             items, per_token = cache[key]
             total += per_token
@@ -664,6 +707,21 @@ class _Model:
         return extras.runtime_terms(self)
 
 
+def fsdp_layer_freed(terms: list, layers: int) -> list:
+    """After the last layer's backward its saved tensors are gone: the full-layer activations
+    term keeps (L − 1) / L of its bytes (one micro-batch in flight under FSDP)."""
+    out = []
+    for term in terms:
+        if term.name == "activations" and layers > 0:
+            held = int(term.inputs.get("layers", layers)) or 1
+            kept = term.bytes * (held - 1) // held
+            term = Term(term.name, term.component, kept,
+                        f"({term.formula}) × ({held} − 1) / {held}  (last layer's backward done)",
+                        dict(term.inputs), term.source)
+        out.append(term)
+    return out
+
+
 def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients, optimizer):
     terms = list(weights) + list(optimizer)
     if model.seed:
@@ -675,7 +733,13 @@ def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients,
     if grads_now:
         terms += list(gradients)
     terms += model.workspaces
-    if phase != "optimizer":
+    if phase == "backward_layer":
+        # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
+        # layer's saved tensors are freed, the other layers' are still held
+        terms += fsdp_layer_freed(model.activation_terms(plan, phase), len(plan.layers))
+        terms += extras.buffer_terms(model, plan, phase)
+        terms += extras.dequant_terms(model, plan)
+    elif phase != "optimizer":
         terms += model.activation_terms(plan, phase)
         terms += model.logits_terms(plan, phase)
         terms += extras.buffer_terms(model, plan, phase)
@@ -692,12 +756,19 @@ def estimate(scenario) -> Estimate:
     runtime = [] if model.seed else model.runtime_terms()
     for plan in model.plans:
         weights, gradients, optimizer, host = model.state_terms(plan)
+        if model.par.offload_activations and not model.seed:
+            # the host side of activation offload (memory/offload.py), at the end of forward
+            moved: list = []
+            model.activation_terms(plan, "forward_end", host_out=moved)
+            host = list(host) + moved
         if model.seed:
             names = ["backward"]
         else:
             names = ["forward_end", "backward_start", "optimizer"]
             if model.tr.recompute != "none":
                 names.insert(2, "backward_recompute")
+            elif model.fsdp_sharded:
+                names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
         phases = []
         for name in names:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer)
@@ -709,6 +780,7 @@ def estimate(scenario) -> Estimate:
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
                                     terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))
     notes = [model.dt.note]
+    notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     if model.seed:
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),

@@ -1,7 +1,9 @@
 """Reporters: pure functions from a finished `Report` (diagnostics + estimates) to text.
 
 Formats: text (rich on a terminal, plain otherwise), json (the DESIGN.md contract), sarif (2.1.0),
-github (workflow commands), junit (XML), markdown (job summaries and pull-request comments). Each module exposes `render(report) -> str`; the text
+github (workflow commands), junit (XML), markdown (job summaries and pull-request comments),
+html (one self-contained page: inline SVG, no script). Each module exposes
+`render(report) -> str`; the text
 reporter also `write(report, stream)` for colour. Reporters never decide the exit code.
 """
 from __future__ import annotations
@@ -34,7 +36,7 @@ def escape_controls(text: Optional[str]) -> Optional[str]:
 
 
 
-FORMATS = ("text", "json", "sarif", "github", "junit", "markdown")
+FORMATS = ("text", "json", "sarif", "github", "junit", "markdown", "html")
 
 
 @dataclass

@@ -192,3 +192,21 @@ def test_context_and_sequence_parallel_together_are_refused(tmp_path):
     [error] = [d for d in partial.diagnostics if d.severity == Severity.ERROR]
     assert "refuses context and sequence parallelism together" in error.message
     assert error.line == 5
+
+
+def test_yaml_no_distributed_type_and_sagemaker_types(tmp_path):
+    """accelerate tests/test_configs/0_30_0_sagemaker.yaml writes `distributed_type: NO`, which
+    YAML 1.1 reads as false: accelerate keeps it (only strings are converted) and launches no
+    distributed backend. SageMaker configs take SageMakerDistributedType values."""
+    path = tmp_path / "a.yaml"
+    text = ("compute_environment: AMAZON_SAGEMAKER\ndistributed_type: NO\nmixed_precision: fp16\n"
+            "ec2_instance_type: MY_TYPE\niam_role_name: MY_ROLE\n")
+    path.write_text(text)
+    partial = accelerate.load(str(path), text)
+    assert not [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    text = text.replace("distributed_type: NO", "distributed_type: DATA_PARALLEL")
+    assert not [d for d in accelerate.load(str(path), text).diagnostics
+                if d.severity == Severity.ERROR]
+    text = text.replace("DATA_PARALLEL", "FSDP2")
+    assert [d.line for d in accelerate.load(str(path), text).diagnostics
+            if d.severity == Severity.ERROR] == [2]

@@ -124,6 +124,8 @@ def test_defaults_are_axolotls_own(tmp_path):
     assert got["micro_batch"] == 1 and got["seq_len"] == 2048
     assert got["optimizer_impl"] == "fused" and got["precision"] == "pure-bf16"
     assert "axolotl default" in partial.settings["micro_batch"].prov.key
+    assert got["recompute"] == "none"  # gradient_checkpointing defaults to false
+    assert "axolotl default" in partial.settings["recompute"].prov.key
     text = "base_model: x\nmicro_batch_size: 2\nbf16: false\noptimizer: paged_adamw_8bit\n"
     partial = axolotl.load(str(path), text)
     got = values(partial)
@@ -157,3 +159,34 @@ def test_moe_without_ep_stays_silent_on_a_run_that_fits_with_room(capsys):
     assert code == 0
     assert doc["estimates"][0]["peak_bytes"] < 0.9 * doc["estimates"][0]["gpu"]["capacity_bytes"]
     assert "ML601" not in {d["code"] for d in doc["diagnostics"]}
+
+
+@needs_real
+def test_expert_parallel_is_its_own_mesh_axis(capsys):
+    """qwen3_30ba3b_ep_fsdp_fft_4gpu: expert_parallel_size 2 × dp_shard_size 2 on 4 GPUs
+    (axolotl utils/distributed.py: EP consumes part of the world before dp_shard). Before: a
+    false ML502 (1·2 = 2 of 4 GPUs) and the experts counted unsharded."""
+    from memlint.cli import main
+
+    path = real("expert_parallel-qwen3_30ba3b_ep_fsdp_fft_4gpu.yaml")
+    got = values(load(path))
+    assert got["ep"] == 2 and got["dp_shard"] == 4 and got["model"].startswith("Qwen/Qwen3-30B")
+    code = main(["check", path, "--set", "world_size=4", "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 0 and not {"ML502", "ML101"} & {d["code"] for d in doc["diagnostics"]}
+    assert doc["estimates"][0]["peak_bytes"] < doc["estimates"][0]["gpu"]["capacity_bytes"]
+
+
+def test_real_project_layout_finds_deepspeed_configs_at_the_project_root():
+    """fixtures/real-world keeps axolotl's layout (SOURCES.md there): examples/mistral/
+    bigstral-ds-zero3.yaml names deepspeed_configs/zero3_bf16_cpuoffload_params.json, which
+    axolotl opens from its working directory, the project root two folders up."""
+    corpus = os.path.join(ROOT, "fixtures", "real-world", "axolotl-ai-cloud__axolotl")
+    path = os.path.join(corpus, "examples", "mistral", "bigstral-ds-zero3.yaml")
+    partials = load_with_references(path)
+    assert [os.path.relpath(p.source, corpus) for p in partials] == [
+        os.path.join("deepspeed_configs", "zero3_bf16_cpuoffload_params.json"),
+        os.path.join("examples", "mistral", "bigstral-ds-zero3.yaml")]
+    scenario, diagnostics = build(partials)
+    assert scenario.parallelism.zero == 3 and scenario.parallelism.offload_params == "cpu"
+    assert not [d for d in diagnostics if d.severity == Severity.ERROR]
