@@ -30,12 +30,32 @@ _CORPUS: list = []
 _WORKDIR = None
 
 
+_MEMORY = 100 * 2**20  # bytes one input may add to the process (issue 19: under 100 MB)
+
+
 def _init(include_shared: bool) -> None:
     global _CORPUS, _WORKDIR
     import tempfile
 
     _CORPUS = mutate.corpus(include_shared)
     _WORKDIR = tempfile.mkdtemp(prefix="memlint-fuzz-")
+    from memlint import cli  # noqa: F401 - imported before the limit: modules are not inputs
+
+    _limit_memory()
+
+
+def _limit_memory() -> None:
+    """Cap the address space at what the worker uses now plus _MEMORY (RLIMIT_AS): an input
+    that needs more fails inside memlint (MemoryError: an internal error, reported) instead of
+    taking the machine. Peak RSS growth per input is also measured (_work)."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as handle:
+            size = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (size + _MEMORY + 64 * 2**20,) * 2)
+    except (ImportError, OSError, ValueError):
+        pass  # no /proc or no RLIMIT_AS here: only the RSS measurement remains
 
 
 def _case(seed: int) -> tuple:
@@ -49,37 +69,55 @@ def _case(seed: int) -> tuple:
     return name, raw, args, fmt, command
 
 
+def _rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _work(seed: int) -> tuple:
+    """(seed, failure, CPU seconds, bytes the peak RSS grew by) of one input."""
     name, raw, args, fmt, command = _case(seed)
-    started = time.perf_counter()
+    before = _rss()
+    started = time.process_time()
     failure = mutate.run_one(name, raw, args, fmt=fmt, time_limit=_LIMIT, workdir=_WORKDIR,
                              command=command)
-    return seed, failure, time.perf_counter() - started
+    elapsed = time.process_time() - started
+    grown = _rss() - before
+    if failure is None and elapsed > _LIMIT_OK:
+        failure = f"slow: {elapsed:.2f}s of CPU time (over {_LIMIT_OK}s)"
+    if failure is None and grown > _MEMORY:
+        failure = f"memory: peak RSS grew {grown / 2**20:.0f} MiB (over {_MEMORY // 2**20} MiB)"
+    return seed, failure, elapsed, grown
 
 
 _LIMIT = 5.0
+_LIMIT_OK = 1.0  # an input over this much CPU time is a failure too (issue 19)
 
 
 def main(argv=None) -> int:
-    global _LIMIT
+    global _LIMIT, _LIMIT_OK
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000, help="inputs to run")
     parser.add_argument("--time", type=float, default=600.0, help="stop after this many seconds")
     parser.add_argument("--seed", type=int, default=0, help="first seed (input i uses seed+i)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--limit", type=float, default=5.0, help="seconds allowed per input")
+    parser.add_argument("--limit", type=float, default=5.0,
+                        help="CPU seconds after which an input is stopped")
+    parser.add_argument("--slow", type=float, default=1.0,
+                        help="CPU seconds over which a finished input counts as a failure")
     parser.add_argument("--out", default=os.path.join("/tmp", "memlint-fuzz-failures"),
                         help="where reproducers of failures are written")
     parser.add_argument("--no-shared", action="store_true",
                         help="only fixtures/, not ../shared/fixtures-real/")
     args = parser.parse_args(argv)
-    _LIMIT = args.limit
+    _LIMIT, _LIMIT_OK = args.limit, args.slow
     include_shared = not args.no_shared
 
     started = time.perf_counter()
     seeds = range(args.seed, args.seed + args.count)
     failures: dict = collections.OrderedDict()
-    ran, slowest = 0, (0.0, None)
+    ran, slowest, biggest = 0, (0.0, None), (0, None)
     deadline = started + args.time
     if args.jobs > 1:
         pool = multiprocessing.Pool(args.jobs, initializer=_init, initargs=(include_shared,))
@@ -88,10 +126,12 @@ def main(argv=None) -> int:
         _init(include_shared)
         pool, results = None, map(_work, seeds)
     try:
-        for seed, failure, elapsed in results:
+        for seed, failure, elapsed, grown in results:
             ran += 1
             if elapsed > slowest[0]:
                 slowest = (elapsed, seed)
+            if grown > biggest[0]:
+                biggest = (grown, seed)
             if failure is not None:
                 key = failure.split(":", 2)[:2]
                 failures.setdefault(":".join(key), []).append((seed, failure))
@@ -105,7 +145,11 @@ def main(argv=None) -> int:
         _init(include_shared)
     print(f"corpus: {len(_CORPUS)} real configs; per-input limit {args.limit}s; jobs {args.jobs}")
     print(f"inputs run: {ran}  time: {total:.1f}s  rate: {ran / total:.0f} inputs/s  "
-          f"slowest: {slowest[0]:.2f}s (seed {slowest[1]})")
+          f"slowest: {slowest[0]:.2f}s CPU (seed {slowest[1]})  largest peak-RSS growth: "
+          f"{biggest[0] / 2**20:.1f} MiB (seed {biggest[1]})")
+    print(f"limits: {args.slow}s CPU and {_MEMORY // 2**20} MiB per input (address space capped "
+          f"at start-up + {_MEMORY // 2**20} MiB + 64 MiB); generators: "
+          f"{', '.join(sorted({m.__name__ for m in mutate.MUTATORS}))}")
     count = sum(len(v) for v in failures.values())
     print(f"failures: {count} ({len(failures)} distinct)")
     for key, items in failures.items():

@@ -1,3 +1,24 @@
-"""memlint: catch out-of-memory and launch-time errors in LLM training configs before submission."""
+"""memlint: catch out-of-memory and launch-time errors in LLM training configs before submission.
 
-__version__ = "0.1.0"
+The public API (memlint.api, imported on first use so that `memlint --version` stays instant):
+
+    memlint.check(paths, *, model=None, select=(), ignore=(), fail_on=None, **scenario)
+    memlint.estimate(paths=(), *, model=None, **scenario)
+"""
+
+__version__ = "0.2.0"
+DISTRIBUTION = "memlint-llm"        # the name on the package index (`pip install memlint-llm`)
+REPOSITORY_URL = "https://github.com/memlint/memlint"   # source, rule docs (docs/rules/)
+
+_API = ("check", "estimate", "CheckResult", "MemlintError", "Options")
+
+
+def __getattr__(name):  # PEP 562: the API's imports cost nothing until it is used
+    if name in _API:
+        from memlint import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'memlint' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "DISTRIBUTION", "REPOSITORY_URL", *_API]

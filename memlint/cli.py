@@ -1,4 +1,6 @@
-"""The command line: `memlint check|estimate|rules|explain` (also `python -m memlint`).
+"""The command line: `memlint check|estimate|plan|rules|explain` (also `python -m memlint`).
+
+Argument parsing and printing only: what a command does is memlint.api (the library pipeline).
 
 Exit codes (DESIGN.md): 0 no finding at or above --fail-on; 1 findings at or above it (parse
 errors of a config included); 2 memlint could not do its job (bad command line, missing file,
@@ -9,16 +11,12 @@ Heavy modules (rich, yaml, jsonschema, the memory model) are imported only when 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
 from typing import Optional
 
 from memlint import __version__
-
-
-class UsageError(Exception):
-    """The command line or memlint's own configuration is unusable: exit 2."""
+from memlint.errors import UsageError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,13 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="lint config files",
                            description="Lint config files; files that describe one run (a "
                            "memlint.toml's files, [tool.memlint] runs) are checked together.")
-    check.add_argument("paths", nargs="*", metavar="PATH")
-    _common(check, ("text", "json", "sarif", "github", "junit"))
+    check.add_argument("paths", nargs="*", metavar="PATH",
+                       help="config files or directories (walked for the files memlint reads)")
+    _common(check, ("text", "json", "sarif", "github", "junit", "markdown", "html"))
+    check.add_argument("--skip-unknown", action="store_true",
+                       help="skip files of no format memlint reads, without a warning (hooks)")
 
     estimate = sub.add_parser("estimate", help="estimate per-GPU memory of one run",
                               description="Estimate per-GPU memory; all PATHS describe one run.")
     estimate.add_argument("paths", nargs="*", metavar="PATH")
-    _common(estimate, ("text", "json"))
+    _common(estimate, ("text", "json", "markdown", "html"))
     estimate.add_argument("--explain", action="store_true",
                           help="show the derivation term by term")
     estimate.add_argument("--stage", type=int, help="with --explain: only this pipeline stage")
@@ -109,22 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------------
-# Configuration
-
-
-def lint_config(args, start: str):
-    from memlint.config import config_for
-    from memlint.diagnostics import Severity
-
-    config = config_for(start)
-    if args.select:
-        config.select = _csv(args.select)
-    config.extend_select = tuple(config.extend_select) + _csv(args.extend_select)
-    config.ignore = tuple(config.ignore) + _csv(args.ignore)
-    if args.fail_on:
-        config.fail_on = Severity.parse(args.fail_on)
-    config.allow_outside_root = config.allow_outside_root or args.allow_outside_root
-    return config
+# From arguments to the library's Options
 
 
 def _max_bytes(args) -> int:
@@ -148,280 +134,18 @@ def _assignments(args) -> list:
     return out
 
 
-def command_line_partial(args):
-    from memlint.scenario import overrides_partial
+def options_from(args):
+    """The parsed command line as memlint.api.Options."""
+    from memlint.api import Options
+    from memlint.diagnostics import Severity
 
-    try:
-        return overrides_partial(_assignments(args), args.model)
-    except ValueError as exc:
-        raise UsageError(f"--set: {exc}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Grouping files into runs
-
-
-_REAL: dict = {}
-
-
-def _real(path: str) -> str:
-    """os.path.realpath, once per path and run (grouping asks for each file several times)."""
-    found = _REAL.get(path)
-    if found is None:
-        found = _REAL[path] = os.path.realpath(path)
-    return found
-
-
-def _check_path(path: str) -> None:
-    if not os.path.exists(path):
-        raise UsageError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory (give the config files)")
-
-
-def _load_run(files, args, config, max_bytes) -> list:
-    from memlint.adapters.registry import load_with_references
-
-    partials, seen = [], set()
-    for path in files:
-        for partial in load_with_references(path, max_bytes, config.allow_outside_root):
-            key = _real(partial.source) if os.path.exists(partial.source) else partial.source
-            if key in seen:
-                continue
-            seen.add(key)
-            partials.append(partial)
-    return partials
-
-
-def _run_partial(run: dict, config):
-    from memlint.ir import Partial, Provenance
-    from memlint.scenario import parse_assignment
-
-    partial = Partial(source=config.source or "<config>", fmt="config")
-    for text in run.get("set", ()):
-        try:
-            key, value = parse_assignment(text)
-        except ValueError as exc:
-            raise UsageError(f"{config.source}: runs {run['name']!r}: {exc}") from None
-        partial.set(key, value, Provenance(config.source, None, None, f"runs.set {key}"))
-    if run.get("model"):
-        partial.set("model", run["model"], Provenance(config.source, None, None, "runs.model"))
-    return partial
-
-
-def plan_runs(paths: list, args, max_bytes: int) -> list:
-    """[(name, partials, config)]: one entry per run to lint."""
-    runs = []
-    claimed = set()
-    for path in paths:
-        config = lint_config(args, path)
-        for run in config.runs:
-            members = {_real(f) for f in run["files"]}
-            if _real(path) in members and run["name"] not in {r[0] for r in runs}:
-                for member in run["files"]:
-                    _check_path(member)
-                partials = _load_run(run["files"], args, config, max_bytes)
-                if run.get("set") or run.get("model"):
-                    partials.append(_run_partial(run, config))
-                runs.append((run["name"], partials, config))
-                claimed |= members | {_real(p.source) for p in partials
-                                      if os.path.exists(p.source)}
-    singles = []
-    for path in paths:
-        if _real(path) in claimed:
-            continue
-        config = lint_config(args, path)
-        singles.append((path, _load_run([path], args, config, max_bytes), config))
-    # A file that another given file refers to is part of that run, not a run of its own.
-    kept, covered = [], set()
-    for item in sorted(singles, key=lambda item: -len(item[1])):
-        if _real(item[0]) in covered:
-            continue
-        kept.append(item)
-        covered |= {_real(p.source) for p in item[1] if os.path.exists(p.source)}
-    order = {id(item): index for index, item in enumerate(singles)}
-    kept.sort(key=lambda item: order[id(item)])
-    return runs + kept
-
-
-def default_paths(args) -> list:
-    """`memlint check` without paths: what [tool.memlint] lists (files, runs, scenario)."""
-    from memlint.config import find_pyproject
-
-    config = lint_config(args, os.getcwd())
-    if config.source is None:
-        raise UsageError("no paths given, and no pyproject.toml with [tool.memlint] files "
-                         "above the working directory")
-    paths = []
-    for pattern in config.files:
-        full = os.path.join(config.root, pattern)
-        matches = sorted(glob.glob(full, recursive=True))
-        if not matches and not glob.has_magic(pattern):
-            raise UsageError(f"{config.source}: [tool.memlint] files: {pattern}: no such file")
-        paths.extend(m for m in matches if os.path.isfile(m))
-    for run in config.runs:
-        paths.extend(run["files"][:1])
-    if not paths:
-        pyproject = find_pyproject(os.getcwd())
-        if pyproject is not None:
-            with open(pyproject, encoding="utf-8", errors="replace") as handle:
-                if "tool.memlint.scenario" in handle.read():
-                    paths.append(pyproject)
-    if not paths:
-        raise UsageError(f"no paths given, and {config.source} lists no [tool.memlint] files")
-    return [os.path.relpath(p) if os.path.isabs(p) else p for p in paths]
-
-
-# ---------------------------------------------------------------------------------------------
-# The pipeline for one run
-
-
-def run_pipeline(partials: list, args, config, reg):
-    """partials -> Scenario -> Estimate (with a model) -> engine. Returns (diagnostics, est)."""
-    from memlint import engine
-    from memlint.diagnostics import MISSING_MODEL, Severity, make
-    from memlint.ir import Provenance
-    from memlint.scenario import build
-
-    from memlint.config import assumptions_partial
-
-    project = assumptions_partial(config)  # [tool.memlint.assumptions], fitted by `compare`
-    all_partials = list(partials) + ([project] if project else []) + [command_line_partial(args)]
-    scenario, pre = build(all_partials, base_dir=os.getcwd(),
-                          allow_outside_root=config.allow_outside_root,
-                          max_bytes=_max_bytes(args),
-                          hub=True if getattr(args, "hub", False) else None)
-    anchor = engine.anchor_of(scenario)
-    estimate = None
-    model = scenario.model
-    parse_failed = any(d.code == "ML001" for d in pre)
-    if model is None and not parse_failed:
-        pre.append(make(MISSING_MODEL, Severity.INFO,
-                        "no memory estimate: no model (give --model PATH|PRESET, or model = "
-                        "... in a memlint.toml)", Provenance(anchor, None, None, None)))
-    elif model is not None and (model.config or model.total_params):
-        model_problems = _model_type_warnings(scenario)
-        pre.extend(model_problems)
-        if getattr(args, "command", None) == "check" and _world_unknown(scenario):
-            # ZeRO / FSDP shard over the data-parallel size: without the world size the per-GPU
-            # states are unknowable, and assuming one GPU would be a false alarm.
-            pre.append(make(MISSING_MODEL, Severity.INFO,
-                            "no memory check: ZeRO/FSDP shard the model over the data-parallel "
-                            "size, and the world size is not given (give --world-size N, or "
-                            "world_size in a memlint.toml / [tool.memlint])",
-                            scenario.where("zero") or scenario.where("fsdp")
-                            or Provenance(anchor, None, None, None)))
-        elif getattr(args, "command", None) == "check" and not _describes_run(partials, args):
-            pre.extend(_model_config_errors(scenario, anchor))
-            # A config.json alone describes a model, not a training run: the defaults (one GPU,
-            # no parallelism) would make every large model "not fit", a false alarm.
-            pre.append(make(MISSING_MODEL, Severity.INFO,
-                            "no memory check: this file describes a model, not a training run "
-                            "(lint it together with the run's config, e.g. in a memlint.toml "
-                            "`files = [...]`, or give the run with --set tp=... world_size=...)",
-                            Provenance(anchor, None, None, None)))
-        else:
-            estimate, problem = _estimate(scenario, anchor, args)
-            if problem is not None:
-                pre.append(problem)
-    formats = tuple(p.fmt for p in partials)
-    suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
-    diagnostics = engine.lint(scenario, estimate, config, reg, pre, suppressions, formats,
-                              anchor=anchor)
-    return diagnostics, estimate
-
-
-MODEL_ONLY_FORMATS = ("hf_config", "preset")
-
-
-def _world_unknown(scenario) -> bool:
-    """True when the per-GPU states depend on a data-parallel size nobody gave."""
-    par = scenario.parallelism
-    if par.world_size is not None or par.dp is not None:
-        return False
-    if par.fsdp != "none" and par.dp_shard not in (None, -1):
-        return False
-    return par.zero > 0 or par.fsdp != "none"
-
-
-def _describes_run(partials: list, args) -> bool:
-    """True when some source says how the model is trained (not only what it is)."""
-    if any(p.fmt not in MODEL_ONLY_FORMATS for p in partials):
-        return True
-    return any(not a.split("=", 1)[0].strip().startswith("model") for a in _assignments(args))
-
-
-def _model_config_errors(scenario, anchor) -> list:
-    """A model config that cannot be read (missing or bad key) is an error at that key."""
-    from memlint.diagnostics import INVALID_VALUE, Severity, make
-    from memlint.ir import Provenance
-    from memlint.memory.params import ConfigError, architecture
-
-    try:
-        architecture(scenario.model.config)
-    except ConfigError as exc:
-        key = f"model.{exc.key}"
-        prov = scenario.where(key) or scenario.where("model") or Provenance(anchor, None, None,
-                                                                            None)
-        return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key)]
-    return []
-
-
-def _model_type_warnings(scenario) -> list:
-    """ML008: a model_type memlint does not count exactly is read through the generic keys."""
-    from memlint.diagnostics import UNKNOWN_MODEL_TYPE, Severity, make
-    from memlint.memory.params import ConfigError, architecture
-
-    try:
-        arch = architecture(scenario.model.config)
-    except ConfigError:
-        return []  # the estimate reports it, at the key
-    if getattr(arch, "known", True):
-        return []
-    key = "model.model_type" if scenario.where("model.model_type") else "model"
-    return [make(UNKNOWN_MODEL_TYPE, Severity.WARNING,
-                 f"model_type {arch.model_type!r} is not one memlint counts exactly: parameters "
-                 "are read through the generic llama-style keys (hidden_size, "
-                 "num_hidden_layers, intermediate_size, ...), so counts may be approximate",
-                 scenario.where(key), key=key)]
-
-
-def _estimate(scenario, anchor, args):
-    import traceback
-
-    from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity,
-                                     make)
-    from memlint.ir import Provenance
-    from memlint.rules import make_internal
-
-    here = Provenance(anchor, None, None, None)
-    try:
-        from memlint.memory.estimate import estimate
-    except ImportError as exc:
-        if args.debug:
-            traceback.print_exc()
-        return None, make(MISSING_MODEL, Severity.INFO,
-                          f"no memory estimate: the memory model is not available ({exc})", here)
-    from memlint.memory.estimate import EstimateError
-    from memlint.memory.params import ConfigError
-
-    try:
-        return estimate(scenario), None
-    except (EstimateError, ConfigError) as exc:
-        key = getattr(exc, "key", None) or "model"
-        if isinstance(exc, ConfigError) and not key.startswith("model"):
-            key = f"model.{key}"
-        prov = scenario.where(key) or scenario.where("model") or here
-        if getattr(exc, "severity", "error") == "warning":
-            # a valid model memlint does not count (the adapter already warned where it is)
-            return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
-                              prov, key=key)
-        return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
-                          key=key)
-    except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
-        failure = make_internal(f"the memory model failed: {type(exc).__name__}: {exc}", here)
-        failure.data["traceback"] = traceback.format_exc()
-        return None, failure
+    return Options(model=args.model, assignments=tuple(_assignments(args)),
+                   select=_csv(args.select), extend_select=_csv(args.extend_select),
+                   ignore=_csv(args.ignore),
+                   fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
+                   max_bytes=_max_bytes(args), allow_outside_root=args.allow_outside_root,
+                   skip_unknown=getattr(args, "skip_unknown", False),
+                   hub=True if getattr(args, "hub", False) else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,42 +186,20 @@ def _print_tracebacks(diagnostics, args) -> None:
             sys.stderr.write(d.data["traceback"])
 
 
-def _validate(config, reg) -> None:
-    from memlint import engine
-
-    try:
-        engine.validate_config(config, reg)
-    except engine.ConfigError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def cmd_check(args) -> int:
-    from memlint import engine
+    from memlint.api import check_paths
     from memlint.report import Report
-    from memlint.rules import registry
 
-    reg = registry()
-    max_bytes = _max_bytes(args)
-    paths = list(args.paths) or default_paths(args)
-    for path in paths:
-        _check_path(path)
-    runs = plan_runs(paths, args, max_bytes)
-    diagnostics, estimates = list(reg.diagnostics), []
-    fail_on = None
-    for _name, partials, config in runs:
-        _validate(config, reg)
-        fail_on = config.fail_on if fail_on is None else min(fail_on, config.fail_on)
-        found, estimate = run_pipeline(partials, args, config, reg)
-        diagnostics.extend(found)
-        if estimate is not None:
-            estimates.append(estimate)
+    result = check_paths(list(args.paths), options_from(args))
+    diagnostics, estimates = result.diagnostics, result.estimates
     _print_tracebacks(diagnostics, args)
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
-                    quiet=args.quiet, registry=reg, color=_color(args) and args.format == "text")
+                    quiet=args.quiet, registry=result.registry,
+                    color=_color(args) and args.format == "text", fail_on=result.fail_on)
     _emit(report, args.format)
-    code = engine.exit_code(diagnostics, fail_on or lint_config(args, os.getcwd()).fail_on)
+    code = result.exit_code
     if code == 2:  # DESIGN.md: exit 2 comes with a one-line message
-        internal = next(d for d in diagnostics if d.data.get("internal"))
+        internal = result.internal_error
         where = f"{internal.path}: " if internal.path else ""
         sys.stderr.write(f"memlint: internal error: {where}{internal.message} (run with "
                          "--debug for the traceback)\n")
@@ -506,24 +208,15 @@ def cmd_check(args) -> int:
 
 def cmd_estimate(args) -> int:
     from memlint import engine
+    from memlint.api import estimate_paths
     from memlint.report import Report
-    from memlint.rules import registry
 
-    reg = registry()
-    max_bytes = _max_bytes(args)
-    for path in args.paths:
-        _check_path(path)
-    if not args.paths and not args.model and not any(
-            a.strip().startswith("model") for a in args.assignments):
-        raise UsageError("estimate needs a model: give --model PATH|PRESET or config files")
-    config = lint_config(args, args.paths[0] if args.paths else os.getcwd())
-    _validate(config, reg)
-    partials = _load_run(args.paths, args, config, max_bytes)
-    diagnostics, estimate = run_pipeline(partials, args, config, reg)
+    result = estimate_paths(list(args.paths), options_from(args))
+    diagnostics, estimates = result.diagnostics, result.estimates
     _print_tracebacks(diagnostics, args)
     if engine.has_internal_error(diagnostics):
-        raise UsageError(next(d.message for d in diagnostics if d.data.get("internal")))
-    estimates = [estimate] if estimate is not None else []
+        raise UsageError(result.internal_error.message)
+    estimate = estimates[0] if estimates else None
     if args.stage is not None:
         if not args.explain:
             raise UsageError("--stage needs --explain")
@@ -531,14 +224,17 @@ def cmd_estimate(args) -> int:
             raise UsageError(f"--stage {args.stage}: the estimate has stages 0-"
                              f"{len(estimate.stages) - 1}")
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
-                    quiet=args.quiet, explain=args.explain, stage=args.stage, registry=reg,
-                    color=_color(args) and args.format == "text")
+                    quiet=args.quiet, explain=args.explain, stage=args.stage,
+                    registry=result.registry, color=_color(args) and args.format == "text",
+                    fail_on=result.fail_on)
     _emit(report, args.format)
     if estimate is None:
         sys.stderr.write("memlint: error: no memory estimate could be made (see the "
                          "diagnostics above)\n")
-        return 2
-    return engine.exit_code(diagnostics, config.fail_on)
+        # a config that cannot be read is a finding (exit 1), as in `check`
+        unreadable = any(d.code == "ML001" and d.severity.label == "error" for d in diagnostics)
+        return 1 if unreadable and result.exit_code == 1 else 2
+    return result.exit_code
 
 
 def cmd_rules(args) -> int:
@@ -569,7 +265,7 @@ def cmd_rules(args) -> int:
 
 def cmd_explain(args) -> int:
     from memlint.keys import suggest
-    from memlint.rules import help_uri, registry
+    from memlint.rules import help_path, help_uri, registry
 
     reg = registry()
     rule = reg.get(args.rule)
@@ -586,7 +282,8 @@ def cmd_explain(args) -> int:
         for name, (kind, default) in dict(rule.options).items():
             lines.append(f"    {name} ({kind.__name__}, default {default!r})")
         lines.append("")
-    lines.append(f"More: {help_uri(rule)}")
+    if help_path(rule):
+        lines.append(f"This page: {help_path(rule)} in memlint's repository, {help_uri(rule)}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -630,30 +327,9 @@ def _add_fit_compare_parsers(sub) -> None:
 
 def run_scenario(args):
     """(Scenario, LintConfig) of the one run that PATHS, --model and --set describe."""
-    from memlint.diagnostics import Severity
-    from memlint.scenario import build
+    from memlint.api import scenario_of
 
-    max_bytes = _max_bytes(args)
-    for path in args.paths:
-        _check_path(path)
-    config = lint_config(args, args.paths[0] if args.paths else os.getcwd())
-    from memlint.config import assumptions_partial
-
-    project = assumptions_partial(config)
-    partials = (_load_run(args.paths, args, config, max_bytes) + ([project] if project else [])
-                + [command_line_partial(args)])
-    scenario, diagnostics = build(partials, base_dir=os.getcwd(),
-                                  allow_outside_root=config.allow_outside_root,
-                                  max_bytes=max_bytes)
-    errors = [d for d in diagnostics if d.severity >= Severity.ERROR]
-    if errors:
-        first = errors[0]
-        where = f"{first.path}:{first.line}: " if first.path and first.line else (
-            f"{first.path}: " if first.path else "")
-        raise UsageError(f"{where}{first.message}")
-    if scenario.model is None:
-        raise UsageError("no model: give --model PATH|PRESET or config files that name one")
-    return scenario, config
+    return scenario_of(list(args.paths), options_from(args))
 
 
 def cmd_fit(args) -> int:
@@ -709,16 +385,21 @@ def main(argv: Optional[list] = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 2
+        if code == 2:
+            _sarif_failure("the command line is not valid (see the usage message)", argv)
+        return code
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     debug = getattr(args, "debug", False)
-    _REAL.clear()  # paths are resolved afresh by each run
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:
-        sys.stderr.write(f"memlint: error: {exc}\n")
+        from memlint.report import escape_controls
+
+        sys.stderr.write(f"memlint: error: {escape_controls(str(exc))}\n")
+        _sarif_failure(escape_controls(str(exc)), argv)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("memlint: interrupted\n")
@@ -738,6 +419,18 @@ def main(argv: Optional[list] = None) -> int:
         sys.stderr.write(f"memlint: internal error: {type(exc).__name__}: {exc} "
                          "(run with --debug for the traceback)\n")
         return 2
+
+
+def _sarif_failure(message: str, argv: Optional[list]) -> None:
+    """On exit 2 with --format sarif, stdout still gets a valid SARIF log (README's upload)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    wanted = any(w == "--format=sarif" or (w == "--format" and i + 1 < len(words)
+                                           and words[i + 1] == "sarif")
+                 for i, w in enumerate(words))
+    if wanted:
+        from memlint.report.sarif_format import failure_log
+
+        sys.stdout.write(failure_log(message))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ extend-select = ["ML699"]            # add to the selection (preview rules need 
 ignore = ["sequence-parallel-off"]
 fail-on = "warning"                  # error (default) | warning | info
 files = ["configs/*.json"]           # what `memlint check` lints without paths
+exclude = ["legacy/**", "third_party"]  # skipped when `memlint check DIR` walks a folder
 [tool.memlint.per-file-ignores]
 "legacy/*.json" = ["ML3"]
 [tool.memlint.severity]
@@ -33,7 +34,8 @@ from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
-          "options", "files", "runs", "scenario", "allow-outside-root", "assumptions"}
+          "options", "files", "runs", "scenario", "allow-outside-root", "exclude",
+          "assumptions"}
 
 
 def _read_toml(path: str) -> dict:
@@ -128,6 +130,8 @@ def parse_table(table: dict, source: str) -> LintConfig:
             config.fail_on = _severity(value, where)
         elif key == "files":
             config.files = _strings(value, where)
+        elif key == "exclude":
+            config.exclude = _strings(value, where)
         elif key == "allow-outside-root":
             if not isinstance(value, bool):
                 raise ConfigError(f"{where} must be true or false")

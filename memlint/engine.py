@@ -48,6 +48,7 @@ class LintConfig:
     root: Optional[str] = None     # directory of the pyproject.toml it came from
     source: Optional[str] = None   # that pyproject.toml
     files: tuple = ()              # what `memlint check` lints without paths
+    exclude: tuple = ()            # globs a directory walk skips (relative to root)
     runs: tuple = ()               # ({"name", "files", "set"}) groups of files forming one run
     allow_outside_root: bool = False
     assumptions: dict = field(default_factory=dict)  # [tool.memlint.assumptions]: name -> value
@@ -174,12 +175,52 @@ def anchor_of(scenario) -> Optional[str]:
     return None
 
 
+def as_anchor(anchor) -> Optional[Provenance]:
+    """An anchor given as a path (line 1) or a Provenance, as a Provenance with a line."""
+    if anchor is None:
+        return None
+    if isinstance(anchor, str):
+        return Provenance(anchor, 1, 1, None)
+    if anchor.file is None:
+        return None
+    if anchor.line is None:
+        return Provenance(anchor.file, 1, 1, anchor.key)
+    return anchor
+
+
+def anchored(prov: Optional[Provenance], anchor: Optional[Provenance]) -> Optional[Provenance]:
+    """Every diagnostic points into a file: a value set on the command line (or nowhere) is
+    reported at the run's anchor; a file-level one without a line at that file's first line
+    (or the anchor's line, when the anchor is in the same file)."""
+    if prov is None or prov.file is None:
+        if anchor is None:
+            return prov
+        return Provenance(anchor.file, anchor.line, anchor.column,
+                          prov.key if prov is not None else anchor.key)
+    if prov.line is None:
+        if anchor is not None and anchor.file == prov.file:
+            return Provenance(prov.file, anchor.line, anchor.column, prov.key)
+        return Provenance(prov.file, 1, 1, prov.key)
+    return prov
+
+
+def locate_diagnostic(diagnostic: Diagnostic, anchor) -> Diagnostic:
+    """`anchored` for a finished diagnostic (one made before the rules ran)."""
+    anchor = as_anchor(anchor)
+    if diagnostic.path is not None and diagnostic.line is not None:
+        return diagnostic
+    if anchor is None and diagnostic.path is None:
+        return diagnostic
+    prov = anchored(Provenance(diagnostic.path, diagnostic.line, diagnostic.column,
+                               diagnostic.key), anchor)
+    return replace(diagnostic, path=prov.file, line=prov.line, column=prov.column)
+
+
 def to_diagnostic(rule: Rule, finding: Finding, scenario, config: LintConfig,
-                  anchor: Optional[str]) -> Diagnostic:
+                  anchor) -> Diagnostic:
     prov, key = locate(scenario, finding.keys)
     severity = _configured_severity(rule, config) or finding.severity or rule.severity
-    if prov is None or (prov.file is None and anchor is not None and prov.key is None):
-        prov = Provenance(anchor, None, None, None)
+    prov = anchored(prov, as_anchor(anchor)) or Provenance(None, None, None, None)
     return Diagnostic(rule.code, rule.name, severity, finding.message, prov.file, prov.line,
                       prov.column, key or (finding.keys[0] if finding.keys else None),
                       data=dict(finding.data))
@@ -237,16 +278,22 @@ def suppressed(diagnostic: Diagnostic, suppressions: dict) -> bool:
 def lint(scenario, estimate, config: Optional[LintConfig] = None,
          reg: Optional[Registry] = None, pre: Iterable[Diagnostic] = (),
          suppressions: Optional[dict] = None, formats: tuple = (),
-         anchor: Optional[str] = None) -> list:
-    """Run every enabled rule; filter and stamp their findings and the `pre` diagnostics."""
+         anchor=None) -> list:
+    """Run every enabled rule; filter and stamp their findings and the `pre` diagnostics.
+
+    `anchor` (a path or a Provenance) is where the run is defined: a finding whose values came
+    from the command line or from no file is reported there, so every diagnostic has a location.
+    """
     config = config or LintConfig()
     reg = reg or default_registry()
     suppressions = suppressions or {}
     if anchor is None and scenario is not None:
         anchor = anchor_of(scenario)
+    anchor = as_anchor(anchor)
     out: list = []
 
     for diagnostic in pre:
+        diagnostic = locate_diagnostic(diagnostic, anchor)
         rule = reg.get(diagnostic.code)
         if rule is not None:
             if not is_enabled(rule, config):
@@ -269,7 +316,7 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
             except Exception as exc:  # noqa: BLE001 - a broken rule must not sink the run
                 failure = make_internal(f"rule {rule.code} {rule.name} failed: "
                                         f"{type(exc).__name__}: {exc}",
-                                        Provenance(anchor, None, None, None))
+                                        anchor)
                 failure.data["traceback"] = traceback.format_exc()
                 out.append(failure)
                 continue

@@ -3,6 +3,12 @@
 Capacities are the memory the device reports to CUDA/ROCm (vendor data sheets; binary GiB where the
 vendor's "80GB" HBM is 80 GiB as `torch.cuda.get_device_properties().total_memory` shows it, less
 nothing: the runtime's own use is the memory model's `runtime` component).
+
+Sizes written by a user (`gpu_memory`, `--set gpu_memory=...`, `memlint.keys.to_bytes`) follow the
+SI/IEC convention strictly: "GB" is decimal (48GB = 48 * 10**9 bytes, as vendors print it) and
+"GiB" binary (48GiB = 48 * 2**30 bytes, as `torch.cuda.get_device_properties().total_memory`
+reports a card sold as "48 GB"); a bare number is bytes. A card's capacity is best given by name
+(`gpu = "L40S"`), which uses the catalogue's binary figure; to give it as a size, write GiB.
 """
 from __future__ import annotations
 

@@ -65,6 +65,9 @@ class Partial:
     references: list = field(default_factory=list)
     # Line numbers with `# memlint: disable=...` comments: line -> set of codes/names ("all").
     suppressions: dict = field(default_factory=dict)
+    # Where this file defines the run (a launch script's launch command), if not at its first line:
+    # verdicts about the run as a whole are reported there.
+    anchor: Optional[Provenance] = None
 
     def set(self, key: str, value: Any, prov: Provenance) -> None:
         self.settings[key] = Setting(value, prov)
@@ -103,9 +106,13 @@ class Training:
     param_dtype: Optional[str] = None
     grad_dtype: Optional[str] = None
     master_weights: Optional[bool] = None
-    optimizer_state_dtype: Optional[str] = None
+    optimizer_state_dtype: Optional[str] = None  # also int8 / int4 (block-quantized moments)
+    optimizer_state_block: Optional[int] = None  # elements per fp32 scale (None: the library's)
+    optimizer_paged: bool = False  # bitsandbytes paged optimizer states (unified memory)
+    fp8_params: bool = False  # TE FP8 parameters (fp8_model_init, Megatron --fp8-param-gather)
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
+    compile: bool = False     # torch.compile (recorded; memory/compile.py says what is modeled)
     attention: str = "flash"
     recompute: str = "none"
     recompute_every: int = 1
@@ -143,6 +150,7 @@ class Parallelism:
     offload_optimizer: str = "none"
     offload_params: str = "none"
     offload_activations: bool = False
+    offload_activations_layers: Optional[int] = None  # None: every layer of a stage
     # Uneven pipeline splits (Megatron decoder-first/last-pipeline-num-layers).
     first_stage_layers: Optional[int] = None
     last_stage_layers: Optional[int] = None

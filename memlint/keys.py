@@ -22,9 +22,12 @@ class Key:
     doc: str
 
 
+MAX_NUMBER_CHARS = 1000  # no number in a config is written with more characters
+
+
 def _number(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {_short(value)}")
     if isinstance(value, (int, float)):
         try:
             number = float(value)
@@ -32,14 +35,16 @@ def _number(value: Any) -> float:
             raise ValueError(f"{_short(value)} is too large") from None
     elif isinstance(value, str):
         text = value.strip().replace("_", "")
+        if len(text) > MAX_NUMBER_CHARS:
+            raise ValueError(f"expected a number, got {_short(value)}")
         try:
             number = float(text)
         except ValueError:
-            raise ValueError(f"expected a number, got {value!r}") from None
+            raise ValueError(f"expected a number, got {_short(value)}") from None
     else:
-        raise ValueError(f"expected a number, got {type(value).__name__} {value!r}")
+        raise ValueError(f"expected a number, got {type(value).__name__} {_short(value)}")
     if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"expected a finite number, got {value!r}")
+        raise ValueError(f"expected a finite number, got {_short(value)}")
     return number
 
 
@@ -49,13 +54,18 @@ MAX_INT = 2**53
 MAX_BYTES = 2**60
 
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
+
+
 def to_int(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
+    elif isinstance(value, str) and len(value) <= 40 and _INTEGER.fullmatch(value):
+        number = int(value.replace("_", ""))  # exactly: float() would round 2**53 + 1
     else:
         number = _number(value)
         if number != int(number):
-            raise ValueError(f"expected a whole number, got {value!r}")
+            raise ValueError(f"expected a whole number, got {_short(value)}")
         number = int(number)
     if abs(number) > MAX_INT:
         raise ValueError(f"{_short(value)} is too large (over 2**53)")
@@ -63,35 +73,41 @@ def to_int(value: Any) -> int:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**40:
+        # repr() of an int over 4,300 digits raises; its size is all a message needs
+        return f"a {value.bit_length()}-bit integer"
+    text = repr(value[:60] if isinstance(value, str) else value)
+    if len(text) <= 40:
+        return text
+    size = len(value) if isinstance(value, str) else len(text)
+    return f"{text[:20]}...({size} characters)"
 
 
 def positive_int(value: Any) -> int:
     number = to_int(value)
     if number <= 0:
-        raise ValueError(f"must be a positive whole number, got {value!r}")
+        raise ValueError(f"must be a positive whole number, got {_short(value)}")
     return number
 
 
 def non_negative_int(value: Any) -> int:
     number = to_int(value)
     if number < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
+        raise ValueError(f"must not be negative, got {_short(value)}")
     return number
 
 
 def non_negative_float(value: Any) -> float:
     number = _number(value)
     if number < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
+        raise ValueError(f"must not be negative, got {_short(value)}")
     return number
 
 
 def probability(value: Any) -> float:
     number = _number(value)
     if not 0.0 <= number < 1.0:
-        raise ValueError(f"must be in [0, 1), got {value!r}")
+        raise ValueError(f"must be in [0, 1), got {_short(value)}")
     return number
 
 
@@ -106,7 +122,7 @@ def to_bool(value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise ValueError(f"expected true or false, got {value!r}")
+    raise ValueError(f"expected true or false, got {_short(value)}")
 
 
 def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str]:
@@ -116,14 +132,17 @@ def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str
         text = str(value).strip().lower() if not isinstance(value, bool) else str(value).lower()
         text = aliases.get(text, text)
         if text not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {value!r}")
+            raise ValueError(f"expected one of {', '.join(options)}, got {_short(value)}")
         return text
 
     convert.options = options  # type: ignore[attr-defined]
     return convert
 
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.I)
+# one way to match each number (no nested or adjacent open repeats): linear on any input
+_SIZE = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*",
+                   re.I)
+MAX_SIZE_CHARS = 64
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024, "m": 10**6, "mb": 10**6,
           "mi": 1024**2, "mib": 1024**2, "g": 10**9, "gb": 10**9, "gi": 1024**3, "gib": 1024**3,
           "t": 10**12, "tb": 10**12, "ti": 1024**4, "tib": 1024**4}
@@ -136,16 +155,17 @@ def to_bytes(value: Any) -> int:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         number = _number(value)
         if number <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
+            raise ValueError(f"must be positive, got {_short(value)}")
         if number > MAX_BYTES:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         return int(number)
-    match = _SIZE.match(str(value))
+    text = str(value)
+    match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
     if not match:
-        raise ValueError(f"expected a size like 80GiB or 141GB, got {value!r}")
+        raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
     number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
     if number <= 0:
-        raise ValueError(f"must be positive, got {value!r}")
+        raise ValueError(f"must be positive, got {_short(value)}")
     if not number <= MAX_BYTES:  # also inf from '1e400'
         raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
     return int(number)
@@ -153,7 +173,7 @@ def to_bytes(value: Any) -> int:
 
 def to_str(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
+        raise ValueError(f"expected a non-empty string, got {_short(value)}")
     return value.strip()
 
 
@@ -173,14 +193,21 @@ def shard_degree(value: Any) -> Optional[int]:
 def zero_stage(value: Any) -> int:
     stage = to_int(value)
     if stage not in (0, 1, 2, 3):
-        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {value!r}")
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {_short(value)}")
     return stage
 
 
 PRECISIONS = ("bf16", "fp16", "pure-bf16", "amp-bf16", "fp32", "fp8")
 DTYPES = ("fp32", "bf16", "fp16", "fp8")
-_dtype = choice(*DTYPES, aliases={"float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                                  "half": "fp16", "float": "fp32"})
+_DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+                  "float": "fp32"}
+_dtype = choice(*DTYPES, aliases=_DTYPE_ALIASES)
+# Optimizer moments may also be block-quantized integers (bitsandbytes 8-bit optimizers, torchao
+# AdamW8bit / AdamW4bit): 8-bit or 4-bit codes plus an fp32 scale per block
+# (`optimizer_state_block`). memlint/memory/optimizer_quant.py has the byte counts and sources.
+STATE_DTYPES = DTYPES + ("int8", "int4")
+_state_dtype = choice(*STATE_DTYPES, aliases={**_DTYPE_ALIASES, "8bit": "int8", "8-bit": "int8",
+                                              "uint8": "int8", "4bit": "int4", "4-bit": "int4"})
 
 _KEYS = [
     # model
@@ -205,8 +232,19 @@ _KEYS = [
     Key("grad_dtype", "training", "grad_dtype", _dtype, "dtype of the kept gradients"),
     Key("master_weights", "training", "master_weights", to_bool,
         "whether the optimizer keeps an fp32 master copy"),
-    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _dtype,
-        "dtype of optimizer moments"),
+    Key("optimizer_state_dtype", "training", "optimizer_state_dtype", _state_dtype,
+        "dtype of optimizer moments: fp32, bf16, fp16, fp8, or block-quantized int8 / int4 "
+        "(bitsandbytes 8-bit, torchao AdamW8bit / AdamW4bit)"),
+    Key("optimizer_state_block", "training", "optimizer_state_block", optional_positive_int,
+        "elements per fp32 scale of block-quantized optimizer moments (default: int8 256 as "
+        "bitsandbytes and torchao AdamW8bit, int4 128 as torchao AdamW4bit; fp8 none)"),
+    Key("optimizer_paged", "training", "optimizer_paged", to_bool,
+        "paged optimizer states (bitsandbytes Paged*: CUDA unified memory the driver evicts to "
+        "the host under pressure; counted as host memory)"),
+    Key("fp8_params", "training", "fp8_params", to_bool,
+        "precision=fp8 with FP8 parameters (Transformer Engine fp8_model_init / "
+        "quantized_model_init, Megatron --fp8-param-gather): linear weights stored in FP8, no "
+        "high-precision copy; default false: bf16 weights plus FP8 copies (memory/fp8.py)"),
     Key("optimizer", "training", "optimizer",
         choice("adamw", "adam", "muon", "adafactor", "sgd", "fp8_adam",
                aliases={"fp8-adam": "fp8_adam", "sgd_momentum": "sgd"}),
@@ -214,6 +252,9 @@ _KEYS = [
     Key("optimizer_impl", "training", "optimizer_impl",
         choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
         "PyTorch optimizer implementation (default: the device's default)"),
+    Key("compile", "training", "compile", to_bool,
+        "torch.compile of the model / loss (torchtitan compile.enable); recorded, not modeled: "
+        "the estimate counts eager PyTorch's saved tensors (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),
@@ -271,14 +312,20 @@ _KEYS = [
     Key("offload_params", "parallelism", "offload_params", choice("none", "cpu", "nvme"),
         "parameter offload"),
     Key("offload_activations", "parallelism", "offload_activations", to_bool,
-        "activation offload to CPU"),
+        "activation offload to CPU: saved layer activations go to host memory, one layer stays "
+        "in transit (torchtune/axolotl OffloadActivations, Megatron --cpu-offloading)"),
+    Key("offload_activations_layers", "parallelism", "offload_activations_layers",
+        optional_positive_int,
+        "layers per stage whose activations are offloaded (Megatron "
+        "--cpu-offloading-num-layers; default: all)"),
     Key("first_stage_layers", "parallelism", "first_stage_layers", non_negative_int,
         "layers on the first pipeline stage (uneven split)"),
     Key("last_stage_layers", "parallelism", "last_stage_layers", non_negative_int,
         "layers on the last pipeline stage (uneven split)"),
     # hardware
     Key("gpu", "hardware", "gpu", to_str, "GPU name (H100-80GB, H200, A100-40GB, B200, MI300X, ...)"),
-    Key("gpu_memory", "hardware", "gpu_memory", to_bytes, "GPU memory (80GiB, 141GB, bytes)"),
+    Key("gpu_memory", "hardware", "gpu_memory", to_bytes,
+        "GPU memory: 80GiB (binary, 2**30), 141GB (decimal, 10**9) or bytes"),
     Key("gpus_per_node", "hardware", "gpus_per_node", positive_int, "GPUs per node"),
     Key("device", "hardware", "device", choice("cuda", "cpu"),
         "where PyTorch runs (its defaults differ on cpu)"),
@@ -301,9 +348,20 @@ def is_model_key(name: str) -> bool:
     return name.startswith("model.") and name not in KEYS
 
 
-def suggest(name: str, candidates) -> Optional[str]:
-    """The closest known name, for did-you-mean messages."""
-    import difflib
+MAX_SUGGEST_CHARS = 80
 
-    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+
+def suggest(name: str, candidates) -> Optional[str]:
+    """The closest known name, for did-you-mean messages.
+
+    difflib's ratio is 2*matches/(len(a)+len(b)), so a candidate whose length is too far from
+    the name's can never reach the 0.6 cutoff: those are dropped before difflib runs, and a name
+    longer than any flag gets no suggestion (callers also cap how many they ask for per file)."""
+    import difflib  # for start-up speed: only a did-you-mean needs it
+
+    size = len(name)
+    if not size or size > MAX_SUGGEST_CHARS:
+        return None
+    close = [c for c in candidates if 0.6 * (size + len(c)) <= 2 * min(size, len(c))]
+    found = difflib.get_close_matches(name, close, n=1, cutoff=0.6)
     return found[0] if found else None

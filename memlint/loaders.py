@@ -14,8 +14,10 @@ never raise on bad input and never execute content:
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -25,6 +27,13 @@ from memlint.ir import Provenance
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_YAML_NODES = 50_000
+# No count or size in a config has more digits than this; int() of a longer one costs quadratic
+# time and, past 4,300 digits, raises (sys.get_int_max_str_digits).
+MAX_INT_DIGITS = 4000
+# Positions are kept for the first items of a list only: a diagnostic about item 2,000,000 of
+# a data array points at the array (Document.prov falls back to the parent), and memory stays
+# proportional to the keys, not to the data (a 2M-item array once cost 480 MB).
+MAX_ITEM_POSITIONS = 1000
 
 
 @dataclass
@@ -51,25 +60,65 @@ class Document:
 
 
 def read_text(path: str, max_bytes: int = MAX_FILE_BYTES) -> tuple[Optional[str], list]:
-    """Read a config file as UTF-8 text, with a size limit. Problems become diagnostics."""
+    """Read a config file as text, with a size limit. Problems become diagnostics.
+
+    Only a regular file is opened: a FIFO, a device or a socket given as a config would block
+    the read forever or stream without end. The file is opened non-blocking and checked again
+    through its descriptor, so a file swapped for a FIFO after the first check is refused too."""
     prov = Provenance(path, None, None, None)
     try:
-        size = os.path.getsize(path)
+        info = os.stat(path)
     except OSError as exc:
-        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {exc.strerror}", prov)]
-    if size > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}", prov)]
+    if not stat.S_ISREG(info.st_mode):
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"not a regular file ({_kind(info)}); "
+                           "not read", prov)]
+    if info.st_size > max_bytes:
         return None, [make(PARSE_ERROR, Severity.ERROR,
-                           f"file is {size} bytes, over the {max_bytes}-byte limit for configs "
-                           "(raise it with --max-file-size)", prov)]
+                           f"file is {info.st_size} bytes, over the {max_bytes}-byte limit for "
+                           "configs (raise it with --max-file-size)", prov)]
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None, [make(PARSE_ERROR, Severity.ERROR,
+                                   "not a regular file; not read", prov)]
             raw = handle.read(max_bytes + 1)
     except OSError as exc:
-        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {exc.strerror}", prov)]
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}", prov)]
+    if len(raw) > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR,
+                           f"file is over the {max_bytes}-byte limit for configs (raise it with "
+                           "--max-file-size)", prov)]
     return decode_bytes(raw, path)
 
 
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop"
+    return exc.strerror or str(exc)
+
+
+def _kind(info: os.stat_result) -> str:
+    mode = info.st_mode
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def decode_bytes(raw: bytes, path: str) -> tuple[Optional[str], list]:
+    if raw.startswith(_UTF16_BOMS) or (len(raw) >= 2 and b"\x00" in raw[:2] and _utf16(raw)):
+        # UTF-16 text, not binary: but json.load / yaml / tomllib as the frameworks call them
+        # read UTF-8, so the framework would fail on this file too
+        return None, [make(PARSE_ERROR, Severity.ERROR,
+                           "file is UTF-16 text; frameworks read configs as UTF-8 (save it as "
+                           "UTF-8)", Provenance(path, 1, 1, None))]
     if b"\x00" in raw:
         return None, [make(PARSE_ERROR, Severity.ERROR, "binary file (contains NUL bytes)",
                            Provenance(path, 1, 1, None))]
@@ -81,6 +130,18 @@ def decode_bytes(raw: bytes, path: str) -> tuple[Optional[str], list]:
                            f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x})",
                            Provenance(path, line, col, None))]
     return text, []
+
+
+def _utf16(raw: bytes) -> bool:
+    """Text in UTF-16 without a BOM: every other byte NUL over the first few hundred bytes."""
+    head = raw[:512]
+    if len(head) % 2:
+        head = head[:-1]
+    try:
+        text = head.decode("utf-16-le" if head[1:2] == b"\x00" else "utf-16-be")
+    except UnicodeDecodeError:
+        return False
+    return bool(text) and all(ch.isprintable() or ch in "\r\n\t" for ch in text)
 
 
 def _line_col(text: str, offset: Optional[int]) -> tuple[int, int]:
@@ -102,6 +163,11 @@ class _JSONError(Exception):
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_START = frozenset("-0123456789")
+# numbers each followed by a comma (and blanks): the body of a numeric data array
+# integers, commas and blanks (no '+', '_', '.', exponents: those are read one by one)
+_INT_SPAN = re.compile(r"[0-9, \t\r\n-]{1,1000000}")
+_LEADING_ZERO = re.compile(r"(?<![0-9])0[0-9]")
 _PLAIN_RUN = re.compile(r'[^"\\\n]*')
 _WHITESPACE = re.compile(r"[ \t\r\n]+")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -147,6 +213,11 @@ class _JSONParser:
             raise _JSONError(f"unexpected {self.text[self.pos]!r} after the JSON value", self.pos)
         return value
 
+    def line_break_separates(self, end: int) -> bool:
+        """HJSON (what DeepSpeed's config loader reads: hjson.load in runtime/config.py): a
+        comma is optional at the end of a line, so a line break alone separates two members."""
+        return self.allow_comments and "\n" in self.text[end:self.pos]
+
     def value(self, path: tuple, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise _JSONError(f"nesting deeper than {MAX_DEPTH} levels", self.pos)
@@ -159,6 +230,10 @@ class _JSONParser:
             return self.array(path, depth)
         if ch == '"':
             return self.string()
+        if ch in _NUMBER_START:
+            number = self.number()
+            if number is not None:
+                return number
         for word, val in (("true", True), ("false", False), ("null", None)):
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)
@@ -168,19 +243,43 @@ class _JSONParser:
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)
                 return val
-        match = _NUMBER.match(self.text, self.pos)
-        if match and match.end() > self.pos:
-            self.pos = match.end()
-            token = match.group(0)
-            if any(c in token for c in ".eE"):
-                return float(token)
-            return int(token)
         end = self.pos
         while end < len(self.text) and (self.text[end].isalnum() or self.text[end] in "_$-."):
             end += 1
         word = self.text[self.pos:end] or self.text[self.pos]
         raise _JSONError(f"unexpected {word!r} (not a JSON value: quote strings, "
                          "and replace template placeholders)", self.pos)
+
+    def number(self) -> Any:
+        match = _NUMBER.match(self.text, self.pos)
+        if not match or match.end() == self.pos:
+            return None
+        self.pos = match.end()
+        token = match.group(0)
+        if any(c in token for c in ".eE"):
+            return float(token)
+        if len(token) > MAX_INT_DIGITS:
+            # int() refuses these (Python's 4,300-digit limit), and no config value needs one
+            raise _JSONError(f"a {len(token)}-digit integer is too large for a config value",
+                             match.start())
+        return int(token)
+
+    def numbers(self, result: list) -> bool:
+        """A run of plain integers in an array (`1, 2, 3, ...`: data, not settings), converted
+        at C speed: a 2M-item array costs seconds item by item. False (nothing consumed) when
+        the run is anything else; the items are then read one by one, with positions."""
+        match = _INT_SPAN.match(self.text, self.pos)
+        span = match.group(0) if match else ""
+        cut = span.rfind(",")
+        if cut <= 0 or _LEADING_ZERO.search(span, 0, cut):
+            return False
+        try:
+            values = list(map(int, span[:cut].split(",")))  # int() strips the blanks
+        except ValueError:  # '-', '', '1 2', over 4,300 digits: item by item
+            return False
+        result.extend(values)
+        self.pos += cut + 1
+        return True
 
     def string(self) -> str:
         start = self.pos
@@ -250,12 +349,15 @@ class _JSONParser:
             self.pos += 1
             self.skip()
             result[key] = self.value(child, depth + 1)
+            end = self.pos
             self.skip()
             if self.pos >= len(self.text):
                 raise _JSONError("unexpected end of file inside an object", self.pos)
             ch = self.text[self.pos]
             if ch == ",":
                 self.pos += 1
+                continue
+            if ch == '"' and self.line_break_separates(end):
                 continue
             if ch == "}":
                 self.pos += 1
@@ -274,15 +376,24 @@ class _JSONParser:
             if self.pos < len(self.text) and self.text[self.pos] == "]" and self.allow_comments:
                 self.pos += 1
                 return result
-            child = path + (len(result),)
-            self.doc.positions[child] = self.where(self.pos)
+            index = len(result)
+            if index >= MAX_ITEM_POSITIONS and self.text[self.pos] in _NUMBER_START \
+                    and self.numbers(result):
+                continue  # then the last item (or a trailing comma) as usual
+            index = len(result)
+            child = path + (index,)
+            if index < MAX_ITEM_POSITIONS:
+                self.doc.positions[child] = self.where(self.pos)
             result.append(self.value(child, depth + 1))
+            end = self.pos
             self.skip()
             if self.pos >= len(self.text):
                 raise _JSONError("unexpected end of file inside an array", self.pos)
             ch = self.text[self.pos]
             if ch == ",":
                 self.pos += 1
+                continue
+            if ch != "]" and self.line_break_separates(end):
                 continue
             if ch == "]":
                 self.pos += 1
@@ -345,12 +456,45 @@ def _yaml_depth_bound(text: str) -> int:
     return flow + block + 1
 
 
+_YAML_FLOW = re.compile(r"""[\[\]{}\n#]|(?:(?<=[\s\[{,:-])|^)(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*")""",
+                        re.M)
+
+
+def _yaml_flow_depth(text: str) -> int:
+    """The deepest nesting of flow collections ([...] and {...}), quoted scalars and comments
+    skipped: linear, and only asked when the cheap bound is too high for libyaml."""
+    depth = deepest = 0
+    comment = False
+    for match in _YAML_FLOW.finditer(text):
+        token = match.group(0)
+        if token == "\n":
+            comment = False
+        elif comment or token[0] in "'\"":
+            continue
+        elif token == "#":
+            comment = True
+        elif token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def load_yaml(path: str, text: str) -> Document:
     import yaml
 
     doc = Document(path=path, text=text)
     loader = yaml.SafeLoader
-    if _yaml_depth_bound(text) <= _C_YAML_MAX_DEPTH:
+    bound = _yaml_depth_bound(text)
+    if bound > _C_YAML_MAX_DEPTH and _yaml_flow_depth(text) > MAX_DEPTH:
+        # refused before composing: the pure-Python composer costs O(size x depth) on such a
+        # document (a second for 8 KB), and a document nested this deep is refused anyway
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                    f"invalid YAML: nesting deeper than {MAX_DEPTH} levels",
+                                    Provenance(path, 1, 1, None)))
+        return doc
+    if bound <= _C_YAML_MAX_DEPTH:
         # libyaml's parser when PyYAML has it (5-10x faster); the nodes, marks and errors are
         # the same as the pure-Python SafeLoader's, which remains the fallback
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -423,15 +567,22 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
         raise _YAMLError(f"tag {node.tag!r} is not allowed (only plain YAML data is read)",
                          node.start_mark)
     if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:int" and len(node.value) > MAX_INT_DIGITS:
+            raise _YAMLError(f"a {len(node.value)}-character integer is too large for a config "
+                             "value", node.start_mark)
         try:
             return safe.construct_object(node, deep=True)
         except yaml.YAMLError as exc:
             raise _YAMLError(str(exc), node.start_mark) from None
+        except (ValueError, OverflowError) as exc:
+            raise _YAMLError(f"unreadable value: {exc}", node.start_mark) from None
     if isinstance(node, yaml.SequenceNode):
         out = []
         for item in node.value:
             child = path + (len(out),)
-            doc.positions.setdefault(child, (item.start_mark.line + 1, item.start_mark.column + 1))
+            if len(out) < MAX_ITEM_POSITIONS:
+                doc.positions.setdefault(child, (item.start_mark.line + 1,
+                                                 item.start_mark.column + 1))
             out.append(_yaml_value(item, child, doc, safe, budget, depth + 1))
         return out
     if isinstance(node, yaml.MappingNode):
@@ -451,8 +602,12 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             if key in out:
                 first = doc.positions.get(child, (None, None))
+                # PyYAML's safe_load (accelerate, axolotl, Megatron's test configs) keeps the
+                # later value without a word: a likely mistake, not a launch failure; memlint's
+                # own files reject it
+                own = str(doc.path).endswith((".memlint.yaml", ".memlint.yml"))
                 doc.diagnostics.append(make(
-                    DUPLICATE_KEY, Severity.ERROR,
+                    DUPLICATE_KEY, Severity.ERROR if own else Severity.WARNING,
                     f"duplicate key {key!r} (first at line {first[0]}); the later value wins "
                     "silently in most YAML loaders",
                     Provenance(doc.path, line, col, ".".join(map(str, child)))))
@@ -465,14 +620,19 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
 # ---------------------------------------------------------------------------------------------
 # TOML
 
-_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_TOML_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-" ]+?)\s*=""")
+# Linear-time patterns (each piece can match a character in one way only): a line of 3,000
+# spaces once took 12 s in a pattern with two adjacent space-matching repeats.
+_TOML_HEADER = re.compile(r"[ \t]*\[\[?([^\]\n]*)\]\]?[ \t]*(?:#.*)?")
+_TOML_PART = r"""(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_\-]+)"""
+_TOML_KEY = re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
 
 
 def _toml_key_parts(raw: str) -> tuple:
     parts = []
     for part in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', raw):
         part = part.strip()
+        if not part:  # the blanks beside a dot (`a . b`)
+            continue
         if part[:1] in "\"'":
             part = part[1:-1]
         parts.append(part)
@@ -500,6 +660,13 @@ def load_toml(path: str, text: str) -> Document:
         doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "invalid TOML: nesting too deep",
                                     Provenance(path, 1, 1, None)))
         return doc
+    except ValueError:  # tomllib's int() of an integer over Python's 4,300-digit limit
+        long = re.search(r"[0-9_]{%d,}" % MAX_INT_DIGITS, text)
+        line, col = _line_col(text, long.start()) if long else (None, None)
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                    "invalid TOML: an integer too large for a config value",
+                                    Provenance(path, line, col, None)))
+        return doc
     table: tuple = ()
     in_multiline = None
     for number, line in enumerate(text.splitlines(), start=1):
@@ -507,9 +674,9 @@ def load_toml(path: str, text: str) -> Document:
             if in_multiline in line:
                 in_multiline = None
             continue
-        header = _TOML_HEADER.match(line)
+        header = _TOML_HEADER.fullmatch(line)
         if header:
-            table = _toml_key_parts(header.group(1))
+            table = _toml_key_parts(header.group(1).strip())
             doc.positions.setdefault(table, (number, line.index("[") + 1))
             continue
         key = _TOML_KEY.match(line)

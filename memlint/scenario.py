@@ -1,6 +1,7 @@
 """Merging: adapter outputs + `--model` + `--set` overrides + `[tool.memlint]` -> one Scenario.
 
-Order (lowest to highest priority): defaults, the model's config.json, each file in the order
+Order (lowest to highest priority): defaults, the model's config.json, `[tool.memlint.scenario]`
+(project-wide defaults: overriding one is no conflict), each file in the order
 given (a later file overrides an earlier one, and a disagreement between two files is a
 `conflicting-sources` warning), then `--set` and `--model` from the command line. Values are
 converted through the key table in `memlint.keys`; a bad value or unknown key is a diagnostic that
@@ -72,23 +73,31 @@ def overrides_partial(assignments: Iterable[str], model: Optional[str] = None) -
     return partial
 
 
+# Partials whose values are project-wide defaults ([tool.memlint.scenario]): a file overriding
+# one of them is the point of a default, not a conflict.
+DEFAULT_FORMATS = ("project",)
+
+
 def merge(partials: list) -> tuple[dict, dict, list]:
     """Later partials override earlier ones. Two files disagreeing is a warning."""
     settings: dict = {}
     extra: dict = {}
     owner: dict = {}
+    owner_fmt: dict = {}
     diagnostics: list = []
     for partial in partials:
         for key, setting in partial.settings.items():
             previous = settings.get(key)
             if (previous is not None and partial.fmt != "cli" and owner[key] != partial.source
-                    and owner[key] != "<model>" and _differs(previous.value, setting.value)):
+                    and owner[key] != "<model>" and owner_fmt.get(key) not in DEFAULT_FORMATS
+                    and _differs(previous.value, setting.value)):
                 diagnostics.append(make(
                     CONFLICT, Severity.WARNING,
                     f"{key} = {setting.value!r} here overrides {previous.value!r} from "
                     f"{previous.prov.describe()}", setting.prov, key=key))
             settings[key] = setting
             owner[key] = partial.source
+            owner_fmt[key] = partial.fmt
         extra.update(partial.extra)
     return settings, extra, diagnostics
 

@@ -16,6 +16,8 @@ branch is assumed and reported.
 from __future__ import annotations
 
 import bisect
+import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -62,6 +64,7 @@ class Word:
 class Command:
     words: list
     offset: int
+    end: str = ""   # what ended it: "\n", ";", "&&", "||", "|", "&", "(", ")", ";;" or "" (EOF)
 
 
 class _Lexer:
@@ -88,10 +91,11 @@ class _Lexer:
             elif c == "\\" and text.startswith("\n", i + 1):
                 i += 2
             elif c in self.separators:
-                if current:
-                    out.append(Command(current, start))
+                end = text[i:i + 2] if text[i:i + 2] in ("&&", "||", ";;") else c
+                if current or end == ";;":  # `;;` ends a case branch even on a line of its own
+                    out.append(Command(current, start if current else i, end))
                 current = []
-                i += 2 if text[i:i + 2] in ("&&", "||", ";;") else 1
+                i += len(end)
             elif c == "#":
                 end = text.find("\n", i)
                 i = n if end < 0 else end
@@ -304,14 +308,34 @@ class _Lexer:
 
 # -- expansion -------------------------------------------------------------------------------
 
+# Work is bounded by what a script can make its reader do, not only by the file's size: a variable
+# doubled 40 times (`V1=$V0$V0`, ...) or an array doubled 40 times would expand to 2**40
+# characters. A value longer than MAX_VALUE_CHARS, an array longer than MAX_ITEMS, or any
+# expansion once EXPANSION_BUDGET characters have been expanded in one script, stays as written
+# and is reported as unresolved (an opaque word), so time and memory stay linear in the script.
+MAX_VALUE_CHARS = 1 << 16
+MAX_ITEMS = 4096
+EXPANSION_BUDGET = 1 << 21
+_BLANKS = re.compile(r"[ \t\n]+|[^ \t\n]+")
+
+
 @dataclass
 class Value:
-    """A variable's value: characters with their source offsets, or an array of such."""
+    """A variable's value: characters with their source offsets, or an array of such.
+
+    `opaque` lists (start, end) spans of the text that are one unresolved substitution: they are
+    never split into words (what `$(...)` prints is unknown, so it stays one word)."""
 
     text: str = ""
     origins: list = field(default_factory=list)
     unresolved: tuple = ()
     items: Optional[list] = None  # arrays: list of Field
+    opaque: tuple = ()
+
+    def size(self) -> int:
+        if self.items is None:
+            return len(self.text)
+        return sum(len(f.text) + 1 for f in self.items)
 
 
 @dataclass
@@ -322,6 +346,7 @@ class Field:
     origins: list
     offset: int                  # where the word (not the characters) starts
     unresolved: tuple = ()
+    opaque: tuple = ()
 
     @property
     def origin(self) -> int:
@@ -349,11 +374,64 @@ def parse(text: str, shell: bool = True) -> Script:
     return Script(text, commands, starts)
 
 
+class _Builder:
+    """The fields of one word as expansion produces them."""
+
+    def __init__(self, offset: int):
+        self.offset = offset
+        self.out: list = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.text: list = []
+        self.origins: list = []
+        self.unresolved: list = []
+        self.opaque: list = []
+        self.size = 0
+        self.touched = False
+
+    def flush(self, force: bool = False) -> None:
+        if self.size or force or self.touched:
+            self.out.append(Field("".join(self.text), self.origins, self.offset,
+                                  tuple(dict.fromkeys(self.unresolved)), tuple(self.opaque)))
+        self.reset()
+
+    def append(self, text: str, origins: list, opaque: bool = False) -> None:
+        if not text:
+            return
+        if opaque:
+            self.opaque.append((self.size, self.size + len(text)))
+        self.text.append(text)
+        self.origins.extend(origins if len(origins) == len(text)
+                            else _pad(origins, len(text), self.offset))
+        self.size += len(text)
+
+    def split(self, text: str, origins: list, opaque: tuple = ()) -> None:
+        """Unquoted expansion: blanks outside the opaque spans separate words."""
+        origins = origins if len(origins) == len(text) else _pad(origins, len(text), self.offset)
+        pos = 0
+        for start, end in sorted(opaque) + [(len(text), len(text))]:
+            for match in _BLANKS.finditer(text, pos, max(pos, start)):
+                if match.group(0)[0] in " \t\n":
+                    if self.size:
+                        self.flush()
+                else:
+                    self.append(match.group(0), origins[match.start():match.end()])
+            if end > start:
+                self.append(text[start:end], origins[start:end], opaque=True)
+            pos = max(pos, end)
+
+
+def _pad(origins: list, size: int, offset: int) -> list:
+    return (list(origins) + [origins[-1] if origins else offset] * size)[:size]
+
+
 class Expander:
     """Expands words against the variables a script has set so far."""
 
     def __init__(self, env: Optional[dict] = None):
         self.env: dict = dict(env or {})
+        self.spent = 0  # characters expanded so far (EXPANSION_BUDGET)
 
     def value_of(self, seg: Seg) -> Optional[Value]:
         value = self.env.get(seg.text)
@@ -363,55 +441,37 @@ class Expander:
             if seg.index in ("@", "*"):
                 return value
             position = 0 if seg.index is None else seg.index
-            if str(position).isdigit() and int(position) < len(value.items):
+            if str(position).isdigit() and len(str(position)) < 9 \
+                    and int(position) < len(value.items):
                 item = value.items[int(position)]
-                return Value(item.text, item.origins, item.unresolved)
+                return Value(item.text, item.origins, item.unresolved, opaque=item.opaque)
             return Value()
         return value
 
     def fields(self, word: Word, split: bool = True) -> list:
         """Bash word expansion: variables, then field splitting of unquoted results."""
-        out: list = []
-        cur_text: list = []
-        cur_orig: list = []
-        cur_unres: list = []
-        state = {"touched": False}
-
-        def flush(force: bool = False) -> None:
-            if cur_text or force or state["touched"]:
-                out.append(Field("".join(cur_text), list(cur_orig), word.offset,
-                                 tuple(dict.fromkeys(cur_unres))))
-            cur_text.clear()
-            cur_orig.clear()
-            cur_unres.clear()
-            state["touched"] = False
+        b = _Builder(word.offset)
 
         def add(text: str, origins: list, quoted: bool, unresolved: tuple = (),
-                literal: bool = False) -> None:
-            cur_unres.extend(unresolved)
+                literal: bool = False, opaque: tuple = ()) -> None:
+            b.unresolved.extend(unresolved)
             if quoted or literal or not split:
-                cur_text.append(text)
-                cur_orig.extend(origins)
+                b.append(text, origins, opaque=literal and bool(unresolved))
+                if opaque and not (literal and unresolved):
+                    base = b.size - len(text)
+                    b.opaque.extend((base + s, base + e) for s, e in opaque)
                 if quoted:
-                    state["touched"] = True
+                    b.touched = True
                 return
-            for k, ch in enumerate(text):
-                if ch in " \t\n":
-                    if cur_text and "".join(cur_text):
-                        flush()
-                    continue
-                cur_text.append(ch)
-                cur_orig.append(origins[k] if k < len(origins) else word.offset)
+            b.split(text, origins, opaque)
 
-        for seg in self._segments(word.segs):
-            kind, payload = seg
+        for kind, payload in self._segments(word.segs):
             if kind == "lit":
-                s = payload
-                add(s.text, s.origins, s.quoted, literal=True)
+                add(payload.text, payload.origins, payload.quoted, literal=True)
             elif kind == "raw":
                 s, reason = payload
                 add(s.raw, [s.offset] * len(s.raw), s.quoted, (reason,), literal=True)
-            elif kind == "value":
+            else:
                 s, value = payload
                 if value.items is not None:
                     items = value.items
@@ -427,18 +487,18 @@ class Expander:
                         continue
                     for k, item in enumerate(items):
                         if k > 0:
-                            flush(force=s.quoted)
+                            b.flush(force=s.quoted)
                         add(item.text, item.origins or [item.offset] * len(item.text),
-                            s.quoted, item.unresolved)
+                            s.quoted, item.unresolved, opaque=item.opaque)
                         if s.quoted:
-                            state["touched"] = True
+                            b.touched = True
                 else:
                     add(value.text, value.origins or [s.offset] * len(value.text), s.quoted,
-                        value.unresolved)
-            if len(out) > MAX_FIELDS:
+                        value.unresolved, opaque=value.opaque)
+            if len(b.out) > MAX_ITEMS:
                 break
-        flush()
-        return out
+        b.flush()
+        return b.out
 
     def _segments(self, segs: list):
         """Resolve each segment: ('lit', Seg) | ('value', (Seg, Value)) | ('raw', (Seg, why))."""
@@ -446,10 +506,33 @@ class Expander:
             if seg.kind == "lit":
                 yield "lit", seg
             elif seg.kind == "subst":
-                kind = "arithmetic" if seg.raw.startswith("$((") else "command substitution"
-                yield "raw", (seg, f"{seg.raw} ({kind}, not run)")
+                if seg.raw.startswith("$((") and seg.raw.endswith("))"):
+                    number = self.arithmetic(seg.raw[3:-2])
+                    if number is not None:
+                        text = str(number)
+                        yield "value", (seg, Value(text, [seg.offset] * len(text)))
+                        continue
+                    yield "raw", (seg, f"{seg.raw} (arithmetic over values not known "
+                                       "statically)")
+                    continue
+                yield "raw", (seg, f"{seg.raw} (command substitution, not run)")
             else:
-                yield from self._variable(seg)
+                for kind, payload in self._variable(seg):
+                    if kind == "value":
+                        payload = self._admit(*payload)
+                        kind = "value" if isinstance(payload[1], Value) else "raw"
+                    yield kind, payload
+
+    def _admit(self, seg: Seg, value: Value) -> tuple:
+        """(seg, value) within the limits, else (seg, why) to keep the reference as written."""
+        size = value.size()
+        if size > MAX_VALUE_CHARS or (value.items is not None and len(value.items) > MAX_ITEMS):
+            return seg, f"{seg.raw} (expands to over {MAX_VALUE_CHARS} characters; not expanded)"
+        if self.spent + size > EXPANSION_BUDGET:
+            return seg, (f"{seg.raw} (the script expands over {EXPANSION_BUDGET} characters in "
+                         "all; not expanded)")
+        self.spent += size
+        return seg, value
 
     def _variable(self, seg: Seg):
         if seg.op in ("len", "?"):
@@ -486,7 +569,76 @@ class Expander:
         if not found:
             return Value()
         first = found[0]
-        return Value(first.text, first.origins, first.unresolved)
+        return Value(first.text, first.origins, first.unresolved, opaque=first.opaque)
+
+    # -- $(( ... )) ---------------------------------------------------------------------------
+
+    def arithmetic(self, expression: str) -> Optional[int]:
+        """The value of `$(( expression ))` over integer literals and variables the script set to
+        integers; None when any operand is unknown or the expression is beyond this reader
+        (assignments, comparisons, nested substitutions). Bash's 64-bit range is kept: a result
+        outside it is unknown rather than wrapped."""
+        if len(expression) > 1000:
+            return None
+        tokens: list = []
+        for match in _ARITH_TOKEN.finditer(expression):
+            number, name, braced, dollar, op, bad = match.groups()
+            if bad:
+                return None
+            if number is not None:
+                tokens.append(_arith_int(number))
+            elif op is not None:
+                tokens.append(op)
+            else:
+                value = self.env.get(name or braced or dollar)
+                if value is None or value.items is not None or value.unresolved:
+                    return None
+                tokens.append(_arith_int(value.text.strip()))
+            if tokens[-1] is None:
+                return None
+        try:
+            result, rest = _arith_sum(tokens, 0)
+        except (ValueError, IndexError, ZeroDivisionError, RecursionError, OverflowError):
+            return None
+        if rest != len(tokens) or abs(result) >= 2**63:
+            return None
+        return result
+
+    def assign(self, word: Word) -> None:
+        """Run `NAME=value`, `NAME+=value`, `NAME=(...)`, `NAME+=(...)` against the variables."""
+        name, append, prefix = assignment(word)
+        current = self.env.get(name)
+        if word.array is not None:
+            items = self.array_value(word)
+            if append and current is not None:
+                base = current.items if current.items is not None else (
+                    [Field(current.text, current.origins, word.offset, current.unresolved,
+                           current.opaque)] if current.text else [])
+                items = list(base) + items
+            self.env[name] = self._bounded(name, Value(items=items), word)
+            return
+        value = self.assign_value(word, prefix)
+        if append and current is not None:
+            if current.items is not None:
+                items = current.items + [Field(value.text, value.origins, word.offset,
+                                               value.unresolved, value.opaque)]
+                self.env[name] = self._bounded(name, Value(items=items), word)
+                return
+            shift = len(current.text)
+            value = Value(current.text + value.text, current.origins + value.origins,
+                          current.unresolved + value.unresolved,
+                          opaque=current.opaque + tuple((a + shift, b + shift)
+                                                        for a, b in value.opaque))
+        self.env[name] = self._bounded(name, value, word)
+
+    def _bounded(self, name: str, value: Value, word: Word) -> Value:
+        """A value over the limits becomes one opaque, unresolved word (and stays small)."""
+        if value.size() <= MAX_VALUE_CHARS and (value.items is None
+                                                or len(value.items) <= MAX_ITEMS):
+            return value
+        why = f"${name} (its value grows over {MAX_VALUE_CHARS} characters; not expanded)"
+        text = f"${name}"
+        return Value(text, [word.offset] * len(text), (why,), opaque=((0, len(text)),))
 
     def assign_value(self, word: Word, start_index: int) -> Value:
         """The value of `NAME=value` (no field splitting), from segment text after the '='."""
@@ -494,13 +646,81 @@ class Expander:
         found = self.fields(Word(segs, word.offset, word.raw), split=False)
         if not found:
             return Value()
-        return Value(found[0].text, found[0].origins, found[0].unresolved)
+        return Value(found[0].text, found[0].origins, found[0].unresolved,
+                     opaque=found[0].opaque)
 
     def array_value(self, word: Word) -> list:
         items: list = []
         for element in word.array or []:
             items.extend(self.fields(element))
+            if len(items) > MAX_ITEMS:
+                break
         return items
+
+
+_ARITH_TOKEN = re.compile(r"\s*(?:([0-9]+)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+                          r"|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()])|(\S))")
+
+
+def _arith_int(text: str) -> Optional[int]:
+    if re.fullmatch(r"-?[0-9]{1,19}", text):
+        return int(text, 10) if not (len(text.lstrip("-")) > 1 and text.lstrip("-")[0] == "0") \
+            else None  # 010 is octal in bash: not guessed
+    return None
+
+
+def _arith_sum(tokens: list, i: int, depth: int = 0) -> tuple:
+    value, i = _arith_product(tokens, i, depth)
+    while i < len(tokens) and tokens[i] in ("+", "-"):
+        right, j = _arith_product(tokens, i + 1, depth)
+        value = value + right if tokens[i] == "+" else value - right
+        i = j
+    return value, i
+
+
+def _arith_product(tokens: list, i: int, depth: int) -> tuple:
+    value, i = _arith_power(tokens, i, depth)
+    while i < len(tokens) and tokens[i] in ("*", "/", "%"):
+        right, j = _arith_power(tokens, i + 1, depth)
+        if tokens[i] == "*":
+            value = value * right
+        else:
+            quotient = abs(value) // abs(right)  # ZeroDivisionError: unknown, as bash fails
+            quotient = quotient if (value >= 0) == (right > 0) else -quotient
+            value = quotient if tokens[i] == "/" else value - right * quotient
+        if abs(value) >= 2**63:
+            raise OverflowError
+        i = j
+    return value, i
+
+
+def _arith_power(tokens: list, i: int, depth: int) -> tuple:
+    base, i = _arith_unary(tokens, i, depth)
+    if i < len(tokens) and tokens[i] == "**":
+        exponent, i = _arith_power(tokens, i + 1, depth + 1)
+        if exponent < 0 or exponent > 64 or (abs(base) > 1 and exponent > 63):
+            raise OverflowError
+        base = base ** exponent
+        if abs(base) >= 2**63:
+            raise OverflowError
+    return base, i
+
+
+def _arith_unary(tokens: list, i: int, depth: int) -> tuple:
+    if depth > 50:
+        raise RecursionError
+    token = tokens[i]
+    if token in ("+", "-"):
+        value, i = _arith_unary(tokens, i + 1, depth + 1)
+        return (value if token == "+" else -value), i
+    if token == "(":
+        value, i = _arith_sum(tokens, i + 1, depth + 1)
+        if i >= len(tokens) or tokens[i] != ")":
+            raise ValueError("no ')'")
+        return value, i + 1
+    if isinstance(token, int):
+        return token, i + 1
+    raise ValueError(token)
 
 
 def _after_equals(segs: list, count: int) -> list:
@@ -539,3 +759,259 @@ def assignment(word: Word) -> Optional[tuple]:
     if not match:
         return None
     return match.group(1), bool(match.group(2)), match.end()
+
+
+# -- running a script statically ---------------------------------------------------------------
+
+@dataclass
+class Simple:
+    """A simple command as the shell would run it: its words after expansion (each with the
+    file offsets of its characters) and where it starts. Assignments, `export`, `if`/`case`
+    and `sh -c` are taken care of by the Interpreter; a caller sees only these."""
+
+    fields: list
+    offset: int
+
+
+_KEYWORDS = ("then", "do", "else", "{", "}", "done", "esac", "fi", "elif", "if", "while",
+             "until", "case")
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+MAX_NESTED_SHELLS = 4
+MAX_PATTERN_CHARS = 256
+
+
+def plain(word: Word) -> str:
+    """The word's text when it is all literal, else its source text."""
+    if all(s.kind == "lit" for s in word.segs):
+        return "".join(s.text for s in word.segs)
+    return word.raw
+
+
+class Interpreter:
+    """Walks a script as bash would, without running anything: variables and arrays are set,
+    `export`/`declare` assign, `unset` unsets, `if`/`elif`/`else` and `case` take the branch the
+    known values choose (the first one, reported, when a value is unknown), and `sh -c STRING` /
+    `bash -c STRING` (also behind `srun ...`) runs STRING the same way. Every other command is
+    yielded as a `Simple` for the caller (an adapter) to interpret. What could not be decided is
+    in `notes`: (offset, message)."""
+
+    def __init__(self, env: Optional[dict] = None):
+        self.expander = Expander(env)
+        self.notes: list = []
+        self.assigned_at: dict = {}   # variable -> offset of its last assignment
+
+    @property
+    def env(self) -> dict:
+        return self.expander.env
+
+    def run(self, script: Script, origin=None, prefix: tuple = (), depth: int = 0):
+        """Yield the script's simple commands. `origin` maps the script's offsets to the file's
+        (for `sh -c` strings); `prefix` is prepended to every command (`srun ... bash -c`)."""
+        where = origin or (lambda offset: offset)
+        frames: list = []
+        for command in script.commands:
+            words = list(command.words)
+            top = frames[-1] if frames else None
+            if top is not None and top["kind"] == "case":
+                if top["state"] == "pattern":
+                    if not words:
+                        continue
+                    if plain(words[0]) == "esac":
+                        frames.pop()
+                        continue
+                    self._pattern(top, words, command, frames)
+                    continue
+                if words and plain(words[0]) == "esac":
+                    frames.pop()
+                    continue
+                if command.end == ";;":
+                    top["state"] = "pattern"  # this command is the branch's last one
+            while words and plain(words[0]) in _KEYWORDS:
+                keyword = plain(words[0])
+                if keyword in ("if", "elif"):
+                    decided = self._condition(words[1:], command, where)
+                    if keyword == "if":
+                        frames.append({"kind": "if", "active": _active(frames) and decided,
+                                       "taken": decided})
+                    elif frames and frames[-1]["kind"] == "if":
+                        take = not frames[-1]["taken"] and decided
+                        frames[-1]["active"] = _active(frames[:-1]) and take
+                        frames[-1]["taken"] = frames[-1]["taken"] or take
+                    words = []
+                    break
+                if keyword == "case":
+                    self._case(words[1:], command, frames, where)
+                    words = []
+                    break
+                if keyword in ("while", "until"):
+                    words = []
+                    break
+                if keyword == "else" and frames and frames[-1]["kind"] == "if":
+                    frames[-1]["active"] = _active(frames[:-1]) and not frames[-1]["taken"]
+                    frames[-1]["taken"] = True
+                elif keyword == "fi" and frames and frames[-1]["kind"] == "if":
+                    frames.pop()
+                elif keyword == "esac" and frames and frames[-1]["kind"] == "case":
+                    frames.pop()
+                words = words[1:]
+            if not words or not _active(frames):
+                continue
+            yield from self._simple(words, command, origin, prefix, depth)
+
+    # a simple command
+    def _simple(self, words: list, command: Command, origin, prefix: tuple, depth: int):
+        where = origin or (lambda offset: offset)
+        head = plain(words[0])
+        if head in ("export", "declare", "local", "readonly", "typeset"):
+            for word in words[1:]:
+                if not plain(word).startswith("-") and assignment(word) is not None:
+                    self._assign(word, where)
+            return
+        if head == "unset":
+            for word in words[1:]:
+                self.env.pop(plain(word), None)
+            return
+        if head in ("source", "."):
+            target = words[1].raw if len(words) > 1 else ""
+            self.notes.append((where(command.offset),
+                               f"`{words[0].raw} {target}` is not read (scripts are never "
+                               "sourced); variables it sets count as unset"))
+            return
+        rest = []
+        for index, word in enumerate(words):
+            if assignment(word) is None:
+                rest = words[index:]
+                break
+            self._assign(word, where)
+        if not rest:
+            return
+        fields = [_moved(f, origin) for word in rest for f in self.expander.fields(word)]
+        if not fields:
+            return
+        shell = _shell_string(fields)
+        if shell is not None and depth < MAX_NESTED_SHELLS:
+            index, string = shell
+            try:
+                inner = parse(string.text)
+            except ShellError as exc:
+                self.notes.append((string.origin, f"the {fields[index].text} -c string cannot "
+                                                  f"be read: {exc}"))
+            else:
+                saved = dict(self.env)  # a child shell: its assignments do not come back
+                mapped = string.origins
+                yield from self.run(
+                    inner, lambda offset: mapped[offset] if 0 <= offset < len(mapped)
+                    else string.origin, tuple(prefix) + tuple(fields[:index]), depth + 1)
+                self.expander.env = saved
+                return
+        yield Simple(list(prefix) + fields, where(command.offset))
+
+    def _assign(self, word: Word, where) -> None:
+        self.expander.assign(word)
+        name = assignment(word)[0]
+        self.assigned_at[name] = where(word.offset)
+
+    # conditions
+    def _condition(self, words: list, command: Command, where) -> bool:
+        texts, unresolved = [], []
+        for word in words:
+            for f in self.expander.fields(word):
+                texts.append(f.text)
+                unresolved.extend(f.unresolved)
+        negate = bool(texts) and texts[0] == "!"
+        if negate:
+            texts = texts[1:]
+        if texts and texts[0] in ("[", "[[", "test"):
+            texts = [t for t in texts[1:] if t not in ("]", "]]")]
+        result = None if unresolved else _test(texts)
+        if result is None:
+            source = " ".join(w.raw for w in words)
+            why = f" ({', '.join(dict.fromkeys(unresolved))})" if unresolved else ""
+            self.notes.append((where(command.offset),
+                               f"condition `{source[:200]}` cannot be decided without running "
+                               f"the script{why}; assumed true (the first branch is read)"))
+            return True
+        return result != negate
+
+    def _case(self, words: list, command: Command, frames: list, where) -> None:
+        value = None
+        if words:
+            found = self.expander.fields(words[0], split=False)
+            if found and not found[0].unresolved:
+                value = found[0].text
+            elif found:
+                self.notes.append((where(command.offset),
+                                   f"case {words[0].raw} cannot be decided without running the "
+                                   f"script ({', '.join(found[0].unresolved)}); the first "
+                                   "branch is read"))
+        frame = {"kind": "case", "value": value, "state": "pattern", "active": False,
+                 "taken": False, "parent": _active(frames), "patterns": []}
+        frames.append(frame)
+        rest = words[2:] if len(words) > 1 and plain(words[1]) == "in" else []
+        if rest:
+            self._pattern(frame, rest, command, frames)
+
+    def _pattern(self, frame: dict, words: list, command: Command, frames: list) -> None:
+        frame["patterns"].extend(words)
+        if command.end == "|":
+            return
+        patterns = [f.text for w in frame["patterns"] for f in self.expander.fields(w, False)]
+        frame["patterns"] = []
+        value = frame["value"]
+        if value is None:
+            matched = True  # undecidable: the first branch, as for `if`
+        else:
+            matched = any(len(p) <= MAX_PATTERN_CHARS and fnmatch.fnmatchcase(value, p)
+                          for p in patterns)
+        take = matched and not frame["taken"]
+        frame["active"] = frame["parent"] and take
+        frame["taken"] = frame["taken"] or take
+        frame["state"] = "body"
+
+
+def _active(frames: list) -> bool:
+    return all(f["active"] for f in frames)
+
+
+def _moved(f: Field, where) -> Field:
+    if where is None:
+        return f
+    origins = [where(o) for o in f.origins]
+    return Field(f.text, origins, where(f.offset), f.unresolved, f.opaque)
+
+
+def _shell_string(fields: list) -> Optional[tuple]:
+    """(index of the shell word, the string field) of `sh -c STRING` anywhere in the command
+    (after `srun ...`, `env`, `exec`, ...), when STRING is known."""
+    for index in range(len(fields) - 2):
+        name = os.path.basename(fields[index].text)
+        option = fields[index + 1].text
+        if name in _SHELLS and option.startswith("-") and not option.startswith("--") \
+                and "c" in option[1:]:
+            string = fields[index + 2]
+            if string.unresolved:
+                return None
+            return index, string
+    return None
+
+
+def _test(t: list) -> Optional[bool]:
+    """`[ ... ]` / `test ...` over known words; None when this reader cannot tell."""
+    if len(t) == 2 and t[0] in ("-z", "-n"):
+        return (t[1] == "") == (t[0] == "-z")
+    if len(t) == 1:
+        return t[0] != ""
+    if len(t) == 3:
+        a, op, b = t
+        if op in ("==", "=", "!="):
+            if any(ch in b for ch in "*?["):
+                return None
+            return (a == b) == (op != "!=")
+        numeric = {"-eq": "==", "-ne": "!=", "-lt": "<", "-le": "<=", "-gt": ">", "-ge": ">="}
+        if op in numeric:
+            x, y = _arith_int(a.strip()), _arith_int(b.strip())
+            if x is None or y is None:
+                return None
+            return {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y,
+                    ">=": x >= y}[numeric[op]]
+    return None

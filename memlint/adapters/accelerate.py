@@ -50,6 +50,8 @@ SAGEMAKER_KEYS = (
     "sagemaker_inputs_file", "sagemaker_metrics_file", "additional_args", "dynamo_config",
     "enable_cpu_affinity", "fp16", "dynamo_backend",
 )
+# SageMakerDistributedType (utils/dataclasses.py), used when compute_environment is SageMaker
+SAGEMAKER_TYPES = ("NO", "DATA_PARALLEL", "MODEL_PARALLEL")
 DISTRIBUTED_TYPES = ("NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
                      "MULTI_MUSA", "MULTI_XPU", "DEEPSPEED", "FSDP", "XLA", "MEGATRON_LM",
                      "MULTI_HPU", "MULTI_NEURON", "TPU")
@@ -172,12 +174,19 @@ class _Reader:
                 f"distributed_type is required ({SRC_CONFIG}: process_config)",
                 Provenance(self.path, 1, 1, "distributed_type")))
             dtype = "NO"
+        elif data["distributed_type"] is False:
+            # YAML 1.1 reads a bare `NO` as false; accelerate keeps it (BaseConfig.__post_init__
+            # converts only strings) and `accelerate launch` then starts no distributed backend
+            dtype = "NO"
         else:
             dtype = str(data["distributed_type"]).strip().upper()
-            if dtype not in DISTRIBUTED_TYPES:
+            sagemaker = str(data.get("compute_environment", "")).strip().upper() == \
+                "AMAZON_SAGEMAKER"
+            allowed = SAGEMAKER_TYPES if sagemaker else DISTRIBUTED_TYPES
+            if dtype not in allowed:
                 self.diag(INVALID_VALUE, Severity.ERROR,
                           f"distributed_type {data['distributed_type']!r} is not one of "
-                          f"{', '.join(DISTRIBUTED_TYPES[:11])}", "distributed_type")
+                          f"{', '.join(allowed[:11])}", "distributed_type")
         self.dtype = dtype
         fsdp = data.get("fsdp_config") if isinstance(data.get("fsdp_config"), dict) else {}
         self.version = 1
@@ -467,13 +476,10 @@ class _Reader:
         root = _repo_root(base)
         target = os.path.normpath(os.path.join(base, name)) if not os.path.isabs(name) else name
         prov = self.prov("deepspeed_config", "deepspeed_config_file")
-        if not _within(root, target):
-            self.partial.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO,
-                f"deepspeed_config_file {name!r} points outside this repository; memlint does "
-                "not follow it", prov, key="deepspeed_config_file"))
-            return
+        # outside the repository root: load_with_references refuses it unless allowed
         self.partial.references.append(target)
+        if not _within(root, target):
+            return
         if not os.path.isfile(target):
             self.partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO,
@@ -490,11 +496,18 @@ class _Reader:
                 self.diag(UNKNOWN_KEY, Severity.WARNING,
                           f"{key!r} is not an accelerate parallelism_config option{tail}",
                           "parallelism_config", key)
-        if self.dtype != "FSDP" or self.version != 2:
+        if self.dtype == "FSDP" and self.version != 2:
             self.diag(UNRESOLVED, Severity.WARNING,
-                      "parallelism_config takes effect with distributed_type FSDP and "
-                      "fsdp_version 2 (accelerate commands/launch.py and "
-                      "parallelism_config.py)", "parallelism_config")
+                      "parallelism_config needs fsdp_version 2 under FSDP: accelerate's "
+                      "ParallelismConfig._validate_accelerator refuses FSDP1 when its sizes "
+                      "multiply past 1", "parallelism_config")
+        elif self.dtype != "FSDP" and self.dtype != "DEEPSPEED" and not self.dtype.startswith(
+                "MULTI_"):
+            self.diag(UNRESOLVED, Severity.INFO,
+                      f"parallelism_config is not exported with distributed_type {self.dtype} "
+                      "(accelerate utils/launch.py exports it for multi-GPU, FSDP and DeepSpeed "
+                      "launches)", "parallelism_config")
+        sizes = {}
         for key, scenario in PARALLELISM_KEYS.items():
             value = par.get(key)
             if value is None:
@@ -504,7 +517,12 @@ class _Reader:
                           f"{key} must be a positive whole number, got {value!r}",
                           "parallelism_config", key)
                 continue
+            sizes[scenario] = value
+            if self.dtype == "DEEPSPEED" and scenario in ("dp_shard", "dp_replicate"):
+                # DeepSpeed shards with ZeRO over its own data-parallel group, not this mesh axis
+                continue
             self.set(scenario, value, "parallelism_config", key)
+        self._sequence_parallel(par, sizes)
         replicate = par.get("parallelism_config_dp_replicate_size")
         shard = par.get("parallelism_config_dp_shard_size")
         if not isinstance(shard, int) or isinstance(shard, bool):
@@ -512,6 +530,37 @@ class _Reader:
         if isinstance(replicate, int) and replicate > 1 and self.dtype == "FSDP":
             self.set("fsdp", "hybrid" if shard > 1 else "none", "parallelism_config",
                      "parallelism_config_dp_replicate_size")
+
+    def _sequence_parallel(self, par: dict, sizes: dict) -> None:
+        """`parallelism_config_sp_size`: DeepSpeed ALST/Ulysses sequence parallelism. Each rank
+        holds 1/sp of every sequence, as under context parallelism (memlint's `cp`), and it is a
+        factor of `ParallelismConfig.total_size` = dp_replicate·dp_shard·tp·cp·sp
+        (accelerate parallelism_config.py). cp and sp > 1 together raise there."""
+        value = par.get("parallelism_config_sp_size")
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.diag(INVALID_VALUE, Severity.ERROR,
+                      f"parallelism_config_sp_size must be a positive whole number, got "
+                      f"{value!r}", "parallelism_config", "parallelism_config_sp_size")
+            return
+        if value == 1:
+            return
+        if sizes.get("cp", 1) > 1:
+            self.diag(INVALID_VALUE, Severity.ERROR,
+                      f"parallelism_config_cp_size {sizes['cp']} and parallelism_config_sp_size "
+                      f"{value} are both over 1: accelerate's ParallelismConfig refuses context "
+                      "and sequence parallelism together", "parallelism_config",
+                      "parallelism_config_sp_size")
+            return
+        backend = par.get("parallelism_config_sp_backend", "deepspeed")
+        if self.dtype != "DEEPSPEED" or str(backend).lower() != "deepspeed":
+            self.diag(UNRESOLVED, Severity.WARNING,
+                      f"parallelism_config_sp_size {value} is DeepSpeed's (ALST/Ulysses) "
+                      f"sequence parallelism; with distributed_type {self.dtype} and backend "
+                      f"{backend!r} it is not set up", "parallelism_config",
+                      "parallelism_config_sp_size")
+        self.set("cp", value, "parallelism_config", "parallelism_config_sp_size")
 
 
 def _within(root: str, path: str) -> bool:

@@ -28,6 +28,7 @@ import re
 from typing import Any, Callable, Optional
 
 from memlint import keys as K
+from memlint.adapters._neighbours import training_arguments
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY,
                                  UNRESOLVED, Severity, make)
 from memlint.ir import Partial, Provenance
@@ -46,18 +47,35 @@ _SENTINELS = ('"zero_optimization"', '"train_micro_batch_size_per_gpu"', '"train
 
 
 def detect(path: str, text: str) -> bool:
-    """A .json/.hjson file with a DeepSpeed sentinel key (a weak one only without HF `model_type`)."""
+    """A .json/.hjson (or JSON .conf) file with a DeepSpeed sentinel key (a weak one only without
+    HF `model_type`), unless it is a trainer's argument file."""
     name = os.path.basename(path).lower()
-    if not name.endswith((".json", ".hjson")):
+    if not name.endswith((".json", ".hjson", ".conf")):
         return False
     head = text[:65536]
+    if name.endswith(".conf") and not head.lstrip().startswith("{"):
+        return False  # open-instruct keeps its DeepSpeed JSON in *.conf; other .conf are not JSON
+    if training_arguments(head):
+        return False  # a trainer's argument file naming or sharing DeepSpeed keys (_neighbours)
     if any(sentinel in head for sentinel in _SENTINELS[:3]):
         return True
     if '"model_type"' in head or '"architectures"' in head:
         return False
     if any(sentinel in head for sentinel in _SENTINELS[3:]):
         return True
-    return any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head)
+    if name.startswith("ds_config") and not text.strip():
+        return True  # named for DeepSpeed, which fails to load an empty file
+    if any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head):
+        return True
+    return name.startswith("ds_config") and _unparseable(text)
+
+
+def _unparseable(text: str) -> bool:
+    """Not JSON at all (not even with the comments DeepSpeed's hjson loader accepts): a file
+    named ds_config*.json that DeepSpeed would fail to load, rather than some other format."""
+    if text.lstrip()[:1] in ("{", "["):
+        return load_json("", text, allow_comments=True).data is None
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,11 +401,12 @@ def _schema_diagnostics(doc: Document) -> list:
     diagnostics = []
     seen = set()
     tuning = _autotuning_enabled(doc.data)
+    neox = _neox_file(doc.data)
     for top in sorted(_errors_of(doc.data), key=lambda e: list(map(str, e.path))):
         for error in _leaf_errors(top):
             path = tuple(error.absolute_path)
             if error.validator == "additionalProperties":
-                diagnostics.extend(_unknown_keys(doc, path, error.instance, error.schema))
+                diagnostics.extend(_unknown_keys(doc, path, error.instance, error.schema, neox))
                 continue
             key = (path, error.validator)
             if key in seen:
@@ -404,6 +423,19 @@ def _schema_diagnostics(doc: Document) -> list:
             diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, _message(error, path),
                                     doc.prov(path), path=_dotted(path)))
     return diagnostics
+
+
+def _neox_file(data) -> bool:
+    """A gpt-neox config: its own arguments (keys with '-') beside DeepSpeed's."""
+    return isinstance(data, dict) and any("-" in str(key) for key in data)
+
+
+# gpt-neox launches DeeperSpeed (EleutherAI's fork, pinned in its requirements; 0.16.5 at
+# 65d9f99), forked before DeepSpeed v0.17.1 made the fp16/bf16 blocks pydantic models (commit
+# e440506, "Enable pydantic configuration for mixed precision"): its runtime/config.py:160
+# get_fp16_enabled reads the block key by key and ignores the rest. gpt-neox's own configs write
+# `"fp16": {"fp16": true, ...}`.
+_NEOX_LENIENT_BLOCKS = ("fp16", "bf16", "bfloat16")
 
 
 def _autotuning_enabled(data) -> bool:
@@ -438,7 +470,8 @@ def _message(error, path: tuple) -> str:
     return f"{name}: {error.message}"
 
 
-def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) -> list:
+def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
+                  neox: bool = False) -> list:
     allowed = list((subschema.get("properties") or {}).keys())
     mode = subschema.get("x-unknown-keys", "error")
     block = _dotted(path) if path else "top level"
@@ -464,7 +497,12 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict) ->
         hint = _RENAMED.get((path[-1] if path else None, key)) or K.suggest(str(key), allowed)
         tail = f"; did you mean {hint!r}?" if hint else ""
         note = subschema.get("x-unknown-note")
-        if mode == "error":
+        if mode == "error" and neox and path and path[0] in _NEOX_LENIENT_BLOCKS:
+            message = (f"unknown key {key!r} in {block}: gpt-neox runs DeeperSpeed, which reads "
+                       f"this block key by key and ignores it (DeepSpeed >= 0.17.1 would reject "
+                       f"it){tail}")
+            severity = Severity.WARNING
+        elif mode == "error":
             reason = note or ("DeepSpeed validates this block with a pydantic model that "
                               "forbids extra keys; it fails at launch")
             message = f"unknown key {key!r} in {block}: {reason}{tail}"
@@ -867,7 +905,9 @@ def _auto_paths(data: Any, path: tuple = ()) -> list:
         for key, value in data.items():
             found.extend(_auto_paths(value, path + (key,)))
     elif isinstance(data, list):
-        for index, value in enumerate(data):
+        # "auto" is filled in by key (transformers' HfDeepSpeedConfig.fill_match), never deep
+        # inside a data array: the first items are looked at, a 2M-item array is not walked
+        for index, value in enumerate(data[:1000]):
             found.extend(_auto_paths(value, path + (index,)))
     elif _is_auto(data):
         found.append(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
+from memlint.adapters._neighbours import training_arguments
 from memlint.diagnostics import PARSE_ERROR, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import MAX_FILE_BYTES, load_json, read_text
@@ -24,6 +25,8 @@ def detect(path: str, text: str) -> bool:
         return False
     if name == "config.json":
         return True
+    if training_arguments(text):
+        return False  # ms-swift / HF argument files carry a model_type too (_neighbours)
     head = text[:4096]
     return sum(sentinel in head for sentinel in _SENTINELS) >= 2 or (
         '"model_type"' in text and '"zero_optimization"' not in text

@@ -257,7 +257,13 @@ TOKENIZER_VOCAB = [
     (re.compile(r"mistral|mixtral|llama[-_ ]?2|Llama2Tokenizer", re.I), 32000,
      "Llama-2 / Mistral SentencePiece tokenizer"),
     (re.compile(r"GPT2BPETokenizer", re.I), 50257, "GPT-2 BPE tokenizer"),
+    (re.compile(r"BertWordPieceLowerCase", re.I), 30522,
+     "BERT uncased WordPiece vocab.txt: 30,522 tokens"),
+    (re.compile(r"BertWordPieceCase", re.I), 28996, "BERT cased WordPiece vocab.txt: 28,996 tokens"),
 ]
+
+# Training scripts that set their own tokenizer default (parse_and_validate_args(args_defaults=...)).
+SCRIPT_TOKENIZER = [(re.compile(r"pretrain_bert\.py$"), "BertWordPieceLowerCase")]
 DEFAULT_VOCAB = 50257
 
 
@@ -278,6 +284,20 @@ def _load_known_flags() -> frozenset:
 KNOWN_FLAGS = _load_known_flags() | frozenset(FLAG_BY_NAME)
 
 
+def _load_fork_choices() -> dict:
+    """Megatron-DeepSpeed's spellings of choice values (`--normalization rmsnorm`) -> Megatron-LM's."""
+    path = os.path.join(os.path.dirname(__file__), "megatron_flags.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle).get("megatron_deepspeed", {}).get("choices", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+FORK_CHOICES = _load_fork_choices()
+FORK_MARKERS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config")
+
+
 def _dest_of(flag: str) -> set:
     base = flag[2:].replace("-", "_")
     out = {base}
@@ -287,6 +307,9 @@ def _dest_of(flag: str) -> set:
     return out
 
 
+_ALL_FLAGS = tuple(FLAG_BY_NAME) + tuple(sorted(KNOWN_FLAGS))
+MAX_HINTS = 20
+MAX_UNKNOWN_LISTED = 100
 KNOWN_DESTS = frozenset(d for f in KNOWN_FLAGS for d in _dest_of(f)) | frozenset(FLAG_BY_DEST)
 
 
@@ -305,7 +328,7 @@ def detect(path: str, text: str) -> bool:
     if name.endswith(_SCRIPT_EXT):
         return any(s in head for s in _SENTINELS) or "megatron" in head.lower()
     if name.endswith((".txt", ".args")) or "." not in name:
-        return bool(re.search(r"^\s*--(tensor-model-parallel-size|num-layers|hidden-size|"
+        return bool(re.search(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
                               r"micro-batch-size|num-attention-heads)\b", head, re.M))
     if name.endswith((".yaml", ".yml")):
         if re.search(r"^MODEL_ARGS:", head, re.M):
@@ -340,6 +363,7 @@ class _Read:
     kind: str = "args"
     env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
     entry: Optional[tuple] = None                  # the training script launched: (path, prov)
+    anchor: Optional[Provenance] = None   # the launch command (where the run is defined)
 
 
 _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
@@ -447,7 +471,7 @@ def _dollar_refs(text: str) -> tuple:
 
 # -- scripts ---------------------------------------------------------------------------------
 
-_SBATCH = re.compile(r"^\s*#SBATCH\s+(.*)$", re.M)
+_SBATCH = re.compile(r"^[ \t]*#SBATCH[ \t]+(.*)$", re.M)
 _LAUNCHERS = {"torchrun", "deepspeed", "srun", "mpirun", "python", "python3", "uv", "exec",
               "time", "nohup", "env", "numactl", "accelerate"}
 
@@ -457,14 +481,11 @@ def read_script(path: str, text: str) -> _Read:
     try:
         script = _shell.parse(text)
     except _shell.ShellError as exc:
-        starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        import bisect
-
-        index = bisect.bisect_right(starts, exc.offset) - 1
+        line, col = _shell.Script(text, [], [0] + [m.end() for m in re.finditer("\n", text)]
+                                  ).where(exc.offset)
         read.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
                                      f"cannot read the script: {exc}",
-                                     Provenance(path, index + 1, exc.offset - starts[index] + 1,
-                                                None)))
+                                     Provenance(path, line, col, None)))
         return read
 
     def prov(offset: int, key: Optional[str] = None) -> Provenance:
@@ -472,176 +493,48 @@ def read_script(path: str, text: str) -> _Read:
         return Provenance(path, line, col, key)
 
     env = _sbatch_env(text, script)
-    expander = _shell.Expander(env)
-    frames: list = []   # if-branches: [active, taken]
-    launched = False
-    for command in script.commands:
-        words = list(command.words)
-        while words and _plain(words[0]) in ("then", "do", "else", "{", "}", "done", "esac", "fi",
-                                             "elif", "if", "while", "until"):
-            keyword = _plain(words[0])
-            if keyword == "if" or keyword == "elif":
-                decided = _condition(words[1:], expander, read, prov, command)
-                if keyword == "if":
-                    parent = all(f[0] for f in frames)
-                    frames.append([parent and decided, decided])
-                elif frames:
-                    parent = all(f[0] for f in frames[:-1])
-                    take = not frames[-1][1] and decided
-                    frames[-1] = [parent and take, frames[-1][1] or take]
-                words = []
-                break
-            if keyword in ("while", "until"):
-                words = []
-                break
-            if keyword == "else" and frames:
-                parent = all(f[0] for f in frames[:-1])
-                frames[-1] = [parent and not frames[-1][1], True]
-            elif keyword == "fi" and frames:
-                frames.pop()
-            words = words[1:]
-        if not words or not all(f[0] for f in frames):
-            continue
-        head = _plain(words[0])
-        if head in ("export", "declare", "local", "readonly", "typeset"):
-            words = [w for w in words[1:] if not _plain(w).startswith("-")]
-            for word in words:
-                if _shell.assignment(word) is not None:
-                    _assign(word, expander)
-            continue
-        if head == "unset":
-            for word in words[1:]:
-                expander.env.pop(_plain(word), None)
-            continue
-        if head in ("source", "."):
-            read.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO,
-                f"`{command.words[0].raw} {words[1].raw if len(words) > 1 else ''}` is not read "
-                "(scripts are never sourced); variables it sets count as unset",
-                prov(command.offset)))
-            continue
-        rest = []
-        assigning = True
-        for word in words:
-            if assigning and _shell.assignment(word) is not None:
-                _assign(word, expander)
-                continue
-            assigning = False
-            rest.append(word)
-        if not rest or launched:
-            continue
-        fields = []
-        for word in rest:
-            for f in expander.fields(word):
-                fields.append((f.text, prov(f.origin), f.unresolved))
+    interpreter = _shell.Interpreter(env)
+    best, score = None, 0
+    for command in interpreter.run(script):
+        fields = [(f.text, prov(f.origin), f.unresolved) for f in command.fields]
         entry = _entry_index(fields)
         if entry is None:
             continue
         after = fields[entry + 1:]
-        if not any(t.startswith("--") for t, _, _ in after):
-            continue
-        launched = True
-        read.entry = (fields[entry][0], fields[entry][1])
-        _launcher_words(fields[:entry], read, whole=False)
-        if any(t == "srun" for t, _, _ in fields[:entry]) and not (
-                {"nproc_per_node", "ntasks"} & set(read.launcher)):
-            # one process per srun task: the allocation's #SBATCH counts give the world size
-            for option, var in (("nodes", "SLURM_NNODES"),
-                                ("ntasks_per_node", "SLURM_NTASKS_PER_NODE"),
-                                ("ntasks", "SLURM_NTASKS")):
-                value = env.get(var)
-                if value is not None and option not in read.launcher:
-                    read.launcher[option] = (value.text, prov(value.origins[0], f"#SBATCH ({var})"),
-                                             ())
-        split_argv(after, read)
+        # The launch is the command with the most Megatron flags: a data-preparation
+        # `python tools/x.py --input ...` before it is a helper, not the training run.
+        known = sum(1 for t, _, _ in after if t.split("=", 1)[0] in KNOWN_FLAGS)
+        flags = sum(1 for t, _, _ in after if t.startswith("--"))
+        if flags and (best is None or known > score):
+            best, score = (fields, entry, command.offset), known
+    for offset, message in interpreter.notes:
+        read.diagnostics.append(make(UNRESOLVED, Severity.INFO, message, prov(offset)))
     for name in MEMORY_ENV:
-        value = expander.env.get(name)
+        value = interpreter.env.get(name)
         if value is not None and getattr(value, "text", None) and not value.unresolved:
             read.env[name] = (value.text, prov(value.origins[0] if value.origins else 0, name))
-    if not launched:
+    if best is None:
         read.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
             "no Megatron launch command found (a command running a .py entry point with --flags); "
             "nothing was read from this script", Provenance(path, 1, 1, None)))
+        return read
+    fields, entry, offset = best
+    read.entry = (fields[entry][0], fields[entry][1])
+    read.anchor = prov(offset, "launch command")
+    _launcher_words(fields[:entry], read, whole=False)
+    if any(t == "srun" for t, _, _ in fields[:entry]) and not (
+            {"nproc_per_node", "ntasks"} & set(read.launcher)):
+        # one process per srun task: the allocation's #SBATCH counts give the world size
+        for option, var in (("nodes", "SLURM_NNODES"),
+                            ("ntasks_per_node", "SLURM_NTASKS_PER_NODE"),
+                            ("ntasks", "SLURM_NTASKS")):
+            value = env.get(var)
+            if value is not None and option not in read.launcher:
+                read.launcher[option] = (value.text, prov(value.origins[0], f"#SBATCH ({var})"),
+                                         ())
+    split_argv(fields[entry + 1:], read)
     return read
-
-
-def _plain(word) -> str:
-    return "".join(s.text for s in word.segs if s.kind == "lit") \
-        if all(s.kind == "lit" for s in word.segs) else word.raw
-
-
-def _assign(word, expander: _shell.Expander) -> None:
-    name, append, prefix = _shell.assignment(word)
-    if word.array is not None:
-        items = expander.array_value(word)
-        current = expander.env.get(name)
-        if append and current is not None:
-            base = current.items if current.items is not None else (
-                [_shell.Field(current.text, current.origins, word.offset, current.unresolved)]
-                if current.text else [])
-            expander.env[name] = _shell.Value(items=list(base) + items)
-        else:
-            expander.env[name] = _shell.Value(items=items)
-        return
-    value = expander.assign_value(word, prefix)
-    current = expander.env.get(name)
-    if append and current is not None:
-        if current.items is not None:
-            current.items.append(_shell.Field(value.text, value.origins, word.offset,
-                                              value.unresolved))
-            return
-        value = _shell.Value(current.text + value.text, current.origins + value.origins,
-                             current.unresolved + value.unresolved)
-    expander.env[name] = value
-
-
-def _condition(words: list, expander, read: _Read, prov, command) -> bool:
-    texts = []
-    unresolved: list = []
-    for word in words:
-        for f in expander.fields(word):
-            texts.append(f.text)
-            unresolved.extend(f.unresolved)
-    negate = False
-    if texts and texts[0] == "!":
-        negate, texts = True, texts[1:]
-    if texts and texts[0] in ("[", "[[", "test"):
-        texts = [t for t in texts[1:] if t not in ("]", "]]")]
-    result: Optional[bool] = None
-    if not unresolved:
-        result = _test(texts)
-    if result is None:
-        source = " ".join(w.raw for w in words)
-        read.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO,
-            f"condition `{source}` cannot be decided without running the script"
-            + (f" ({_describe(tuple(unresolved))})" if unresolved else "")
-            + "; assumed true (the first branch is read)", prov(command.offset)))
-        return True
-    return result != negate
-
-
-def _test(t: list) -> Optional[bool]:
-    if len(t) == 2 and t[0] in ("-z", "-n"):
-        return (t[1] == "") == (t[0] == "-z")
-    if len(t) == 1:
-        return t[0] != ""
-    if len(t) == 3:
-        a, op, b = t
-        if op in ("==", "=", "!="):
-            if any(ch in b for ch in "*?["):
-                return None
-            return (a == b) == (op != "!=")
-        numeric = {"-eq": "==", "-ne": "!=", "-lt": "<", "-le": "<=", "-gt": ">", "-ge": ">="}
-        if op in numeric:
-            try:
-                x, y = int(a), int(b)
-            except ValueError:
-                return None
-            return {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y,
-                    ">=": x >= y}[numeric[op]]
-    return None
 
 
 def _sbatch_env(text: str, script) -> dict:
@@ -658,8 +551,11 @@ def _sbatch_env(text: str, script) -> dict:
             names = {"--nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "-N": ("SLURM_NNODES",
                      "SLURM_JOB_NUM_NODES"), "--ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
                      "--ntasks": ("SLURM_NTASKS",), "-n": ("SLURM_NTASKS",),
-                     "--gpus-per-node": ("SLURM_GPUS_PER_NODE",)}.get(name, ())
-            if re.fullmatch(r"\d+", value):
+                     "--gpus-per-node": ("SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE")
+                     }.get(name, ())
+            typed = re.fullmatch(r"(?:[A-Za-z0-9_-]+:)?(\d{1,9})", value)  # `--gpus-per-node=h100:8`
+            if typed and (typed.start(1) == 0 or name == "--gpus-per-node"):
+                value, offset = typed.group(1), offset + typed.start(1)
                 for var in names:
                     env[var] = _shell.Value(value, [offset + k for k in range(len(value))])
     return env
@@ -843,15 +739,22 @@ class _Interp:
 
     def collect(self) -> None:
         seen: dict = {}
+        hints = MAX_HINTS  # did-you-mean costs milliseconds each: a few per file
+        unknown, first_unlisted = 0, None
+        severity = Severity.ERROR if self.strict else Severity.WARNING
         for arg in self.read.args:
             spec = FLAG_BY_NAME.get(arg.flag)
             if spec is None and arg.flag not in KNOWN_FLAGS and not arg.flag.startswith("--verl-"):
-                hint = K.suggest(arg.flag, list(FLAG_BY_NAME) + sorted(KNOWN_FLAGS))
-                tail = f"; did you mean {hint}?" if hint else ""
-                severity = Severity.ERROR if self.strict else Severity.WARNING
-                self.diag(UNKNOWN_KEY, severity,
-                          f"unknown Megatron flag {arg.flag} (not an argument of "
-                          f"{MEGATRON_VERSION}){tail}", arg.prov, key=arg.flag)
+                unknown += 1
+                if unknown > MAX_UNKNOWN_LISTED:  # one line for the rest: bounded output
+                    first_unlisted = first_unlisted or arg
+                else:
+                    hints -= 1
+                    hint = K.suggest(arg.flag, _ALL_FLAGS) if hints >= 0 else None
+                    tail = f"; did you mean {hint}?" if hint else ""
+                    self.diag(UNKNOWN_KEY, severity,
+                              f"unknown Megatron flag {arg.flag} (not an argument of "
+                              f"{MEGATRON_VERSION}){tail}", arg.prov, key=arg.flag)
             previous = seen.get(arg.flag)
             if previous is not None and previous.values != arg.values:
                 self.diag(INVALID_VALUE, Severity.INFO,
@@ -860,6 +763,12 @@ class _Interp:
                           arg.prov)
             seen[arg.flag] = arg
             self.args[arg.flag] = arg
+        if first_unlisted is not None:
+            self.diag(UNKNOWN_KEY, severity,
+                      f"{unknown - MAX_UNKNOWN_LISTED} more unknown Megatron flags from "
+                      f"{first_unlisted.flag} on (only the first {MAX_UNKNOWN_LISTED} are listed)",
+                      first_unlisted.prov, key=first_unlisted.flag)
+        fork = any(marker in self.args for marker in FORK_MARKERS)
         for flag, arg in self.args.items():
             spec = FLAG_BY_NAME.get(flag)
             if spec is None:
@@ -878,6 +787,10 @@ class _Interp:
             if arg.unresolved:
                 default = f"Megatron's default {spec.default}" if spec.default is not None \
                     else "no value (memlint's default applies)"
+                if spec.target:
+                    # a value only the running script knows: "no estimate", never "missing"
+                    self.partial.set_extra(f"unresolved.{spec.target}", " ".join(arg.values),
+                                           arg.prov)
                 self.diag(UNRESOLVED, Severity.INFO,
                           f"{flag} {' '.join(arg.values)}: {_describe(arg.unresolved)}; "
                           f"assumed {default}", arg.prov, key=flag)
@@ -885,8 +798,11 @@ class _Interp:
             if spec.nargs == "+" or spec.convert is None:
                 self.values[flag] = list(arg.values) if spec.nargs == "+" else arg.values[0]
                 continue
+            value = arg.values[0]
+            if fork and _text(value) in FORK_CHOICES.get(flag, {}):
+                value = FORK_CHOICES[flag][_text(value)]  # Megatron-DeepSpeed's spelling
             try:
-                self.values[flag] = spec.convert(arg.values[0])
+                self.values[flag] = spec.convert(value)
             except ValueError as exc:
                 self.diag(INVALID_VALUE, Severity.ERROR, f"{flag}: {exc}", arg.prov, key=flag)
 
@@ -973,7 +889,7 @@ class _Interp:
     def launcher(self) -> None:
         facts: dict = {}
         for option, (text, prov, unresolved) in self.read.launcher.items():
-            if unresolved or not re.fullmatch(r"\s*\d+\s*", text):
+            if unresolved or not re.fullmatch(r"\s*\d{1,18}\s*", text):
                 default = {"nnodes": "1 node", "nodes": "1 node"}.get(option)
                 self.diag(UNRESOLVED, Severity.INFO,
                           f"launcher {prov.key} {text}: "
@@ -1182,6 +1098,19 @@ class _Interp:
                                            "--num-layers", "--hidden-size") if self.on(f)), None)
         if anchor is None:
             return
+        entry = self.partial.extra.get("megatron.entry-script")
+        if raw is None and not self.on("--tokenizer-type") and entry is not None:
+            for script, tokenizer in SCRIPT_TOKENIZER:
+                if script.search(str(entry.value)):
+                    for pattern, size, why in TOKENIZER_VOCAB:
+                        if pattern.search(tokenizer):
+                            raw = size
+                            self.diag(UNRESOLVED, Severity.INFO,
+                                      f"vocabulary size taken as {size}: {entry.value} defaults "
+                                      f"to --tokenizer-type {tokenizer} ({why})",
+                                      self.prov(anchor))
+                            break
+                    break
         if raw is None:
             raw = DEFAULT_VOCAB
             self.diag(UNRESOLVED, Severity.INFO,
@@ -1394,6 +1323,9 @@ class _Interp:
             self.partial.references.append(config)
 
 
+MAX_PATTERN = 100_000  # layers in a --moe-layer-freq list; no model has more
+
+
 def parse_layer_freq(text: str, layers: Optional[int]) -> Any:
     """`--moe-layer-freq`: an int k (every k-th layer is MoE) or a list expression such as
     `[0]*3+[1]*58` / `([1]*2+[0])*4`, read by a small parser (Megatron eval()s it; we never do).
@@ -1440,25 +1372,27 @@ def parse_layer_freq(text: str, layers: Optional[int]) -> Any:
         while peek() == "*":
             take("*")
             count = take()
-            if not count.isdigit() or int(count) > 100_000:
+            # the size is checked before the list is built: `[0]*100000*3000` is refused, not
+            # built (2.3 GB)
+            if not count.isdigit() or len(count) > 6 or len(result) * int(count) > MAX_PATTERN:
                 raise ValueError(count)
             result = result * int(count)
-            if len(result) > 100_000:
-                raise ValueError("too long")
         return result
 
     def expr() -> list:
         result = atom()
         while peek() == "+":
             take("+")
-            result = result + atom()
+            result.extend(atom())  # in place: `a+b+c+...` stays linear
+            if len(result) > MAX_PATTERN:
+                raise ValueError("too long")
         return result
 
     try:
         pattern = expr()
         if pos[0] != len(tokens):
             return None
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
         return None
     return [1 if x else 0 for x in pattern]
 
@@ -1468,9 +1402,12 @@ def parse_layout(text: str) -> Optional[list]:
     layer letters (E embedding, t transformer layer, m MTP, L loss), as Megatron unrolls it."""
     layout = text.strip().strip("'\"").replace(",", "")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        grown = [len(layout)]
+
         def unroll(match) -> str:
-            count = int(match.group(2))
-            if count > 10_000:
+            count = int(match.group(2)) if len(match.group(2)) <= 6 else 10**6
+            grown[0] += len(match.group(1)) * count
+            if count > 10_000 or grown[0] > 1_000_000:  # checked before the text is built
                 raise ValueError("repeat count too large")
             return match.group(1) * count
         try:
@@ -1521,6 +1458,7 @@ def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None
     read.kind = kind
     if entry and read.entry is None:
         read.entry = (entry, Provenance(path, None, None, "training script (given by the caller)"))
+    partial.anchor = read.anchor
     partial.diagnostics.extend(read.diagnostics)
     partial.references.extend(read.references)
     if read.args or read.launcher:

@@ -22,7 +22,7 @@ from memlint.loaders import load_toml, load_yaml, suppressions
 FORMAT = "native"
 
 _YAML_SENTINEL = re.compile(r"^(memlint|scenario)\s*:", re.M)
-_PYPROJECT_SENTINEL = re.compile(r"^\s*\[\s*tool\.memlint\.scenario\s*\]", re.M)
+_PYPROJECT_SENTINEL = re.compile(r"^[ \t]*\[[ \t]*tool\.memlint\.scenario[ \t]*\]", re.M)
 _MODEL_SOURCE_KEYS = ("preset", "path")
 
 

@@ -17,12 +17,15 @@ import importlib
 import os
 from typing import Optional
 
+from memlint.adapters._neighbours import hydra_launch
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
+    "memlint.adapters.llamafactory",
+    "memlint.adapters.hf_trainer",
     "memlint.adapters.deepspeed",
     "memlint.adapters.accelerate",
     "memlint.adapters.axolotl",
@@ -92,7 +95,10 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
-    "memlint.adapters.deepspeed": (".json", ".hjson"),
+    "memlint.adapters.llamafactory": (".yaml", ".yml"),
+    "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",
+                                    NO_EXTENSION),
+    "memlint.adapters.deepspeed": (".json", ".hjson", ".conf"),
     "memlint.adapters.accelerate": (".yaml", ".yml", ".json"),
     "memlint.adapters.axolotl": (".yaml", ".yml"),
     "memlint.adapters.torchtitan": (".toml", ".py", ".sh", NO_EXTENSION),
@@ -154,6 +160,8 @@ def detect_format(path: str, text: str):
         if id(module) in seen:
             continue
         seen.add(id(module))
+        if getattr(module, "FORMAT", None) == "megatron" and hydra_launch(text):
+            continue  # a Hydra launch (verl) that names megatron in its overrides
         try:
             if module.detect(path, text):
                 return module
@@ -244,6 +252,15 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
     seen = _seen if _seen is not None else set()
     seen.add(os.path.realpath(path))
     root = root or repo_root(path)
+    if not allow_outside_root and not inside(path, root):
+        # a path given inside the repository that resolves outside it (a symbolic link, or a
+        # link in a folder on the way): the root guarantee covers what a link points at
+        partial = Partial(source=path, fmt="unknown")
+        partial.diagnostics.append(make(
+            PARSE_ERROR, Severity.WARNING,
+            f"links to {os.path.realpath(path)}, outside the repository root {root}; not read "
+            "(pass --allow-outside-root to read it)", Provenance(path, None, None, None)))
+        return [partial]
     partial = load_file(path, max_bytes)
     out: list = []
     for item in partial.references:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import ast
 import os
 import re
-import shlex
 from typing import Any, Callable, Optional
 
 from memlint import keys as K
+from memlint.adapters import _shell
 from memlint.catalog import torchtitan as catalog
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
                                  make)
@@ -53,7 +53,7 @@ def detect(path: str, text: str) -> bool:
     if name.endswith(".toml"):
         if "[tool." in head or "[project]" in head or "[build-system]" in head:
             return False
-        headers = set(re.findall(r"^\s*\[([A-Za-z_.]+)\]", head, re.M))
+        headers = set(re.findall(r"^[ \t]*\[([A-Za-z_.]+)\]", head, re.M))
         return bool(headers & {"job", "parallelism", "activation_checkpoint"}) or (
             "model" in headers and "training" in headers)
     if name.endswith(".py"):
@@ -208,6 +208,7 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
     _derive_parallel(facts, partial, anchor)
     _derive_recompute(facts, partial)
     _derive_offload(facts, partial)
+    _derive_compile(facts, partial)
     _derive_model(facts, partial, anchor, base_dir)
     _derive_float8(facts, partial)
     _derive_checkpoint(facts, partial)
@@ -330,6 +331,12 @@ def _derive_offload(facts: Facts, partial: Partial) -> None:
         # FSDP2 CPUOffloadPolicy keeps sharded params, grads and optimizer states on the host
         partial.set("offload_params", "cpu", found[1])
         partial.set("offload_optimizer", "cpu", found[1])
+
+
+def _derive_compile(facts: Facts, partial: Partial) -> None:
+    found = facts.find("enable", "compile")
+    if found is not None and isinstance(found[0], bool):
+        partial.set("compile", found[0], found[1])
 
 
 def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str]) -> None:
@@ -624,8 +631,7 @@ class RegistryReader:
 # launch scripts
 
 _OVERRIDE = re.compile(r"^--([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_.\-]+?)(?:=(.*))?$")
-_ENV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}?")
+_LAUNCH_WORDS = ("torchrun", "python", "python3")
 
 
 def _coerce(text: str) -> Any:
@@ -633,7 +639,7 @@ def _coerce(text: str) -> Any:
     if lowered in ("true", "false"):
         return lowered == "true"
     try:
-        return int(text)
+        return int(text) if len(text) <= 40 else text
     except ValueError:
         pass
     try:
@@ -642,56 +648,15 @@ def _coerce(text: str) -> Any:
         return text
 
 
-def _logical_lines(text: str) -> list:
-    """(first line number, joined text) with backslash continuations joined."""
-    out, buffer, start = [], [], None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if start is None:
-            start = number
-        stripped = line.rstrip()
-        if stripped.endswith("\\"):
-            buffer.append(stripped[:-1])
-            continue
-        buffer.append(stripped)
-        out.append((start, "\n".join(buffer)))
-        buffer, start = [], None
-    if buffer:
-        out.append((start, "\n".join(buffer)))
-    return out
-
-
-def _token_position(text: str, first_line: int, token: str, after: int) -> tuple:
-    index = text.find(token, after)
-    if index < 0:
-        return first_line, None, after
-    line = first_line + text.count("\n", 0, index)
-    col = index - (text.rfind("\n", 0, index) + 1) + 1
-    return line, col, index + len(token)
-
-
-def _expand(value: str, env: dict) -> tuple:
-    """Expand $VAR / ${VAR:-default} from assignments seen in the script; (text, unresolved)."""
-    missing = []
-
-    def sub(match: re.Match) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in env:
-            return str(env[name])
-        if default is not None:
-            return default
-        missing.append(name)
-        return match.group(0)
-
-    return _VAR.sub(sub, value), missing
-
-
 class ScriptReader:
+    """A torchtitan launch script, read by the one shell reader (memlint.adapters._shell):
+    `NGPU=8 CONFIG_FILE=... ./run_train.sh --section.key value` or `torchrun ... -m
+    torchtitan.train ...`, with variables, `if`/`case` and `sh -c` handled as for Megatron."""
+
     def __init__(self, path: str, text: str, partial: Partial):
         self.path = path
         self.text = text
         self.partial = partial
-        self.env: dict = {}
-        self.env_prov: dict = {}
         self.overrides = Facts()
         self.launches = 0
         self.world: Optional[tuple] = None
@@ -699,116 +664,114 @@ class ScriptReader:
         self.config_file: Optional[tuple] = None
         self.module: Optional[tuple] = None
         self.config: Optional[tuple] = None
+        self.script = None
 
     def read(self) -> None:
-        for first, line in _logical_lines(self.text):
-            stripped = line.strip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            code = stripped.split(" #", 1)[0]
-            try:
-                tokens = shlex.split(code, comments=True, posix=True)
-            except ValueError as exc:
-                self.partial.diagnostics.append(make(PARSE_ERROR, Severity.WARNING,
-                                                     f"cannot split this line: {exc}",
-                                                     Provenance(self.path, first, 1, None)))
-                continue
-            self._command(tokens, line, first)
-
-    def _prov(self, line: str, first: int, token: str, cursor: int, key: str) -> tuple:
-        number, col, cursor = _token_position(line, first, token, cursor)
-        return Provenance(self.path, number, col, key), cursor
-
-    def _command(self, tokens: list, line: str, first: int) -> None:
-        cursor = 0
-        local_env: dict = {}
-        index = 0
-        if tokens and tokens[0] == "export":
-            index = 1
-        while index < len(tokens) and _ENV.match(tokens[index]):
-            name, value = _ENV.match(tokens[index]).groups()
-            prov, cursor = self._prov(line, first, f"{name}=", cursor, name)
-            value, _ = _expand(value, self.env)
-            local_env[name] = value
-            self.env_prov[name] = prov
-            index += 1
-        rest = tokens[index:]
-        if not rest:
-            self.env.update(local_env)
+        try:
+            self.script = _shell.parse(self.text)
+        except _shell.ShellError as exc:
+            self.script = _shell.Script(self.text, [], [0] + [m.end() for m in
+                                                              re.finditer("\n", self.text)])
+            self.partial.diagnostics.append(make(PARSE_ERROR, Severity.WARNING,
+                                                 f"cannot read the script: {exc}",
+                                                 self._at(exc.offset, None)))
             return
-        scope = dict(self.env)
-        scope.update(local_env)
-        joined = " ".join(rest)
-        is_run_train = rest[0].endswith("run_train.sh")
-        is_torchrun = rest[0] in ("torchrun", "python", "python3") and (
+        interpreter = _shell.Interpreter()
+        for command in interpreter.run(self.script):
+            self._command(command, interpreter)
+        for offset, message in interpreter.notes:
+            self.partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, message,
+                                                 self._at(offset, None)))
+
+    def _at(self, offset: int, key: Optional[str]) -> Provenance:
+        line, col = self.script.where(offset)
+        return Provenance(self.path, line, col, key)
+
+    def _command(self, command, interpreter) -> None:
+        fields = command.fields
+        texts = [f.text for f in fields]
+        start = next((i for i, t in enumerate(texts)
+                      if t.endswith("run_train.sh") or os.path.basename(t) in _LAUNCH_WORDS),
+                     None)
+        if start is None:
+            return
+        joined = " ".join(texts[start:])
+        is_run_train = texts[start].endswith("run_train.sh")
+        is_torchrun = not is_run_train and (
             "torchtitan.train" in joined or "torchtitan/train.py" in joined)
         if not (is_run_train or is_torchrun):
             return
         self.launches += 1
+        env = interpreter.env
+
+        def variable(name: str) -> tuple:
+            at = interpreter.assigned_at.get(name)
+            return env[name].text, (self._at(at, name) if at is not None else None)
+
         if is_run_train:
-            ngpu = scope.get("NGPU")
-            if ngpu is not None:
-                self._world(ngpu, self.env_prov.get("NGPU"))
+            if "NGPU" in env:
+                self._world(*variable("NGPU"))
             else:
-                self._world("8", Provenance(self.path, first, 1, "NGPU (run_train.sh default 8)"))
-            for var in ("CONFIG_FILE", "MODULE", "CONFIG"):
-                if var in scope:
-                    setattr(self, {"CONFIG_FILE": "config_file", "MODULE": "module",
-                                   "CONFIG": "config"}[var],
-                            (scope[var], self.env_prov.get(var)))
-        self._options(rest[1:], line, first, cursor, scope, is_torchrun)
+                self._world("8", self._at(command.offset, "NGPU (run_train.sh default 8)"))
+            for var, attribute in (("CONFIG_FILE", "config_file"), ("MODULE", "module"),
+                                   ("CONFIG", "config")):
+                if var in env:
+                    setattr(self, attribute, variable(var))
+        self._options(fields[start + 1:], is_torchrun)
 
     def _world(self, value: str, prov: Optional[Provenance], nodes: str = "1") -> None:
-        try:
-            count = int(value) * int(nodes)
-        except (TypeError, ValueError):
+        count = K.to_int(value) * K.to_int(nodes) if _is_count(value) and _is_count(nodes) \
+            else None
+        if count is None:
             self.partial.diagnostics.append(make(UNRESOLVED, Severity.INFO,
                                                  f"GPU count {value!r} is not a number; "
                                                  "world_size left unset", prov, key="NGPU"))
             return
         self.world = (count, prov)
-        self.per_node = (int(value), prov)
+        self.per_node = (K.to_int(value), prov)
 
-    def _options(self, args: list, line: str, first: int, cursor: int, scope: dict,
-                 torchrun: bool) -> None:
+    def _options(self, args: list, torchrun: bool) -> None:
         nproc = nnodes = None
         index = 0
         while index < len(args):
-            token = args[index]
-            value_token = None
+            token = args[index].text
+            here = args[index].origin
             match = _OVERRIDE.match(token)
             if torchrun and (token.startswith("--nproc") or token.startswith("--nnodes")):
                 name, _, inline = token.partition("=")
                 if not inline and index + 1 < len(args):
-                    inline = args[index + 1]
+                    inline = args[index + 1].text
                     index += 1
-                prov, cursor = self._prov(line, first, token, cursor, name)
-                expanded, _ = _expand(inline, scope)
+                prov = self._at(here, name)
                 if name.startswith("--nproc"):
-                    nproc = (expanded, prov)
+                    nproc = (inline, prov)
                 else:
-                    nnodes = expanded.split(":")[-1]
+                    nnodes = inline.split(":")[-1]
                 index += 1
                 continue
             if token in ("--module", "--config") and index + 1 < len(args):
-                prov, cursor = self._prov(line, first, token, cursor, token)
-                expanded, _ = _expand(args[index + 1], scope)
+                prov = self._at(here, token)
+                value = args[index + 1].text
                 if token == "--module":
-                    self.module = (expanded, prov)
+                    self.module = (value, prov)
                 else:
-                    self.config = (expanded, prov)
+                    self.config = (value, prov)
                 index += 2
                 continue
             if not match:
                 index += 1
                 continue
             section, key, inline = match.group(1), match.group(2), match.group(3)
-            prov, cursor = self._prov(line, first, token, cursor, f"--{section}.{key}")
+            prov = self._at(here, f"--{section}.{key}")
+            value_field = None
             if inline is not None:
-                value_token = inline
-            elif index + 1 < len(args) and not args[index + 1].startswith("--"):
-                value_token = args[index + 1]
+                value_token, unresolved = inline, args[index].unresolved
+            elif index + 1 < len(args) and not args[index + 1].text.startswith("--"):
+                value_field = args[index + 1]
+                value_token, unresolved = value_field.text, value_field.unresolved
                 index += 1
+            else:
+                value_token, unresolved = None, ()
             index += 1
             key = key.replace("-", "_")
             if value_token is None:
@@ -816,14 +779,13 @@ class ScriptReader:
                 if key.startswith("no_"):
                     key, value = key[3:], False
             else:
-                expanded, missing = _expand(value_token, scope)
-                if missing:
+                if unresolved:
                     self.partial.diagnostics.append(make(
                         UNRESOLVED, Severity.INFO,
-                        f"--{section}.{key} {value_token}: ${missing[0]} is not set in this "
-                        "script; the value is left unresolved", prov, key=f"{section}.{key}"))
+                        f"--{section}.{key} {value_token}: {', '.join(unresolved)}; the value "
+                        "is left unresolved", prov, key=f"{section}.{key}"))
                     continue
-                value = _coerce(expanded)
+                value = _coerce(value_token)
                 if key in ("converters", "filter_fqns", "components") and isinstance(value, str):
                     value = [item for item in value.split(",") if item]
             if (section, key) == ("job", "config_file"):
@@ -832,6 +794,10 @@ class ScriptReader:
             self.overrides.put(section, key, value, prov)
         if nproc is not None:
             self._world(nproc[0], nproc[1], nnodes or "1")
+
+
+def _is_count(text: str) -> bool:
+    return bool(re.fullmatch(r"\s*[0-9]{1,9}\s*", str(text)))
 
 
 def _within(root: str, path: str) -> bool:

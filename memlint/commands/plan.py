@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pp", type=int, help="largest pipeline size to try")
     parser.add_argument("--allow-bubble", action="store_true",
                         help="also try pipelines with fewer micro-batches than stages")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--detail", action="store_true",
+                        help="also print each plan's per-stage memory and throughput penalties")
+    parser.add_argument("--format", choices=("text", "json", "html"), default="text")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
@@ -155,7 +157,7 @@ def _run(args) -> int:
         gpus = fewest.value
         print(f"smallest GPU count with a layout that leaves {args.headroom:.0%} free: {gpus}"
               + (f" ({fewest.notes[-1]})" if fewest.failing is not None else ""),
-              file=sys.stderr if args.format == "json" else sys.stdout)
+              file=sys.stderr if args.format != "text" else sys.stdout)
     try:
         result = search_plans(scenario, gpus, gpn, args.top, headroom=args.headroom,
                               near=near_settings(scenario) if from_files else None,
@@ -165,6 +167,10 @@ def _run(args) -> int:
         raise _Usage(str(exc)) from None
     if args.format == "json":
         print(json.dumps(to_json(result, scenario, args), indent=2))
+    elif args.format == "html":
+        from memlint.report.html_format import render_plan
+
+        sys.stdout.write(render_plan(result, scenario, scenario.assumptions.get("units", "GiB")))
     else:
         render_text(result, scenario, args)
     return 0 if result.plans else 1
@@ -238,6 +244,8 @@ def render_text(result, scenario, args, file=None) -> None:
             p.assignments()))
         if p.changed:
             console.print("  changes: " + ", ".join(p.changed))
+        if not getattr(args, "detail", False):
+            continue
         stages = Table(show_header=True, box=None, padding=(0, 1))
         for col in ("stage", "layers", "phase", "weights", "grads", "optim", "activ", "other",
                     "total"):
@@ -254,6 +262,9 @@ def render_text(result, scenario, args, file=None) -> None:
         for pen in p.penalties:
             console.print(f"  +{pen.fraction * 100:5.1f}%  {pen.name}: {pen.explanation} "
                           f"[dim]({pen.source})[/dim]")
+    if not getattr(args, "detail", False):
+        console.print("\n[dim](--detail: each plan's per-stage memory and throughput "
+                      "penalties)[/dim]")
 
 
 def main(argv: Optional[list] = None) -> int:

@@ -448,7 +448,8 @@ def recompute_items(c: int, d: int, tp: int, sp: bool) -> list:
 
 
 def inflight_microbatches(stage: int, pp: int, vpp: int, microbatches: int,
-                          group: Optional[int] = None, extra_warmup: int = 0) -> float:
+                          group: Optional[int] = None, extra_warmup: int = 0,
+                          chunk_layers: Optional[list] = None) -> float:
     """Micro-batches (in whole-stage units) whose activations a stage holds at its peak, by the
     warm-up rule of Megatron-LM's schedules (`get_pp_rank_microbatches`,
     megatron/core/pipeline_parallel/schedules.py); the peak comes at the first forward of the
@@ -460,7 +461,10 @@ def inflight_microbatches(stage: int, pp: int, vpp: int, microbatches: int,
     virtual stage (`--microbatch-group-size-per-virtual-pipeline-stage`, default pp), plus one with
     `--overlap-moe-expert-parallel-comm`; all m·vpp chunk forwards when the warm-up covers them.
     The stage holds (warm-up + 1) chunks = (warm-up + 1)/vpp stages' worth. With the number of
-    micro-batches unknown, m is taken as unbounded.
+    micro-batches unknown, m is taken as unbounded. `chunk_layers` (layers of each of the
+    rank's model chunks, when they differ): the chunks in flight are the first warm-up + 1
+    forwards of the schedule table (`get_schedule_table`: groups of g micro-batches through
+    chunk 0, 1, ...), weighted by their layers.
     """
     if pp <= 1:
         return 1
@@ -473,4 +477,17 @@ def inflight_microbatches(stage: int, pp: int, vpp: int, microbatches: int,
     warmup = 2 * (pp - stage - 1) + (vpp - 1) * g + extra_warmup
     total = microbatches * vpp if microbatches else None
     chunks = total if (total is not None and warmup >= total) else warmup + 1
+    if chunk_layers and len(chunk_layers) == vpp and sum(chunk_layers):
+        m = microbatches or chunks
+        order = []
+        for first in range(0, m, g):
+            size = min(g, m - first) if first + g < m else m - first
+            for chunk in range(vpp):
+                order.extend([chunk] * size)
+                if len(order) >= chunks:
+                    break
+            if len(order) >= chunks:
+                break
+        held = sum(chunk_layers[c] for c in order[:chunks])
+        return max(1.0 / vpp, held / sum(chunk_layers))
     return max(1.0 / vpp, chunks / vpp)

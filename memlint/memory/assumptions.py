@@ -19,6 +19,13 @@ class Assumption:
     source: str
 
 
+def _at_least_one(value: Any) -> float:
+    number = non_negative_float(value)
+    if number < 1.0:
+        raise ValueError(f"must be at least 1.0 (1.0 = balanced routing), got {value!r}")
+    return number
+
+
 _LIST = [
     Assumption("activations.model", lambda v: _choice(v, ("seed", "precise")),
                "seed: the articles' C_act coefficients per B·T·d; precise: per-architecture saved "
@@ -52,6 +59,11 @@ _LIST = [
     Assumption("runtime.allocator_fraction", non_negative_float,
                "caching-allocator reserve/fragmentation as a fraction of tensor bytes",
                "PyTorch caching allocator, see memory/extras.py"),
+    Assumption("moe.routing_imbalance", _at_least_one,
+               "max/mean tokens routed to one expert-parallel rank; multiplies routed-expert "
+               "activations when ep > 1 (1.0: balanced; a capacity factor C caps it at C)",
+               "memory/moe_balance.py (GShard capacity factor; Megatron "
+               "--moe-expert-capacity-factor); default 1.0: no sourced typical value"),
     Assumption("host.pinned_pow2_rounding", to_bool,
                "pinned host buffers are rounded up to a power of two (PyTorch's caching host "
                "allocator); false where PyTorch is configured not to round",
@@ -86,6 +98,7 @@ PROFILES: dict = {
         "runtime.cuda_context_bytes": 0,
         "runtime.nccl_bytes_per_group": 0,
         "runtime.allocator_fraction": 0.0,
+        "moe.routing_imbalance": 1.0,
         "host.pinned_pow2_rounding": True,
         "units": "GB",
     },
@@ -101,6 +114,7 @@ PROFILES: dict = {
         "runtime.cuda_context_bytes": 600 * MiB,
         "runtime.nccl_bytes_per_group": 64 * MiB,
         "runtime.allocator_fraction": 0.05,
+        "moe.routing_imbalance": 1.0,
         "host.pinned_pow2_rounding": True,
         "units": "GiB",
     },

@@ -16,13 +16,15 @@ phase holding everything, C_act coefficients, uniform parameter split, no logits
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
 from typing import Optional
 
 from memlint.memory import activations as act
-from memlint.memory import extras, states
+from memlint.memory import extras, fp8, inputs, moe_balance, offload, states
+from memlint.memory.compile import compile_notes
 from memlint.memory.params import (Architecture, ConfigError, LayerParams, ParamCounts,
                                    architecture, count_params)
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
@@ -141,6 +143,7 @@ class _Model:
         if self.par.pp > self.arch.layers:
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
+        self.chunks = self._virtual_chunks()
         by_layout = self._layout_layers()
         if by_layout is not None:
             self.plans = [StagePlan(i, tuple(indices), i == 0, i == len(by_layout) - 1)
@@ -163,6 +166,11 @@ class _Model:
         if self.seed and self.lora:
             # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
+        self.uses_deepspeed = (self.tr.framework == "deepspeed"
+                               or "deepspeed.config" in scenario.extra)
+        # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; extras.buffer_terms)
+        self.fsdp_sharded = (not self.uses_deepspeed and not self.seed and self.topo.shard > 1
+                             and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
         self.microbatches = self._microbatches()
@@ -181,31 +189,67 @@ class _Model:
         """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
         each a decoder layer like the model's last one, plus enorm and hnorm, the eh_proj
         linear (2d -> d) and the block's final norm (megatron/core/transformer/
-        multi_token_prediction.py MultiTokenPredictionLayer)."""
+        multi_token_prediction.py MultiTokenPredictionLayer), and under pipeline parallelism
+        the word embedding the MTP stage builds for itself."""
         last = self.counts.layers[-1]
         per_norm = 2 * self.arch.hidden if self.arch.norm == "layernorm" else self.arch.hidden
         dense = last.total - last.experts + 2 * self.arch.hidden * self.arch.hidden \
             + 3 * per_norm
-        return self.mtp_layers * dense, self.mtp_layers * last.experts
+        dense, experts = self.mtp_layers * dense, self.mtp_layers * last.experts
+        if self.par.pp > 1 and self.counts.lm_head:
+            # the MTP stage builds its own word embedding (`if self.pre_process or
+            # self.mtp_process: self.embedding = ...`, gpt_model.py); untied models only (a tied
+            # last stage already keeps one for the output layer)
+            dense += self.counts.embedding
+        return dense, experts
+
+    def _virtual_chunks(self) -> Optional[list]:
+        """Decoder layers of each virtual pipeline stage (pp·vpp of them, virtual stage k on rank
+        k mod pp), when Megatron's split is not an even one: `--pipeline-model-parallel-layout`
+        (PipelineParallelLayerLayout: the 't' of each '|'-separated stage), or
+        `--account-for-embedding-in-pipeline-split` / `--account-for-loss-in-pipeline-split`
+        (the embedding and the loss each count as one layer of the even split:
+        megatron/core/transformer/transformer_block.py get_num_layers_to_build). None otherwise."""
+        extra, par = self.scenario.extra, self.par
+        pp, vpp = par.pp, max(1, par.vpp)
+        if pp <= 1 or self.seed:
+            return None
+        layout = extra.get("megatron.pipeline-layout-stages")
+        if layout is not None and isinstance(layout.value, (list, tuple)):
+            stages = [str(stage) for stage in layout.value]
+            if len(stages) % pp == 0 and \
+                    sum(stage.count("t") for stage in stages) == self.arch.layers:
+                return [stage.count("t") for stage in stages]
+            return None
+        embedding = extra.get("megatron.account-for-embedding-in-pipeline-split") is not None
+        loss = extra.get("megatron.account-for-loss-in-pipeline-split") is not None
+        if not (embedding or loss) or par.first_stage_layers or par.last_stage_layers:
+            return None
+        units = ["E"] * embedding + ["t"] * self.arch.layers + ["L"] * loss
+        chunks = pp * vpp
+        if len(units) % chunks:
+            return None
+        size = len(units) // chunks
+        return [units[k * size:(k + 1) * size].count("t") for k in range(chunks)]
 
     def _layout_layers(self) -> Optional[list]:
-        """Decoder-layer indices per pipeline rank from `--pipeline-model-parallel-layout`
-        (Megatron's PipelineParallelLayerLayout: virtual stage k runs on rank k mod pp, its 't'
-        layers in order); None when there is no layout or it does not match the model."""
-        setting = self.scenario.extra.get("megatron.pipeline-layout-stages")
+        """Decoder-layer indices per pipeline rank from the virtual stages (`_virtual_chunks`)."""
+        chunks = self.chunks
+        if chunks is None:
+            return None
         pp = self.par.pp
-        if setting is None or not isinstance(setting.value, (list, tuple)) or pp <= 1:
-            return None
-        stages = [str(stage) for stage in setting.value]
-        if len(stages) % pp or sum(stage.count("t") for stage in stages) != self.arch.layers:
-            return None
         ranks: list = [[] for _ in range(pp)]
         index = 0
-        for k, stage in enumerate(stages):
-            count = stage.count("t")
+        for k, count in enumerate(chunks):
             ranks[k % pp].extend(range(index, index + count))
             index += count
         return ranks
+
+    def rank_chunks(self, stage: int) -> Optional[list]:
+        """Layers of each model chunk of one rank (None: an even split)."""
+        if self.chunks is None:
+            return None
+        return self.chunks[stage::self.par.pp]
 
     def _mtp_layers(self) -> int:
         """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
@@ -316,7 +360,28 @@ class _Model:
                 [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
                 par.fsdp, par.offload_params)
         else:
-            weights += states.weight_terms(groups, dt, par.zero, par.fsdp, par.offload_params)
+            # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
+            fp8_weights = []
+            weight_groups = groups
+            remainder_bytes = None
+            if (fp8.applies(tr.precision, tr.framework, self.seed) and not self.uniform
+                    and par.zero < 3 and par.fsdp == "none"
+                    and not fp8.adapter_fp8_weights(tr)):
+                lin = fp8.linear_params(self.counts, plan.layers, topo.tp, topo.etp * topo.ep)
+                transpose = fp8.needs_transpose(
+                    extras.compute_capability(self.scenario.hardware.gpu))
+                if fp8.fp8_params(tr):
+                    hp = fp8.high_precision_bytes(dt.param)
+                    _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], hp, transpose)
+                    weight_groups = [states.ShardedCount(
+                        g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
+                        for g in groups]
+                    remainder_bytes = hp  # norms, embeddings, output layer, router
+                else:
+                    fp8_weights = fp8.fp8_copy_terms(*lin, transpose=transpose)
+            weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
+                                           par.offload_params,
+                                           frozen_bytes_per_param=remainder_bytes) + fp8_weights
             gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
             optimizer += states.optimizer_terms(
                 groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
@@ -326,18 +391,29 @@ class _Model:
             vision_terms = extras.vision_state_terms(vision, dt, tr.optimizer, topo.shard,
                                                      par.zero, par.fsdp, self.lora)
             weights += vision_terms
-        host += extras.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
-                                          par.offload_params, self.lora)
+        # -- offload (memory/offload.py): FSDP CPUOffloadPolicy moves sharded grads to the host
+        fsdp_offload = offload.fsdp_cpu_offload(par.fsdp, par.offload_params, self.uses_deepspeed)
+        gradients, _ = offload.split_gradients(gradients, fsdp_offload)
+        host += offload.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
+                                           par.offload_params, self.lora, fsdp_offload)
+        # paged optimizer states (memory/optimizer_quant.py) are host memory, not GPU memory
+        host += [t for t in optimizer if t.name.startswith("host.")]
+        optimizer = [t for t in optimizer if not t.name.startswith("host.")]
         return weights, gradients, optimizer, host
 
-    def muon_matrix_fraction(self) -> float:
-        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
-        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4)."""
-        if self.uniform:
-            return 1.0
+    @functools.cached_property
+    def _muon_fraction(self) -> float:
         counts = self.counts
         matrices = sum(l.attention + l.mlp + l.experts + l.shared_experts for l in counts.layers)
         return matrices / max(1, counts.total)
+
+    def muon_matrix_fraction(self) -> float:
+        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
+        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4).
+        Computed once per estimate, not once per stage."""
+        if self.uniform:
+            return 1.0
+        return self._muon_fraction
 
     def adafactor_factored(self, plan: StagePlan) -> int:
         """Adafactor's factored second moment: rows + columns of each 2-D parameter (transformers
@@ -357,7 +433,7 @@ class _Model:
             total += (arch.vocab + d) if not arch.tied else 0
         return total
 
-    def activation_terms(self, plan: StagePlan, phase: str) -> list:
+    def activation_terms(self, plan: StagePlan, phase: str, host_out=None) -> list:
         """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
         tr, par, topo, arch = self.tr, self.par, self.topo, self.arch
         layers = len(plan.layers)
@@ -386,7 +462,8 @@ class _Model:
         inflight = 1.0
         if self.assume["pipeline.inflight_microbatches"]:
             inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, self.microbatches,
-                                                 *self.schedule_knobs())
+                                                 *self.schedule_knobs(),
+                                                 chunk_layers=self.rank_chunks(plan.stage))
         per_layer_full, items_full = self.layer_bytes_per_token(plan, recompute=False)
         if tr.recompute == "full":
             items = act.recompute_items(self.dt.compute, arch.hidden, topo.tp, par.sp)
@@ -449,6 +526,12 @@ class _Model:
                 inputs={"layers": self.mtp_layers, "bytes_per_token": per_token,
                         "tokens": tokens},
                 source="megatron/core/transformer/multi_token_prediction.py"))
+        if par.offload_activations:
+            # activation offload (memory/offload.py): offloaded layers are host memory
+            terms, moved = offload.activation_offload(terms, layers,
+                                                      par.offload_activations_layers)
+            if host_out is not None:
+                host_out.extend(moved)
         terms += extras.autocast_weight_terms(self, plan)
         terms += extras.attention_mask_terms(self, plan, tr.micro_batch, seq_local)
         if plan.first:
@@ -592,6 +675,10 @@ class _Model:
                         separate_norm1=arch.mla is not None or not self.te_spec())
                     if self.lora:
                         items = items + extras.lora_activation_items(self, sh)
+                imbalance = float(self.assume.get("moe.routing_imbalance", 1.0))
+                if moe_layer and moe_balance.applies(topo.ep, imbalance):
+                    # the busiest expert-parallel rank (memory/moe_balance.py)
+                    items = moe_balance.scale_routed(items, imbalance)
                 cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
             items, per_token = cache[key]
             total += per_token
@@ -620,6 +707,21 @@ class _Model:
         return extras.runtime_terms(self)
 
 
+def fsdp_layer_freed(terms: list, layers: int) -> list:
+    """After the last layer's backward its saved tensors are gone: the full-layer activations
+    term keeps (L − 1) / L of its bytes (one micro-batch in flight under FSDP)."""
+    out = []
+    for term in terms:
+        if term.name == "activations" and layers > 0:
+            held = int(term.inputs.get("layers", layers)) or 1
+            kept = term.bytes * (held - 1) // held
+            term = Term(term.name, term.component, kept,
+                        f"({term.formula}) × ({held} − 1) / {held}  (last layer's backward done)",
+                        dict(term.inputs), term.source)
+        out.append(term)
+    return out
+
+
 def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients, optimizer):
     terms = list(weights) + list(optimizer)
     if model.seed:
@@ -631,7 +733,13 @@ def _phase_terms(model: _Model, plan: StagePlan, phase: str, weights, gradients,
     if grads_now:
         terms += list(gradients)
     terms += model.workspaces
-    if phase != "optimizer":
+    if phase == "backward_layer":
+        # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
+        # layer's saved tensors are freed, the other layers' are still held
+        terms += fsdp_layer_freed(model.activation_terms(plan, phase), len(plan.layers))
+        terms += extras.buffer_terms(model, plan, phase)
+        terms += extras.dequant_terms(model, plan)
+    elif phase != "optimizer":
         terms += model.activation_terms(plan, phase)
         terms += model.logits_terms(plan, phase)
         terms += extras.buffer_terms(model, plan, phase)
@@ -648,12 +756,19 @@ def estimate(scenario) -> Estimate:
     runtime = [] if model.seed else model.runtime_terms()
     for plan in model.plans:
         weights, gradients, optimizer, host = model.state_terms(plan)
+        if model.par.offload_activations and not model.seed:
+            # the host side of activation offload (memory/offload.py), at the end of forward
+            moved: list = []
+            model.activation_terms(plan, "forward_end", host_out=moved)
+            host = list(host) + moved
         if model.seed:
             names = ["backward"]
         else:
             names = ["forward_end", "backward_start", "optimizer"]
             if model.tr.recompute != "none":
                 names.insert(2, "backward_recompute")
+            elif model.fsdp_sharded:
+                names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
         phases = []
         for name in names:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer)
@@ -665,9 +780,11 @@ def estimate(scenario) -> Estimate:
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
                                     terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))
     notes = [model.dt.note]
+    notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     if model.seed:
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes), scenario=scenario)
+                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                    scenario=scenario)

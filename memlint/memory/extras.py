@@ -77,9 +77,13 @@ def vision_state_terms(params: int, dt, optimizer: str, shard: int, zero: int, f
     terms.append(Term("vision.gradients", "vision", _ceil_div(params, g_shard) * dt.grad,
                       f"vision params {params:,} × {dt.grad} B" + (f" / {g_shard}" if g_shard > 1 else ""),
                       {"params": params, "shard": g_shard}, "seed 000 CH 8.3"))
-    per = dt.master + MOMENTS[optimizer] * dt.state
-    terms.append(Term("vision.optimizer", "vision", _ceil_div(params, o_shard) * per,
-                      f"vision params {params:,} × {per} B" + (f" / {o_shard}" if o_shard > 1 else ""),
+    count = _ceil_div(params, o_shard)
+    moments = MOMENTS[optimizer]
+    per = dt.master + moments * dt.state_element_bytes
+    terms.append(Term("vision.optimizer", "vision",
+                      count * dt.master + dt.moment_bytes(count, moments),
+                      f"vision params {params:,} × ({dt.master} B master + {moments} × "
+                      f"{dt.moment_width()})" + (f" / {o_shard}" if o_shard > 1 else ""),
                       {"params": params, "shard": o_shard, "bytes_per_param": per},
                       "seed 000 CH 8.3"))
     return terms
@@ -144,31 +148,53 @@ def attention_mask_terms(model, plan, batch: int, seq_local: int) -> list:
 
 
 def autocast_weight_terms(model, plan) -> list:
-    """bf16 copies of the linear weights made by torch.autocast.
+    """Low-precision copies of linear weights made by torch.autocast.
 
-    Each autocast-enabled linear casts its fp32 weight to bf16; casts of leaf tensors that need a
-    grad are cached until the outermost autocast context exits (aten/src/ATen/autocast_mode.cpp
-    `cached_cast`), and `mm` keeps the bf16 weight for the input gradient, so every layer's copy
-    lives from its forward to its backward (frozen LoRA bases too: not cached, but kept by `mm`).
+    autocast casts a linear's weight to bf16 when the weight is fp32. `cached_cast`
+    (aten/src/ATen/autocast_mode.cpp, pytorch/pytorch@cfed411) caches the copy only for fp32 leaf
+    tensors that require grad (`arg.scalar_type() == kFloat && arg.requires_grad() &&
+    arg.is_leaf() && !arg.is_view()`), until the outermost autocast context exits; `mm` saves
+    the copy for the input gradient, so each layer's copy lives from its forward to its backward.
+    A frozen fp32 weight is cast anew (not cached), and `mm` still saves that copy when its input
+    requires grad, which in a LoRA model is every linear but the first layer's q/k/v (their
+    input, the embedding output, needs no grad). No copy exists for bf16/fp16 weights (nothing
+    to cast) or for a quantized base (bitsandbytes' matmul saves the quantized weight and
+    dequantizes again in backward). fp32 LoRA adapters are trainable leaves: cached copies.
     Routed experts run through `grouped_mm`, which autocast does not cover (transformers
     integrations/moe.py), so they have none; the LM head has one on the last stage.
     """
     if not model.dt.autocast or model.tr.framework != "hf" or model.seed:
         return []
-    counts, arch = model.counts, model.arch
-    linear = 0
-    for index in plan.layers:
-        layer = counts.layers[index]
-        router = 0 if (arch.moe is not None and arch.moe.router_bias) else layer.router
-        linear += layer.attention + layer.mlp + layer.shared_experts + router
-    head = 0
-    if plan.last:
-        head = counts.lm_head or counts.embedding
-    n = math.ceil((linear + head) / model.topo.tp)
+    counts, arch, tr = model.counts, model.arch, model.tr
+    base_bytes = (frozen_bytes_per_param(tr.base_quant, model.dt.param, False) if model.lora
+                  else model.dt.param)
+    base_fp32 = base_bytes == 4 and tr.base_quant == "none"
+    linear = head = first_qkv = 0
+    if base_fp32:
+        for index in plan.layers:
+            layer = counts.layers[index]
+            router = 0 if (arch.moe is not None and arch.moe.router_bias) else layer.router
+            linear += layer.attention + layer.mlp + layer.shared_experts + router
+        if plan.last:
+            head = counts.lm_head or counts.embedding
+        if model.lora and plan.first and plan.layers and arch.mla is None:
+            # q, k, v of the first layer read the embedding output, which needs no grad
+            o_proj = arch.heads * arch.head_dim * arch.hidden
+            first_qkv = max(0, counts.layers[plan.layers[0]].attention - o_proj)
+    adapters = 0
+    if model.lora and model.dt.param == 4:
+        adapters = sum(model.lora_per_layer[i] for i in plan.layers)
+    n = math.ceil((linear - first_qkv + head + adapters) / model.topo.tp)
+    if n <= 0:
+        return []
     return [Term("activations.autocast_weight_copies", "activations", 2 * n,
-                 f"bf16 copies of linear weights: ({linear:,} in layers + {head:,} LM head) × 2 B",
-                 {"layer_linear_params": linear, "head_params": head},
-                 "torch.autocast cached_cast (autocast_mode.cpp); mm keeps its weight")]
+                 f"bf16 copies of fp32 linear weights: ({linear:,} in layers − {first_qkv:,} "
+                 f"first-layer q/k/v + {head:,} LM head + {adapters:,} LoRA adapters) × 2 B",
+                 {"layer_linear_params": linear, "first_layer_qkv": first_qkv,
+                  "head_params": head, "lora_params": adapters, "base_bytes": base_bytes},
+                 "torch.autocast cached_cast (pytorch/pytorch@cfed411 aten/src/ATen/autocast_mode.cpp: "
+                 "fp32 leaves requiring "
+                 "grad); mm keeps its weight")]
 
 
 def lora_activation_items(model, sh) -> list:
@@ -288,7 +314,24 @@ def optimizer_step_terms(model, plan) -> list:
     Megatron/DeepSpeed fused optimizers work in place.
     """
     tr, dt = model.tr, model.dt
+    if tr.framework == "megatron" and dt.master and dt.grad < 4 \
+            and model.par.offload_optimizer == "none" and tr.train_base:
+        # fp16/bf16 main grads: `main_param.grad = main_grad.float()` makes an fp32 copy for
+        # the fp32 master weights, freed at the next zero_grad
+        # (megatron/core/optimizer/optimizer.py and distrib_optimizer.py
+        # _copy_model_grads_to_main_grads)
+        groups = model.stage_param_groups(plan)
+        shard = model.topo.shard if model.par.zero >= 1 else 1
+        expert_shard = model.topo.expert_shard if model.par.zero >= 1 else 1
+        n = _ceil_div(groups["dense"], shard) + _ceil_div(groups["experts"], expert_shard)
+        return [Term("optimizer.fp32_grad_copies", "optimizer", 4 * n,
+                     f"fp32 copies of {dt.grad}-byte main grads: {n:,} × 4 B",
+                     {"params": n, "grad_bytes": dt.grad},
+                     "megatron/core/optimizer/optimizer.py _copy_model_grads_to_main_grads")]
     if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
+        return []
+    if dt.state_bits:
+        # block-quantized states: fused update kernels (memory/optimizer_quant.py)
         return []
     impl = tr.optimizer_impl
     if impl is None:
@@ -365,7 +408,9 @@ def buffer_terms(model, plan, phase: str) -> list:
     unsharded from forward through backward and one layer's all-gather is prefetched; with
     reshard_after_forward=False every layer stays unsharded from its forward to its backward
     (checked against ../shared/calibration/fsdp2-records.json). Parameters are gathered in the
-    compute dtype (bf16 under a MixedPrecisionPolicy).
+    compute dtype (bf16 under a MixedPrecisionPolicy). In the middle of backward
+    (`backward_layer`, `backward_recompute`) a unit's backward adds the prefetched unit, its
+    unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
     """
     from memlint.memory import fsdp
 
@@ -388,12 +433,22 @@ def buffer_terms(model, plan, phase: str) -> list:
     if plan.last:
         root += counts.final_norm + counts.lm_head
     root = math.ceil(root / topo.tp)
+    unit = max(layer_params or [0])
+    mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
         records = [fsdp.root_unsharded(root, gather),
-                   fsdp.unit_allgather(max(layer_params or [0]), gather, prefetched=0)]
+                   fsdp.unit_allgather(unit, gather, prefetched=0)]
+    elif mid_backward:
+        # the last unit resharded after its backward; the others still unsharded
+        records = [fsdp.no_reshard_unsharded(layer_params[:-1], gather, root)]
     else:
         records = [fsdp.no_reshard_unsharded(layer_params, gather, root)]
-    return [_term_of(record, "buffers.") for record in records]
+    if mid_backward:
+        # a unit's backward: the prefetched unit before it, its unsharded grads and the
+        # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
+        records += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+                                              prefetched=1 if par.reshard_after_forward else 0)
+    return [_term_of(record, "buffers.") for record in records if record["bytes"]]
 
 
 def _deepspeed_buffers(model, plan, layer_params: list) -> list:
@@ -439,38 +494,20 @@ def _deepspeed_buffers(model, plan, layer_params: list) -> list:
 
 
 # ---------------------------------------------------------------------------------------------
-# offload (host memory) and runtime
-
-
-def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offload_params: str,
-                       lora: bool) -> list:
-    """CPU/NVMe side of offload: optimizer offload keeps fp32 master + moments and an fp32
-    gradient copy on the host (DeepSpeed ZeRO-Offload, Ren et al. 2021); param offload keeps the
-    parameter shards there."""
-    from memlint.memory.states import MOMENTS
-
-    terms = []
-    total = sum(_ceil_div(g.params, g.shard) for g in groups)
-    if offload_optimizer != "none" and not lora:
-        per = 4 + MOMENTS[optimizer] * 4 + 4
-        terms.append(Term(f"host.optimizer_{offload_optimizer}", "optimizer", total * per,
-                          f"{total:,} params × (4 master + {MOMENTS[optimizer]}×4 moments + 4 grad) B",
-                          {"params": total}, "ZeRO-Offload (Ren et al. 2021)"))
-    if offload_params != "none":
-        terms.append(Term(f"host.params_{offload_params}", "weights", total * dt.param,
-                          f"{total:,} params × {dt.param} B", {"params": total},
-                          "ZeRO-Infinity param offload"))
-    return terms
+# runtime (offload: memory/offload.py)
 
 
 def runtime_terms(model) -> list:
-    """What a real GPU process adds beyond tensors: the CUDA context with cuBLAS/cuDNN workspaces
-    and NCCL communicator buffers, one per process group with more than one rank."""
+    """What a real GPU process adds outside PyTorch's caching allocator: the CUDA context (module
+    images, cuDNN handles) and NCCL communicator buffers, one per process group with more than
+    one rank. cuBLAS, cuBLASLt and Transformer Engine workspaces are allocated through the
+    caching allocator and are `buffers.*` terms (`workspace_terms`)."""
     if model.scenario.hardware.device == "cpu":
         return []
     assume, topo = model.assume, model.topo
     terms = [Term("runtime.cuda_context", "runtime", int(assume["runtime.cuda_context_bytes"]),
-                  "CUDA context + library workspaces (assumption runtime.cuda_context_bytes)",
+                  "CUDA context outside the caching allocator (assumption "
+                  "runtime.cuda_context_bytes)",
                   {}, "PyTorch on H100: ~500-700 MiB outside the caching allocator")]
     groups = sum(1 for size in (topo.tp, topo.pp, topo.cp, topo.dp, topo.ep) if size > 1)
     if groups:
@@ -522,7 +559,8 @@ def cublas_workspace_bytes(config, cc) -> tuple:
     4096 KiB x 2 + 16 KiB x 8 (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize)."""
     if isinstance(config, str):
         pairs = re.findall(r":([0-9]+):([0-9]+)", config)
-        if pairs:
+        # PyTorch reads each number with std::stoi: one past INT_MAX is not a workspace size
+        if pairs and all(int(n) <= 2**31 - 1 for pair in pairs for n in pair):
             total = sum(int(size) * KiB * int(count) for size, count in pairs)
             return total, f"CUBLAS_WORKSPACE_CONFIG {config}"
     if cc == (9, 0):

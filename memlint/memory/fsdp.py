@@ -10,7 +10,11 @@ What FSDP2 keeps on one rank (PyTorch `torch/distributed/fsdp/_fully_shard/`: `_
 - resident shards: parameters, gradients and optimizer states, each 1/shard of the total, in
   their own dtypes (with `MixedPrecisionPolicy(param_dtype=bf16)` the sharded params stay fp32);
 - per FSDP unit (here one decoder layer), the unsharded parameters in the compute dtype while the
-  unit runs, plus the next unit all-gathered ahead of use (implicit prefetch; one unit ahead);
+  unit runs. Forward keeps the previous unit's all-gather output until the next copy-out
+  (`AllGatherState`, implicit prefetch) and frees it at the end of forward; the root's backward
+  prefetches the last unit (one unit at the start of backward, as the calibration records
+  show). Inside backward, each unit prefetches the one before it and leaves its gradients and
+  a reduce-scatter input behind (`backward_unit_buffers`): the mid-backward phase;
 - the root unit (embedding, final norm, LM head when they are not wrapped separately) is not
   resharded after forward: it stays unsharded from forward through backward;
 - `reshard_after_forward=False` keeps every unit's unsharded parameters from forward to backward;
@@ -120,6 +124,42 @@ def allgather_peak(layer_params: Sequence[int], compute_bytes: int, prefetched: 
                  "max over consecutive units of Σ P_unit · b_compute",
                  {"units_at_once": window, "largest_window_params": best,
                   "b_compute": compute_bytes, "prefetched": prefetched})
+
+
+SRC_BACKWARD = ("PyTorch FSDP2 _fsdp_param_group.py pre_backward/_backward_prefetch, "
+                "post_backward + ReduceScatterState (pytorch/pytorch@62a45b6); "
+                "_fsdp_collectives.py foreach_reduce (@8fc2039); torchtitan configs.py "
+                "mixed_precision_reduce = float32 (pytorch/torchtitan@b5bcd76)")
+
+
+def backward_unit_buffers(unit_params: int, compute_bytes: int, reduce_bytes: int, shard: int,
+                          prefetched: int = 1) -> list:
+    """What one FSDP2 unit's backward adds besides the units already unsharded.
+
+    `pre_backward` of unit k all-gathers the unit before it in post-forward order
+    (`_backward_prefetch`): `prefetched` more units unsharded in the compute dtype. The unit's
+    gradients come out unsharded in the compute dtype (P · b_compute); `post_backward` reshards
+    the unit, then `foreach_reduce` allocates the reduce-scatter input in the reduce dtype
+    (P · b_reduce; fp32 under torchtitan's default `mixed_precision_reduce = float32`) and copies
+    the gradients into it before freeing them, and the output (P · b_reduce / shard). The input is
+    kept in `ReduceScatterState` until the next unit's reduce-scatter, so it is alive while the
+    next unit computes its gradients: one unit's input and one unit's unsharded grads at once.
+    """
+    return [
+        _term("fsdp.backward_prefetch", "buffers", prefetched * unit_params * compute_bytes,
+              "prefetched · P_unit · b_compute",
+              {"P_unit": unit_params, "b_compute": compute_bytes, "prefetched": prefetched},
+              SRC_BACKWARD),
+        _term("fsdp.unsharded_grads", "buffers", unit_params * compute_bytes,
+              "P_unit · b_compute  (one unit's gradients before the reduce-scatter)",
+              {"P_unit": unit_params, "b_compute": compute_bytes}, SRC_BACKWARD),
+        _term("fsdp.reduce_scatter_input", "buffers", unit_params * reduce_bytes,
+              "P_unit · b_reduce  (kept until the next reduce-scatter)",
+              {"P_unit": unit_params, "b_reduce": reduce_bytes}, SRC_BACKWARD),
+        _term("fsdp.reduce_scatter_output", "buffers", _ceil_div(unit_params * reduce_bytes, shard),
+              "ceil(P_unit · b_reduce / shard)",
+              {"P_unit": unit_params, "b_reduce": reduce_bytes, "shard": shard}, SRC_BACKWARD),
+    ]
 
 
 def root_unsharded(root_params: int, compute_bytes: int) -> dict:

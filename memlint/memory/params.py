@@ -34,6 +34,7 @@ the attention module); Qwen2-MoE's `shared_expert_gate` is counted in `shared_ex
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -176,15 +177,16 @@ class ParamCounts:
     vision: int = 0
     projector: int = 0
 
-    @property
+    # cached: each is a sum over the layers, asked once per pipeline stage (O(pp x layers))
+    @functools.cached_property
     def experts(self) -> int:
         return sum(layer.experts for layer in self.layers)
 
-    @property
+    @functools.cached_property
     def decoder(self) -> int:
         return sum(layer.total for layer in self.layers)
 
-    @property
+    @functools.cached_property
     def total(self) -> int:
         return (self.embedding + self.position_embedding + self.lm_head + self.final_norm
                 + self.decoder + self.vision + self.projector)
@@ -539,6 +541,9 @@ def _text(r: _Reader, model_type: str, vision: Optional[Vision] = None,
         moe, moe_layers = _megatron_moe(r, layers)
     elif fam in ("deepseek_v2", "deepseek_v3") or (not known and "kv_lora_rank" in r.data):
         moe, moe_layers = _deepseek_moe(r, fam, layers)
+    elif fam == "llama4_text":
+        moe, moe_layers, dense_ffn = _llama4_moe(r, layers, ffn)
+        arch["ffn"] = dense_ffn
     elif not known:
         n_exp = r.int("num_local_experts", "n_routed_experts", "num_experts", required=False)
         if n_exp:
@@ -609,6 +614,24 @@ def _deepseek_moe(r: _Reader, fam: str, layers: int):
               expert_ffn=expert_ffn, shared_ffn=expert_ffn * n_shared,
               router_bias=fam == "deepseek_v3" or r.raw("topk_method", default="") == "noaux_tc")
     return moe, tuple(i >= first and i % freq == 0 for i in range(layers))
+
+
+def _llama4_moe(r: _Reader, layers: int, ffn: int):
+    """Llama 4 (transformers configuration_llama4.py / modeling_llama4.py): layer i is MoE when
+    it is in `moe_layers`, by default range(step - 1, L, step) for `interleave_moe_layer_step`
+    (Scout 1: every layer; Maverick 2: every other one). A MoE layer holds `num_local_experts`
+    gated experts of width `intermediate_size`, one shared expert of that width and a bias-free
+    router; a dense layer's MLP is `intermediate_size_mlp` wide."""
+    n_exp = r.int("num_local_experts", minimum=1)
+    step = r.int("interleave_moe_layer_step", default=1, minimum=1)
+    if r.data.get("moe_layers") is not None:
+        chosen = set(r.int_list("moe_layers"))
+    else:
+        chosen = set(range(step - 1, layers, step))
+    moe = MoE(num_experts=n_exp, top_k=r.int("num_experts_per_tok", default=1),
+              expert_ffn=ffn, shared_ffn=ffn)
+    dense_ffn = r.int("intermediate_size_mlp", default=ffn, minimum=1)
+    return moe, tuple(i in chosen for i in range(layers)), dense_ffn
 
 
 def _megatron_moe(r: _Reader, layers: int):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memlint.memory import optimizer_quant as oq
 from memlint.memory.terms import Term
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -25,6 +26,26 @@ class Dtypes:
     autocast: bool      # amp: fp32 params, low-precision compute
     grads_persistent: bool  # gradient buffers allocated for the whole run (Megatron, DeepSpeed)
     note: str
+    # optimizer moments as stored (memory/optimizer_quant.py): bits per element (0: 8 × state),
+    # elements per fp32 scale (0: none), and whether they are paged (bitsandbytes Paged*)
+    state_bits: int = 0
+    state_block: int = 0
+    state_paged: bool = False
+
+    @property
+    def moment_bits(self) -> int:
+        return self.state_bits or 8 * self.state
+
+    @property
+    def state_element_bytes(self) -> float:
+        """Average bytes per stored moment element (codes + block scales)."""
+        return oq.bytes_per_element(self.moment_bits, self.state_block)
+
+    def moment_bytes(self, elements: int, moments: float) -> int:
+        return oq.moment_bytes(elements, moments, self.moment_bits, self.state_block)
+
+    def moment_width(self) -> str:
+        return oq.formula_width(self.moment_bits, self.state_block)
 
 
 def dtypes(training, profile: str) -> Dtypes:
@@ -63,12 +84,21 @@ def dtypes(training, profile: str) -> Dtypes:
     param = DTYPE_BYTES[training.param_dtype] if training.param_dtype else base.param
     grad = DTYPE_BYTES[training.grad_dtype] if training.grad_dtype else base.grad
     master = base.master if training.master_weights is None else (4 if training.master_weights else 0)
-    state = (DTYPE_BYTES[training.optimizer_state_dtype] if training.optimizer_state_dtype
-             else base.state)
-    if training.optimizer == "fp8_adam" and not training.optimizer_state_dtype:
+    state_name = training.optimizer_state_dtype
+    state_bits = 0
+    if state_name in oq.DEFAULT_BLOCK:
+        # block-quantized moments: codes of BITS bits; the update works in fp32 (its width is what
+        # `state` means for temporaries)
+        state, state_bits = 4, oq.BITS[state_name]
+    else:
+        state = DTYPE_BYTES[state_name] if state_name else base.state
+    if training.optimizer == "fp8_adam" and not state_name:
         state = 1
+    block = getattr(training, "optimizer_state_block", None)
+    block = block if block else oq.default_block(state_name or "")
     return Dtypes(param, grad, master, state, base.compute, base.autocast, base.grads_persistent,
-                  base.note)
+                  base.note, state_bits=state_bits, state_block=block,
+                  state_paged=bool(getattr(training, "optimizer_paged", False)))
 
 
 # Optimizer moments per trainable parameter, in units of the state dtype.
@@ -148,23 +178,35 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
                 inputs={"params": group.params, "shard": shard, "bytes": dt.master},
                 source="seed 000 CH 1.2 (master weight 4 B/param)"))
         moments = MOMENTS[optimizer]
+        width = dt.moment_width()
+        shard_text = f" / shard {shard}" if shard > 1 else ""
         if optimizer == "muon":
             # Muon: one buffer on 2-D hidden matrices, AdamW's two elsewhere (seed 000 CH 1.2).
-            per_param = dt.state * (muon_matrix_fraction * 1 + (1 - muon_matrix_fraction) * 2)
-            moment_bytes = int(round(count * per_param))
-            formula = (f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
-                       + f" × {dt.state} B × (1 on 2-D share {muon_matrix_fraction:.3f}, 2 else)")
+            mix = muon_matrix_fraction * 1 + (1 - muon_matrix_fraction) * 2
+            moment_bytes = dt.moment_bytes(count, mix)
+            formula = (f"trainable {group.params:,}{shard_text} × {width} × "
+                       f"(1 on 2-D share {muon_matrix_fraction:.3f}, 2 else)")
         elif optimizer == "adafactor":
-            moment_bytes = _ceil_div(adafactor_factored, shard) * dt.state
+            factored = _ceil_div(adafactor_factored, shard)
+            moment_bytes = dt.moment_bytes(factored, 1)
             formula = (f"factored second moment: {adafactor_factored:,} row+column elements"
-                       + (f" / shard {shard}" if shard > 1 else "") + f" × {dt.state} B")
+                       f"{shard_text} × {width}")
         else:
-            moment_bytes = count * moments * dt.state
-            formula = (f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
-                       + f" × {moments} moments × {dt.state} B")
-        terms.append(Term(name="optimizer.moments" + suffix, component="optimizer",
+            moment_bytes = dt.moment_bytes(count, moments)
+            formula = f"trainable {group.params:,}{shard_text} × {moments} moments × {width}"
+        source = "seed 000 CH 1.2 (AdamW m, v; Muon m; Adafactor factored)"
+        if dt.state_block:
+            source += "; " + oq.SOURCE
+        name = "optimizer.moments" + suffix
+        if dt.state_paged:
+            # paged states live in CUDA unified memory the driver evicts to the host
+            name = "host.optimizer_paged" + suffix
+            formula += "  (paged: unified memory, host under pressure)"
+            source += "; " + oq.PAGED_SOURCE
+        terms.append(Term(name=name, component="optimizer",
                           bytes=moment_bytes, formula=formula,
                           inputs={"params": group.params, "shard": shard, "moments": moments,
-                                  "bytes": dt.state},
-                          source="seed 000 CH 1.2 (AdamW m, v; Muon m; Adafactor factored)"))
+                                  "bits": dt.moment_bits, "block": dt.state_block,
+                                  "paged": dt.state_paged},
+                          source=source))
     return terms

@@ -114,6 +114,8 @@ class Estimate:
     capacity_bytes: int
     stages: tuple         # StageEstimate per pipeline stage
     notes: tuple = ()     # assumptions worth telling the user (strings)
+    # verdict inputs no file gave: ({"key", "value", "source"}, ...), memory/inputs.py
+    assumed: tuple = ()
     # the scenario estimated, for what is derived on demand (host, checkpoint): the planner
     # estimates thousands of layouts and never asks for them
     scenario: Any = field(default=None, repr=False, compare=False)
@@ -137,6 +139,11 @@ class Estimate:
         return max(stage.total_bytes for stage in self.stages)
 
     @property
+    def fits(self) -> bool:
+        """Whether every stage's peak is within one GPU's capacity (no headroom kept)."""
+        return self.peak_bytes <= self.capacity_bytes
+
+    @property
     def peak_stage(self) -> StageEstimate:
         return max(self.stages, key=lambda s: (s.total_bytes, -s.stage))
 
@@ -147,5 +154,6 @@ class Estimate:
                 "stages": [s.to_dict() for s in self.stages],
                 "peak_bytes": self.peak_bytes,
                 "notes": list(self.notes),
+                "assumed": [dict(a) for a in self.assumed],
                 "host": [n.to_dict() for n in self.host],
                 "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None}

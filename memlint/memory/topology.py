@@ -2,7 +2,8 @@
 
 Two conventions, chosen by the assumption `parallel.ep_in_dp`:
 - Megatron (precise): world = tp·pp·cp·dp; expert parallelism is carved out of dp·cp, and the
-  expert data-parallel size is world / (etp·ep·pp) (Megatron-LM `parallel_state.py`).
+  expert data-parallel size is world / (etp·ep·pp) (Megatron-LM `parallel_state.py`); the
+  distributed optimizer shards over dp·cp.
 - The seed article (000, CH 7.2): world = tp·pp·ep·dp, and ZeRO shards expert and non-expert
   states over the same dp.
 
@@ -79,10 +80,14 @@ def resolve(scenario) -> Topology:
     if par.fsdp in ("full", "hybrid", "shard_grad_op") or par.zero > 0:
         if par.fsdp == "hybrid" or (par.dp_replicate or 1) > 1:
             replicate = par.dp_replicate or 1
+        # Megatron's distributed optimizer (and Megatron-FSDP) shard over the data-parallel
+        # group with context parallelism (parallel_state get_data_parallel_group(
+        # with_context_parallel=True), used by DistributedDataParallel and the optimizer)
+        over_cp = par.fsdp != "none" or (ep_in_dp and scenario.training.framework == "megatron")
         if par.dp_shard not in (None, -1):
             shard = par.dp_shard
         else:
-            shard = _div(dp * (cp if par.fsdp != "none" else 1), replicate)
+            shard = _div(dp * (cp if over_cp else 1), replicate)
         if shard * replicate > dp * cp:
             problems.append((f"dp_shard·dp_replicate = {shard}·{replicate} exceeds the "
                              f"data-parallel size {dp * cp}", ("dp_shard", "dp_replicate")))

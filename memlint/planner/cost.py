@@ -170,13 +170,13 @@ def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, t
     if recompute == "full":
         re_frac = 1 / 3
         out.append(Penalty("recompute", re_frac, "full recompute re-runs every forward: +1/3 FLOPs",
-                           "seed 000 CH 5.2 (+30-40%)"))
+                           "Korthikanti et al. 2022: full recompute +30-40%"))
     elif recompute == "selective":
         k = max(1, recompute_every)
         re_frac = (1 / 3) * (k - 1) / k if k > 1 else SELECTIVE_CORE_FRACTION
         what = (f"selective every {k} layers re-runs {k - 1}/{k} of the forward" if k > 1
                 else "selective (attention core only)")
-        out.append(Penalty("recompute", re_frac, what, "seed 000 CH 5.2 (+15-25%)"))
+        out.append(Penalty("recompute", re_frac, what, "memlint throughput model: selective recompute +15-25%"))
     else:
         re_frac = 0.0
 
@@ -200,7 +200,7 @@ def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, t
         frac = (volume / bw + lat) / t_c
         out.append(Penalty("tensor_parallel", frac,
                            f"tp {tp} all-reduces ({collectives:g} per layer) {where} "
-                           f"at {bw / 1e9:.0f} GB/s", "Shoeybi et al. 2019; seed 000 CH 10.1"))
+                           f"at {bw / 1e9:.0f} GB/s", "Shoeybi et al. 2019"))
 
     # -- data parallelism / ZeRO / FSDP
     dense_local = f.dense_params / (tp * pp)
@@ -237,7 +237,7 @@ def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, t
         frac = dp_time * (1 - DP_OVERLAP) / t_c
         out.append(Penalty("data_parallel", frac, "; ".join(parts) +
                            f" ({_fmt(DP_OVERLAP)} hidden under compute)",
-                           "Rajbhandari et al. 2020; seed 000 CH 3, 5.3, 10.1"))
+                           "Rajbhandari et al. 2020"))
 
     # -- expert parallelism
     if ep > 1 and f.moe_layers:
@@ -250,7 +250,7 @@ def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, t
         frac = (volume / bw + lat) / t_c
         out.append(Penalty("expert_parallel", frac,
                            f"ep {ep} all-to-all ({passes:g} per MoE layer, top-{f.top_k}) {where}",
-                           "seed 000 CH 10.1 (all-to-all, expensive across nodes)"))
+                           "all-to-all per MoE layer, expensive across nodes"))
 
     # -- context parallelism
     if cp > 1:
@@ -264,7 +264,7 @@ def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, t
         out.append(Penalty("context_parallel", frac,
                            f"cp {cp} ring: {cp - 1} serial K/V hops per layer {where}, "
                            f"{local:,.0f} tokens per chunk",
-                           "seed 000 CH 4.4, 10.1 (ring P2P, latency-bound)"))
+                           "Liu et al. 2023, ring attention: P2P ring, latency-bound"))
 
     # -- pipeline: imbalance and P2P
     if pp > 1:
@@ -304,10 +304,10 @@ def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, t
         t = 4 * shard / HOST_BANDWIDTH + shard / CPU_ADAM_PARAMS_PER_S
         out.append(Penalty("offload_optimizer", t / t_c,
                            f"{shard / 1e9:.2f}B params/GPU: PCIe 4N bytes + CPU Adam each step",
-                           "seed 000 CH 6.1 (3-5x at 26.75B/GPU)"))
+                           "ZeRO-Offload, Ren et al. 2021; 3-5x at 26.75B/GPU"))
     if offload_params != "none":
         out.append(Penalty("offload_params", PARAM_OFFLOAD_SLOWDOWN - 1,
                            f"parameters streamed over PCIe every micro-batch: x{PARAM_OFFLOAD_SLOWDOWN:g}",
-                           "seed 000 CH 6.2, 10.1 (5-20x)"))
+                           "ZeRO-Infinity, Rajbhandari et al. 2021; 5-20x"))
     total = 1.0 + sum(p.fraction for p in out)
     return Cost(total, tuple(out))

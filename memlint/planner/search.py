@@ -312,7 +312,8 @@ class Space:
                     w += params / sw * dt.param
                 g += params / sg * dt.grad
                 if off_opt == "none":
-                    o += params / so * (dt.master + moments * dt.state)
+                    paged = 0 if dt.state_paged else 1  # paged states are host memory
+                    o += params / so * (dt.master + paged * moments * dt.state_element_bytes)
             persistent = g if (self.seed or dt.grads_persistent) else 0.0
             out.append((w + g + o, w + o + persistent))
         return out

@@ -1,17 +1,42 @@
 """Reporters: pure functions from a finished `Report` (diagnostics + estimates) to text.
 
 Formats: text (rich on a terminal, plain otherwise), json (the DESIGN.md contract), sarif (2.1.0),
-github (workflow commands), junit (XML). Each module exposes `render(report) -> str`; the text
+github (workflow commands), junit (XML), markdown (job summaries and pull-request comments),
+html (one self-contained page: inline SVG, no script). Each module exposes
+`render(report) -> str`; the text
 reporter also `write(report, stream)` for colour. Reporters never decide the exit code.
 """
 from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
-FORMATS = ("text", "json", "sarif", "github", "junit")
+# Characters that must not reach a terminal or a report raw: C0 controls but tab and newline
+# (ESC starts terminal escape sequences), DEL, C1 controls (0x9b is a one-byte CSI), the
+# bidirectional overrides that reorder displayed text, the line/paragraph separators, lone
+# surrogates (a file name that is not UTF-8) and the non-characters XML 1.0 forbids. Config
+# content (flag names, keys, file names) reaches messages, so every format escapes them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                      "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text: Optional[str]) -> Optional[str]:
+    """'a\x1b[31mb' -> 'a\\x1b[31mb': printable, and valid in XML, JSON and a terminal."""
+    if text is None or not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(_escape, text)
+
+
+
+FORMATS = ("text", "json", "sarif", "github", "junit", "markdown", "html")
 
 
 @dataclass
@@ -27,15 +52,27 @@ class Report:
     color: bool = False
     width: int = 100
     show_estimates: bool = True
+    fail_on: object = None                             # Severity: the lowest that fails the run
+
+    def __post_init__(self) -> None:
+        self.diagnostics = [_clean(d) for d in self.diagnostics]
 
     def path(self, path: Optional[str]) -> Optional[str]:
         return display_path(path, self.root)
+
+
+def _clean(d):
+    message, path = escape_controls(d.message), escape_controls(d.path)
+    if message is d.message and path is d.path:
+        return d
+    return replace(d, message=message, path=path)
 
 
 def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[str]:
     """Relative to root (default: the working directory) when inside it, with forward slashes."""
     if path is None:
         return None
+    path = escape_controls(path)
     if path.startswith("<") or path.startswith("preset:"):
         return path
     base = os.path.abspath(root or os.getcwd())
@@ -43,6 +80,16 @@ def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[st
     if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
         return os.path.relpath(absolute, base).replace(os.sep, "/")
     return path.replace(os.sep, "/")
+
+
+def location(d, report: Report, unlocated: str = "<command line>") -> str:
+    """`path:line:col` of a diagnostic as reports show it (each part only when known)."""
+    where = report.path(d.path) or unlocated
+    if d.line is not None:
+        where += f":{d.line}"
+        if d.column is not None:
+            where += f":{d.column}"
+    return where
 
 
 def get(name: str):

@@ -18,6 +18,8 @@ def estimate_dict(estimate, report) -> dict:
         "profile": estimate.profile,
         "params": {key: _int(estimate.params.get(key)) for key in PARAM_KEYS},
         "gpu": {"name": estimate.gpu_name, "capacity_bytes": _int(estimate.capacity_bytes)},
+        "assumed": [{"key": a["key"], "value": a["value"], "source": a["source"]}
+                    for a in getattr(estimate, "assumed", ()) or ()],
         "stages": [{
             "stage": stage.stage,
             "phase": stage.phase,

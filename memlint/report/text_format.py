@@ -8,7 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
-from memlint.report import host_lines
+from memlint.report import host_lines, location
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -18,13 +18,7 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def diagnostic_line(d, report) -> str:
-    path = report.path(d.path) or "<command line>"
-    where = path
-    if d.line is not None:
-        where += f":{d.line}"
-        if d.column is not None:
-            where += f":{d.column}"
-    return f"{where}: {d.code} {d.rule} {d.message}"
+    return f"{location(d, report)}: {d.code} {d.rule} {d.message}"
 
 
 def _summary(diagnostics) -> str:
@@ -108,10 +102,41 @@ def estimate_lines(estimate, report) -> list:
                      + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
     legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
     lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    lines.extend([[(line, "dim")] for line in three_numbers_lines(stages, units)])
     lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
         lines.append([(f"note: {note}", "dim")])
+    lines.extend(assumed_lines(estimate))
     return lines
+
+
+THREE_NUMBERS = ("allocated: tensors at the peak = Megatron's max allocated; reserved: + allocator "
+                 "slack = torchtitan's max reserved;",
+                 "device: + CUDA context and NCCL = nvidia-smi. The OOM verdict compares device "
+                 "with the GPU.")
+
+
+def three_numbers_lines(stages, units: str) -> list:
+    """Per stage: allocated / reserved / device, and which log each one matches."""
+    if not stages or not hasattr(stages[0], "allocated_bytes"):
+        return []
+    out = [f"{'':10}allocated / reserved / device ({units}): "
+           + ", ".join(f"stage {s.stage} {_number(s.allocated_bytes, units)} / "
+                       f"{_number(s.reserved_bytes, units)} / {_number(s.device_bytes, units)}"
+                       for s in stages)]
+    out.extend(f"{'':10}{line}" for line in THREE_NUMBERS)
+    return out
+
+
+def assumed_lines(estimate) -> list:
+    """The verdict inputs no file gave, each with its source (memory/inputs.py): one line, or
+    none when every one came from a file."""
+    assumed = getattr(estimate, "assumed", ()) or ()
+    if not assumed:
+        return []
+    parts = [f"{a['key']} = {'unknown' if a['value'] is None else a['value']} ({a['source']})"
+             for a in assumed]
+    return [[("not from a file: " + "; ".join(parts), "")]]
 
 
 def _inputs(term) -> str:
@@ -140,6 +165,16 @@ def explain_lines(estimate, report) -> list:
         total = sum(t.bytes for t in stage.terms)
         lines.append(f"  total = sum of {len(stage.terms)} terms = {total:,} B "
                      f"({fmt(total, units, 3)})")
+        if hasattr(stage, "allocated_bytes"):
+            lines.append(f"  allocated = every term but runtime = {stage.allocated_bytes:,} B "
+                         f"({fmt(stage.allocated_bytes, units, 3)}): compare with Megatron's "
+                         "max allocated / torch.cuda.max_memory_allocated")
+            lines.append(f"  reserved = allocated + runtime.allocator = "
+                         f"{stage.reserved_bytes:,} B ({fmt(stage.reserved_bytes, units, 3)}): "
+                         "compare with torchtitan's max reserved")
+            lines.append(f"  device = reserved + CUDA context + NCCL = {stage.device_bytes:,} B "
+                         f"({fmt(stage.device_bytes, units, 3)}): nvidia-smi; the OOM verdict "
+                         "uses this one")
         for phase in getattr(stage, "phases", ()) or ():
             lines.append(f"  phase {phase.name}: {phase.total:,} B ({fmt(phase.total, units, 3)})")
         for term in getattr(stage, "host_terms", ()) or ():

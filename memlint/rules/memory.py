@@ -2,6 +2,12 @@
 
 Every rule here reads the Estimate (terms and components per stage) and the Scenario; none does
 memory maths of its own.
+
+A verdict that rests on a value no file gave (memory/inputs.py: `Estimate.assumed` entries whose
+source is memlint's own default) says so and is at most a warning: it rests on such a value when
+a plausible other value could flip it, i.e. the sequence-proportional memory (activations and
+logits) is what puts the stage over for seq_len / micro_batch / recompute, the GPU is one a
+larger catalogued GPU would hold, or the precision or the sharded world size is unknown.
 """
 from __future__ import annotations
 
@@ -24,6 +30,57 @@ _KEYS_BY_COMPONENT = {
     "runtime": ("gpu", "gpu_memory"),
 }
 _FALLBACK_KEYS = ("gpu", "gpu_memory", "model", "world_size")
+
+
+def _catalog_largest() -> int:
+    from memlint.hardware import CATALOG
+
+    return max(gpu.capacity_bytes for gpu in CATALOG)
+
+
+# frameworks whose launch config states recompute (absent: the framework's own "none")
+_RECOMPUTE_STATED = ("megatron", "torchtitan")
+
+
+def resting_defaults(ctx, stage, oom: bool = True) -> list:
+    """The memlint defaults a verdict on `stage` rests on: [(key, value)] (see module doc)."""
+    estimate, scenario = ctx.estimate, ctx.scenario
+    assumed = {a["key"]: a for a in getattr(estimate, "assumed", ()) or ()
+               if str(a.get("source", "")).startswith(("default", "assumed"))}
+    if not assumed:
+        return []
+    sequence = component(stage, "activations") + component(stage, "logits")
+    states_fit = stage.total_bytes - sequence <= estimate.capacity_bytes or not oom
+    par = scenario.parallelism
+    out = []
+    for key, entry in assumed.items():
+        if key in ("seq_len", "micro_batch"):
+            rests = states_fit
+        elif key == "recompute":
+            rests = states_fit and scenario.training.framework not in _RECOMPUTE_STATED
+        elif key == "gpu":
+            rests = not oom or stage.total_bytes <= _catalog_largest()
+        elif key == "world_size":
+            rests = par.zero > 0 or par.fsdp != "none" or par.ep > 1
+        else:  # precision: would the lightest one (bf16 everything, no master) fit?
+            rests = not oom or _fits_as(ctx, stage, precision="pure-bf16")
+        if rests:
+            out.append((key, entry["value"]))
+    return out
+
+
+def _fits_as(ctx, stage, **training) -> bool:
+    variant = try_estimate(with_training(ctx.scenario, **training))
+    if variant is None:
+        return True  # cannot tell: the default may matter
+    other = [s for s in variant.stages if s.stage == stage.stage]
+    return bool(other) and other[0].total_bytes <= variant.capacity_bytes
+
+
+def defaults_note(found: list) -> str:
+    listed = ", ".join(f"{key} {value}" for key, value in found)
+    return (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
+            f"(e.g. --set {found[0][0]}=...) for a firm verdict")
 
 
 def keys_for(stage) -> tuple:
@@ -88,13 +145,17 @@ class ExceedsGpuMemory(Rule):
         terms = ", ".join(f"{t.name} {size(ctx, t.bytes)}" for t in largest_terms(stage))
         count = (f" ({len(over)} of {len(estimate.stages)} stages exceed it)"
                  if len(estimate.stages) > 1 else "")
+        defaults = resting_defaults(ctx, stage)
         yield Finding(
             f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
             f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
-            f"{estimate.gpu_name}{count}; largest terms: {terms}",
+            f"{estimate.gpu_name}{count}; largest terms: {terms}"
+            + (defaults_note(defaults) if defaults else ""),
             keys=keys_for(stage),
+            severity=Severity.WARNING if defaults else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
-                  "excess_bytes": total - capacity})
+                  "excess_bytes": total - capacity,
+                  "rests_on_defaults": [key for key, _ in defaults]})
 
 
 class LowMemoryHeadroom(Rule):
@@ -154,10 +215,12 @@ class LowMemoryHeadroom(Rule):
         if total > capacity or total <= capacity * (1 - margin):
             return
         free = capacity - total
+        defaults = resting_defaults(ctx, stage, oom=False)
         yield Finding(
             f"{stage_label(estimate, stage)} peaks at {size(ctx, total)} of "
             f"{size(ctx, capacity)} ({total / capacity:.0%}), leaving {size(ctx, free)}: under "
-            f"the {margin:.0%} margin kept for fragmentation and spikes",
+            f"the {margin:.0%} margin kept for fragmentation and spikes"
+            + (defaults_note(defaults) if defaults else ""),
             keys=keys_for(stage),
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "free_bytes": free, "margin": margin})
@@ -174,14 +237,15 @@ class ContextParallelNeeded(Rule):
         For each stage, the memory left for activations (capacity minus everything else the
         stage holds) against its sequence-proportional memory: activations, and on the last
         stage the logits, which cp splits too. When they do not fit, it suggests the smallest
-        power-of-two context-parallel size by the rule cp >= activations / available (seed 000,
-        CH 4.3), with activations counted at cp = 1. Error when the stage does not fit at all;
+        power-of-two context-parallel size by the rule cp >= activations / available (ring
+        attention splits them evenly over cp ranks, Liu et al. 2023), with activations counted
+        at cp = 1. Error when the stage does not fit at all;
         warning when it fits but within `margin` of the capacity. Only at long sequences
         (seq_len >= `min_seq_len`, default 8192), where cp is the right tool.
 
     Why it matters:
         Activations grow linearly with the sequence: 34·L·B·T·d bytes with FlashAttention. For
-        the seed's 428B MoE at T = 128K, 15 layers per stage, d = 6144, that is 411 GB per
+        a 428B MoE at T = 128K, 15 layers per stage, d = 6144, that is 411 GB per
         micro-batch against 53 GB left after the states: cp >= 7.7, so cp = 8.
 
     How to fix:
@@ -242,14 +306,15 @@ class ContextParallelNeeded(Rule):
         oom = activations > available
         recompute = ("; full recompute (recompute = \"full\") is the cheaper first step"
                      if ctx.scenario.training.recompute != "full" else "")
+        defaults = resting_defaults(ctx, stage, oom=oom)
         yield Finding(
             f"{stage_label(estimate, stage)}: activations (with logits) at seq_len "
             f"{ctx.scenario.training.seq_len} take {size(ctx, activations)} with cp={cp}, but "
             f"only {size(ctx, available)} is left beside the model states; cp >= "
             f"{size(ctx, activations * cp)} / {size(ctx, available)} = {ratio:.1f}, so "
-            f"cp={suggested}{recompute}",
+            f"cp={suggested}{recompute}" + (defaults_note(defaults) if defaults else ""),
             keys=("seq_len", "cp", "micro_batch", "recompute"),
-            severity=Severity.ERROR if oom else None,
+            severity=Severity.ERROR if oom and not defaults else None,
             data={"stage": stage.stage, "activation_bytes": activations,
                   "available_bytes": available, "suggested_cp": suggested})
 
@@ -265,8 +330,9 @@ class AttentionScoresMaterialized(Rule):
 
     Why it matters:
         Scores grow with the square of the sequence: 5·H·T/d bytes per B·T·d per layer beside
-        the 34 of everything else (seed 000, CH 1.4.2). At T = 4096 with 32 heads and d = 4096
-        that is 160, nearly 6x the rest; FlashAttention takes C_act from about 354 to 34.
+        the 34 of everything else (Korthikanti et al. 2022, Table 2). At T = 4096 with 32 heads
+        and d = 4096 that is 160, nearly 6x the rest; FlashAttention takes C_act from about 354
+        to 34.
 
     How to fix:
         Use a fused kernel: attention = "flash" (Megatron --use-flash-attn, HF
@@ -400,5 +466,111 @@ class LogitsMemoryDominates(Rule):
             data={"stage": stage.stage, "logits_bytes": logits, "total_bytes": total})
 
 
+# Families whose position embedding is a learned table indexed by position (transformers:
+# GPT2Model.wpe = nn.Embedding(n_positions, d); BertEmbeddings.position_embeddings =
+# nn.Embedding(max_position_embeddings, d) with a position_ids buffer of that length).
+_LEARNED_TABLE_KEYS = {"bert": "max_position_embeddings"}
+
+
+def _positions(config) -> tuple:
+    """(kind, limit, key): 'learned' with the table's rows, 'rope' with the trained length, or
+    (None, None, None) when the config names neither."""
+    from memlint.memory.params import architecture
+
+    model_type = str(config.get("model_type", "") or "")
+    key = _LEARNED_TABLE_KEYS.get(model_type)
+    if key is not None and isinstance(config.get(key), int):
+        return "learned", config[key], key
+    try:
+        arch = architecture(config)
+    except Exception:  # noqa: BLE001 - an unreadable config is reported by the adapters
+        return None, None, None
+    if arch.learned_positions:
+        key = "n_positions" if "n_positions" in config else "max_position_embeddings"
+        return "learned", arch.learned_positions, key
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    limit = text.get("max_position_embeddings")
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return "rope", limit, "max_position_embeddings"
+    return None, None, None
+
+
+class SeqLenBeyondPositions(Rule):
+    """The sequence is longer than the model has positions for.
+
+    What it checks:
+        seq_len against the model config. A learned absolute position table (GPT-2
+        `n_positions`, BERT `max_position_embeddings`) has one row per position: a longer
+        sequence indexes past it and the first forward fails (error; a warning when seq_len is
+        memlint's default, which no file gave). Rotary models (Llama, Qwen, Mistral, ...) run at
+        any length, but past `max_position_embeddings` they are beyond their trained length
+        (info).
+
+    Why it matters:
+        GPT-2's position table has 1,024 rows: at seq_len 2048 `wpe(position_ids)` raises an
+        index error (a device-side assert on CUDA) in the first step, after the job waited in the
+        queue; BERT's 512-row table fails the same way at 513 tokens. A RoPE model trained at
+        8,192 tokens and run at 32,768 trains, but on positions it never saw unless its
+        rope_scaling extends them.
+
+    How to fix:
+        Lower seq_len to the table's size, or use a model whose positions cover it; for RoPE
+        models set rope_scaling (YaRN, linear) in the config, or accept the extrapolation.
+
+    Example:
+        Bad (memlint.toml):
+
+            seq_len = 2048
+            world_size = 1
+            "model.model_type" = "gpt2"
+            "model.n_embd" = 768
+            "model.n_layer" = 12
+            "model.n_head" = 12
+            "model.vocab_size" = 50257
+            "model.n_positions" = 1024
+
+        Good (memlint.toml):
+
+            seq_len = 1024
+            world_size = 1
+            "model.model_type" = "gpt2"
+            "model.n_embd" = 768
+            "model.n_layer" = 12
+            "model.n_head" = 12
+            "model.vocab_size" = 50257
+            "model.n_positions" = 1024
+    """
+
+    code = "ML106"
+    name = "seq-len-beyond-positions"
+    severity = Severity.ERROR
+
+    def check(self, ctx):
+        scenario = ctx.scenario
+        if scenario is None or scenario.model is None or not scenario.model.config:
+            return
+        kind, limit, key = _positions(scenario.model.config)
+        seq_len = scenario.training.seq_len
+        if kind is None or seq_len <= limit:
+            return
+        given = scenario.is_set("seq_len")
+        if kind == "learned":
+            default = "" if given else (" (memlint's default, which no file gave: give the real "
+                                        "seq_len)")
+            yield Finding(
+                f"seq_len {seq_len}{default} exceeds the model's {limit} learned positions "
+                f"({key}): the position embedding has no row past {limit - 1}, so the first "
+                "forward fails",
+                keys=("seq_len", f"model.{key}", "model"),
+                severity=None if given else Severity.WARNING,
+                data={"seq_len": seq_len, "positions": limit, "kind": kind})
+        elif given:
+            yield Finding(
+                f"seq_len {seq_len} is beyond the model's trained length {limit} ({key}); "
+                "rotary positions extrapolate (check rope_scaling)",
+                keys=("seq_len", f"model.{key}", "model"), severity=Severity.INFO,
+                data={"seq_len": seq_len, "positions": limit, "kind": kind})
+
+
 RULES = [ExceedsGpuMemory(), LowMemoryHeadroom(), ContextParallelNeeded(),
-         AttentionScoresMaterialized(), LogitsMemoryDominates()]
+         AttentionScoresMaterialized(), LogitsMemoryDominates(), SeqLenBeyondPositions()]

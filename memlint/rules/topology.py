@@ -344,7 +344,9 @@ class BatchArithmetic(Rule):
 
     Why it matters:
         Megatron's micro-batch calculator asserts "global batch size is not divisible by micro
-        batch size times data parallel size"; DeepSpeed rejects an inconsistent batch triple.
+        batch size times data parallel size"; DeepSpeed rejects an inconsistent batch triple
+        (a batch read from a DeepSpeed config is left to batch-size-mismatch, ML301, which
+        repeats DeepSpeed's own derivation: one problem, one diagnostic).
         GBS 1000 with MBS 1 on 64-way DP fails at start-up.
 
     How to fix:
@@ -372,7 +374,7 @@ class BatchArithmetic(Rule):
     def check(self, ctx: Context):
         training = ctx.scenario.training
         dp = _known_dp(ctx)
-        if dp is None or training.global_batch is None:
+        if dp is None or training.global_batch is None or _from_deepspeed_config(ctx):
             return
         step = training.micro_batch * dp
         if training.grad_accum is not None:
@@ -386,6 +388,15 @@ class BatchArithmetic(Rule):
             yield Finding(f"global_batch {training.global_batch} is not divisible by micro_batch "
                           f"· dp = {training.micro_batch}·{dp} = {step}",
                           ("global_batch", "micro_batch", "world_size"))
+
+
+def _from_deepspeed_config(ctx: Context) -> bool:
+    """True when the global batch was read from a DeepSpeed config: then batch-size-mismatch
+    (ML301) checks it the way DeepSpeed does (its derivation and _batch_assertion), and one
+    problem gets one diagnostic."""
+    config = ctx.extra("deepspeed.config")
+    where = ctx.scenario.where("global_batch")
+    return bool(config) and where is not None and where.file == config
 
 
 class ContextParallelSequence(Rule):

@@ -111,7 +111,13 @@ def test_reference_outside_repository_is_not_followed(tmp_path):
     path.write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                     "  deepspeed_config_file: ../../outside.json\n")
     partial = accelerate.load(str(path), path.read_text())
-    assert partial.references == []
+    # recorded, so that --allow-outside-root can follow it; load_with_references refuses it
+    assert partial.references == [str(tmp_path.parent / "outside.json")]
+    from memlint.adapters.registry import load_with_references
+
+    loaded = load_with_references(str(path))
+    assert [p.source for p in loaded] == [str(path)]
+    assert any("outside the repository root" in d.message for d in loaded[-1].diagnostics)
     path.write_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                     "  deepspeed_config_file: ../ds/z3.json\n")
     partial = accelerate.load(str(path), path.read_text())
@@ -152,3 +158,55 @@ def test_suppressions_are_collected(tmp_path):
     text = "distributed_type: FSDP  # memlint: disable=ML505\nnum_processes: 8\n"
     path.write_text(text)
     assert accelerate.load(str(path), text).suppressions == {1: {"ml505"}}
+
+
+def test_sequence_parallel_size_counts_in_the_world_and_applies_to_deepspeed():
+    """trl's ALST/Ulysses config (fixtures/adapters/SOURCES.md): DeepSpeed ZeRO-3 on 4 GPUs with
+    parallelism_config_sp_size 2 and dp_shard_size 2. accelerate's ParallelismConfig.total_size
+    multiplies sp in (parallelism_config.py) and utils/launch.py exports the parallelism config
+    for DeepSpeed launches too. Before: a false ML502 (2 of 4 GPUs) and a warning that the
+    config only works under FSDP2."""
+    from memlint.engine import lint
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import overrides_partial
+
+    path = os.path.join(FIX, "good", "alst_ulysses_4gpu-sp.yaml")
+    partial = _load(path)
+    values = _values(partial)
+    assert values["cp"] == 2 and values["world_size"] == 4 and values["framework"] == "deepspeed"
+    assert "dp_shard" not in values  # ZeRO shards over DeepSpeed's own group, not this axis
+    line = open(path).read().splitlines()[partial.settings["cp"].prov.line - 1]
+    assert "parallelism_config_sp_size" in line
+    assert not [d for d in partial.diagnostics if "parallelism_config" in d.message]
+    scenario, pre = build([partial, overrides_partial(["model=llama3-8b"])])
+    found = lint(scenario, estimate(scenario), pre=pre, formats=("accelerate",))
+    assert not [d for d in found if d.code == "ML502" or d.severity == Severity.ERROR], found
+
+
+def test_context_and_sequence_parallel_together_are_refused(tmp_path):
+    path = tmp_path / "a.yaml"
+    text = ("distributed_type: DEEPSPEED\nnum_processes: 8\nparallelism_config:\n"
+            "  parallelism_config_cp_size: 2\n  parallelism_config_sp_size: 2\n")
+    path.write_text(text)
+    partial = accelerate.load(str(path), text)
+    [error] = [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    assert "refuses context and sequence parallelism together" in error.message
+    assert error.line == 5
+
+
+def test_yaml_no_distributed_type_and_sagemaker_types(tmp_path):
+    """accelerate tests/test_configs/0_30_0_sagemaker.yaml writes `distributed_type: NO`, which
+    YAML 1.1 reads as false: accelerate keeps it (only strings are converted) and launches no
+    distributed backend. SageMaker configs take SageMakerDistributedType values."""
+    path = tmp_path / "a.yaml"
+    text = ("compute_environment: AMAZON_SAGEMAKER\ndistributed_type: NO\nmixed_precision: fp16\n"
+            "ec2_instance_type: MY_TYPE\niam_role_name: MY_ROLE\n")
+    path.write_text(text)
+    partial = accelerate.load(str(path), text)
+    assert not [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    text = text.replace("distributed_type: NO", "distributed_type: DATA_PARALLEL")
+    assert not [d for d in accelerate.load(str(path), text).diagnostics
+                if d.severity == Severity.ERROR]
+    text = text.replace("DATA_PARALLEL", "FSDP2")
+    assert [d.line for d in accelerate.load(str(path), text).diagnostics
+            if d.severity == Severity.ERROR] == [2]

@@ -177,12 +177,13 @@ def test_unresolved_values_are_info_with_default():
     text = ("NNODES=$(scontrol show hostnames | wc -l)\n"
             "torchrun --nproc_per_node 8 --nnodes $NNODES pretrain_gpt.py \\\n"
             "  --tensor-model-parallel-size $TP_SIZE --num-layers $((4*8)) --hidden-size 64 \\\n"
-            "  --num-attention-heads 4 --save $1\n")
+            "  --num-attention-heads 4 --save $1 --seq-length $(( $TP_SIZE * 2 ))\n")
     sc, partial = scenario(text)
     infos = [d for d in partial.diagnostics if d.code == "ML007"]
     messages = " | ".join(d.message for d in infos)
     assert "$TP_SIZE" in messages and "default 1" in messages
-    assert "$((4*8))" in messages
+    assert partial.settings["model.num_hidden_layers"].value == 32  # arithmetic over literals
+    assert "$(( $TP_SIZE * 2 ))" in messages  # ... over an unknown value stays unresolved
     assert "$(scontrol" in messages and "1 node" in messages
     assert all(d.severity == Severity.INFO for d in infos)
     assert sc.parallelism.tp == 1 and sc.parallelism.world_size == 8

@@ -135,5 +135,6 @@ def test_unknown_format_and_unresolvable_reference_are_warnings(capsys):
     code, report = check(capsys, os.path.join(
         REAL, "axolotl", "axolotl__examples-gpt-oss-gpt-oss-20b-fft-deepspeed-zero3.yaml"))
     assert code == 0
-    assert any("not found" in d["message"] for d in report["diagnostics"]
-               if d["severity"] == "warning")
+    # axolotl's own deepspeed_configs/zero3_bf16.json, not found here: read from its known facts
+    assert any("not found" in d["message"] and "shipped" in d["message"]
+               for d in report["diagnostics"] if d["severity"] == "info")

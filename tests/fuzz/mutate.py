@@ -198,17 +198,100 @@ def shell_specials(rng, name, raw):
     return name, raw + tail
 
 
+def doubling(rng, name, raw):
+    """A variable or an array doubled 20-60 times (2**60 characters if expanded naively)."""
+    rounds = rng.choice((20, 40, 60))
+    if rng.random() < 0.5:
+        body = "V0=ab\n" + "".join(f"V{i}=$V{i - 1}$V{i - 1}\n" for i in range(1, rounds))
+        use = f"--tokenizer-model $V{rounds - 1}"
+    else:
+        body = "A=(x)\n" + 'A=("${A[@]}" "${A[@]}")\n' * rounds
+        use = "${A[@]}"
+    if not name.lower().endswith((".sh", ".txt")):
+        name = "pretrain_fuzz.sh"
+    text = body + f"torchrun pretrain_gpt.py {use} --num-layers 2\n"
+    return name, text.encode() + (raw[:2048] if rng.random() < 0.3 else b"")
+
+
+def huge_multiplier(rng, name, raw):
+    """List expressions and layouts whose results are too large to build."""
+    value = rng.choice(("[0]*100000*3000", "[1]*99999*99999", "([0]*1000+[1])*100000",
+                        "+".join(["[0]*9"] * 20000), "(" * 3000 + "[1]" + ")" * 3000,
+                        "[" + "1," * 50000 + "1]"))
+    flag = "--moe-layer-freq"
+    if rng.random() < 0.3:
+        flag, value = "--pipeline-model-parallel-layout", rng.choice(
+            ("t*9999|" * 500, "(tt|)*9999" * 200, "E" + "t*99999999"))
+    text = f"--num-layers 2\n--num-experts 8\n{flag} {value}\n"
+    return rng.choice(("args.txt", "train.args", name if name.endswith(".txt") else "a.txt")), \
+        text.encode()
+
+
+def long_run(rng, name, raw):
+    """A run of one character (spaces, digits, newlines, quotes, brackets ...) in a real file."""
+    char = rng.choice((b" ", b"\t", b"\n", b"1", b"9", b"-", b"=", b'"', b"'", b"[", b"{", b"#",
+                       b"$", b"\\", b"a", b".", b"*", b"\r\n"))
+    run = char * rng.choice((3000, 20000, 100000))
+    i = rng.randrange(len(raw) + 1)
+    if rng.random() < 0.3:  # as a value: `gpu_memory = "111...1"`, `--num-layers 999...9`
+        match = _NUMBER.search(raw)
+        if match:
+            return name, raw[:match.start()] + run + raw[match.end():]
+    return name, raw[:i] + run + raw[i:]
+
+
+# Special files: run_one makes the path one of these instead of a regular file with the bytes.
+SPECIAL_KINDS = ("fifo", "directory", "symlink-loop", "symlink-outside", "dev-zero", "broken-link")
+
+
+def special_file(rng, name, raw):
+    return f"{rng.choice(SPECIAL_KINDS)}:{os.path.basename(name)}", raw
+
+
 MUTATORS: tuple = (truncate, flip_bytes, random_bytes, delete_lines, duplicate_lines,
                    duplicate_key, replace_number, replace_number, replace_number,
                    replace_all_numbers, wrong_type, wrong_type, deep_nesting, non_utf8, empty,
-                   binary, splice, yaml_specials, shell_specials)
+                   binary, splice, yaml_specials, shell_specials, doubling, huge_multiplier,
+                   long_run, special_file)
 
 
 def mutate(rng: random.Random, name: str, raw: bytes, rounds: Optional[int] = None) -> tuple:
     for _ in range(rounds if rounds is not None else rng.choice((1, 1, 1, 2, 3))):
         mutator: Callable = rng.choice(MUTATORS)
-        name, raw = mutator(rng, name, raw)
+        kind, _, plain = name.rpartition(":")
+        name, raw = mutator(rng, plain, raw)
+        if kind and ":" not in name:
+            name = f"{kind}:{name}"  # a special file stays special
     return name, raw[:256 * 1024]
+
+
+def _place(path: str, kind: str, raw: bytes) -> None:
+    """Make `path` the special file `kind` (see SPECIAL_KINDS), or a regular file with raw."""
+    if kind == "fifo" and hasattr(os, "mkfifo"):
+        os.mkfifo(path)
+    elif kind == "directory":
+        os.mkdir(path)
+    elif kind == "symlink-loop":
+        os.symlink(os.path.basename(path), path)
+    elif kind == "symlink-outside":
+        os.symlink(os.path.abspath(__file__), path)  # this file: outside the input's root
+    elif kind == "dev-zero" and os.path.exists("/dev/zero"):
+        os.symlink("/dev/zero", path)
+    elif kind == "broken-link":
+        os.symlink(path + ".missing", path)
+    else:
+        with open(path, "wb") as handle:
+            handle.write(raw)
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        else:
+            os.remove(path)
+    except OSError:
+        pass
 
 
 # Command-line extras: a model for files that have none, weird --set values.
@@ -239,12 +322,20 @@ def extra_args(rng: random.Random, name: str) -> list:
 # The oracle
 
 
-class Timeout(Exception):
-    pass
+class Timeout(BaseException):
+    """Raised by the alarm. A BaseException, so that no `except Exception` in memlint (the
+    adapters' and the CLI's catch-alls) can turn a slow input into an "internal error": the
+    time limit is the harness's verdict, never the product's."""
 
 
 def _alarm(_signum, _frame):
     raise Timeout()
+
+
+# The time limit is CPU time (ITIMER_PROF), which other processes on a loaded machine do not
+# consume: a verdict that holds under load (CI has 2 busy cores). A wall-clock alarm of
+# HANG_FACTOR times the limit still catches an input that blocks without computing.
+HANG_FACTOR = 20
 
 
 def run_one(name: str, raw: bytes, args: list = (), fmt: str = "json", time_limit: float = 5.0,
@@ -257,37 +348,41 @@ def run_one(name: str, raw: bytes, args: list = (), fmt: str = "json", time_limi
     try:
         if not os.path.isdir(os.path.join(directory, ".git")):
             os.makedirs(os.path.join(directory, ".git"), exist_ok=True)
-        path = os.path.join(directory, os.path.basename(name) or "input")
-        with open(path, "wb") as handle:
-            handle.write(raw)
+        kind, _, plain = name.rpartition(":")
+        path = os.path.join(directory, os.path.basename(plain) or "input")
+        _remove(path)
+        _place(path, kind, raw)
         out, err = io.StringIO(), io.StringIO()
         argv = [command, "--format", fmt, "--no-color", *args, path]
         use_alarm = hasattr(signal, "setitimer") and _main_thread()
         if use_alarm:
             previous = signal.signal(signal.SIGALRM, _alarm)
-            signal.setitimer(signal.ITIMER_REAL, time_limit)
+            previous_prof = signal.signal(signal.SIGPROF, _alarm)
+            signal.setitimer(signal.ITIMER_PROF, time_limit)
+            signal.setitimer(signal.ITIMER_REAL, time_limit * HANG_FACTOR)
         try:
             with redirect_stdout(out), redirect_stderr(err):
                 code = cli.main(argv)
         except Timeout:
-            return f"timeout after {time_limit}s"
+            return f"timeout after {time_limit}s of CPU time"
         except BaseException as exc:  # noqa: BLE001 - anything escaping main is the failure
             return f"escaped main: {type(exc).__name__}: {exc}"
         finally:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_PROF, 0)
                 signal.signal(signal.SIGALRM, previous)
-        return check_result(code, out.getvalue(), err.getvalue(), fmt, path, command)
+                signal.signal(signal.SIGPROF, previous_prof)
+        # a directory or a link to nothing is "missing file": exit 2 is the contract there
+        usage = kind in ("directory", "symlink-loop", "broken-link")
+        return check_result(code, out.getvalue(), err.getvalue(), fmt, path, command, usage)
     finally:
         if own:
             import shutil
 
             shutil.rmtree(directory, ignore_errors=True)
         else:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            _remove(path)
 
 
 def _main_thread() -> bool:
@@ -297,7 +392,7 @@ def _main_thread() -> bool:
 
 
 def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
-                 command: str = "check") -> Optional[str]:
+                 command: str = "check", usage: bool = False) -> Optional[str]:
     if code not in (0, 1, 2):
         return f"exit code {code!r}"
     if "Traceback" in stdout or "Traceback" in stderr:
@@ -308,8 +403,9 @@ def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
         lines = [line for line in stderr.splitlines() if line.strip()]
         if not lines:
             return "exit 2 without a message"
-        if command == "check" and not (os.path.basename(path) == "pyproject.toml"
-                                       and lines[-1].startswith("memlint: error:")):
+        if command == "check" and not usage and not (
+                os.path.basename(path) == "pyproject.toml"
+                and lines[-1].startswith("memlint: error:")):
             return "exit 2 on a file check: " + lines[-1][:300]
         return None
     if fmt != "json":

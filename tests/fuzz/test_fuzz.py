@@ -33,9 +33,19 @@ def _family(name: str) -> str:
 
 
 BY_FAMILY = {f: [c for c in CORPUS if _family(c[0]) == f] for f in FAMILIES}
-SETTINGS = settings(max_examples=600, deadline=None, derandomize=True, database=None,
+# The full corpus (600 inputs a family) is marked slow: CI runs it (`-m "slow or not slow"`,
+# README); the default run takes a small deterministic sample of the same inputs. Every input
+# runs under a CPU-time limit (mutate.run_one), so a loaded machine cannot fail it.
+FULL, SAMPLE = 600, 40
+
+
+def _settings(examples: int):
+    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.function_scoped_fixture])
+
+
+SETTINGS = _settings(FULL)
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +61,13 @@ def _assert_ok(name, raw, args, workdir, fmt="json", command="check"):
     assert failure is None, f"{name} {args}: {failure}\n{raw[:600]!r}"
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_mutated_real_configs(family, workdir, monkeypatch):
+def _mutated(family, workdir, monkeypatch, examples):
     items = BY_FAMILY[family]
     if not items:
         pytest.skip(f"no {family} configs in the corpus")
     monkeypatch.chdir(workdir)
 
-    @SETTINGS
+    @_settings(examples)
     @given(index=st.integers(0, len(items) - 1), seed=st.integers(0, 2**32 - 1),
            fmt=st.sampled_from(["json", "text", "sarif"]))
     def run(index, seed, fmt):
@@ -69,6 +78,18 @@ def test_mutated_real_configs(family, workdir, monkeypatch):
     run()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_mutated_real_configs(family, workdir, monkeypatch):
+    _mutated(family, workdir, monkeypatch, FULL)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_mutated_real_configs_sample(family, workdir, monkeypatch):
+    _mutated(family, workdir, monkeypatch, SAMPLE)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("mutator", list(dict.fromkeys(mutate.MUTATORS)),
                          ids=lambda m: m.__name__)
 def test_each_mutator_on_each_family(mutator, workdir, monkeypatch):
@@ -85,6 +106,7 @@ def test_each_mutator_on_each_family(mutator, workdir, monkeypatch):
 SPECIALS = ["1e308", "1" + "0" * 400, "NaN", "Infinity", "-1", "0", "-0.0", "1e-320"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", SPECIALS)
 def test_every_number_replaced(value, workdir, monkeypatch):
     """Huge numbers, NaN/Infinity, negative sizes and zero divisors in every numeric field."""
@@ -108,6 +130,7 @@ def test_degenerate_files(name, raw, workdir, monkeypatch):
     _assert_ok(name, raw, [], workdir)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(sets=st.lists(st.tuples(st.sampled_from(mutate.SET_KEYS),
                                st.sampled_from(mutate.SET_VALUES) | st.text(max_size=12)),

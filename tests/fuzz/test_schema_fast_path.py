@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fuzz import mutate
@@ -52,6 +53,7 @@ def test_real_valid_configs_take_the_fast_path():
     assert all(deepspeed.conforms(c) for c in valid)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(index=st.integers(0, 10**6), seed=st.integers(0, 2**32 - 1), value=VALUES)
@@ -81,6 +83,7 @@ def test_real_configs_same_diagnostics_as_jsonschema(monkeypatch):
         assert _diagnostics(data, True, monkeypatch) == _diagnostics(data, False, monkeypatch)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(index=st.integers(0, 10**6), seed=st.integers(0, 2**32 - 1), value=VALUES)

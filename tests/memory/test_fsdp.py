@@ -106,3 +106,48 @@ def test_against_fsdp2_calibration_records():
             estimate = F.no_reshard_unsharded([LAYER] * 8, width, ROOT_PARAMS)["bytes"]
             assert record["forward_end"]["Unsharded Param"] == estimate
         assert estimate == measured
+
+
+# -- mid-backward: prefetch of the unit before, unsharded grads, fp32 reduce-scatter buffers ----
+
+def test_backward_unit_buffers_hand_checked():
+    # bf16 compute, fp32 reduce (torchtitan mixed_precision_reduce = float32), 8 shards
+    named = {t["name"]: t["bytes"] for t in F.backward_unit_buffers(LAYER, 2, 4, 8)}
+    assert named == {"fsdp.backward_prefetch": 2 * LAYER,
+                     "fsdp.unsharded_grads": 2 * LAYER,
+                     "fsdp.reduce_scatter_input": 4 * LAYER,
+                     "fsdp.reduce_scatter_output": 4 * LAYER // 8}
+
+
+def _fsdp_estimate(sets):
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    model = os.path.join(ROOT, "fixtures", "hf", "Meta-Llama-3.1-8B.json")
+    scenario, _ = build([overrides_partial(
+        ["framework=fsdp2", "fsdp=full", "world_size=8", "dp_shard=8", "seq_len=2048"] + sets,
+        model=model)])
+    return estimate(scenario)
+
+
+def test_backward_layer_phase_on_a_real_model():
+    est = _fsdp_estimate([])
+    stage = est.stages[0]
+    phase = {p.name: p for p in stage.phases}["backward_layer"]
+    names = {t.name: t for t in phase.terms}
+    # Llama-3.1-8B decoder layer: 218,112,000 parameters; bf16 gathers, fp32 reduce-scatter
+    layer = 218_112_000
+    assert names["buffers.fsdp.backward_prefetch"].bytes == 2 * layer
+    assert names["buffers.fsdp.reduce_scatter_input"].bytes == 4 * layer
+    assert "logits" not in names
+    start = {p.name: p for p in stage.phases}["backward_start"]
+    acts = next(t for t in start.terms if t.name == "activations")
+    assert names["activations"].bytes == acts.bytes * 31 // 32
+
+
+def test_backward_layer_without_reshard_keeps_all_but_the_last_unit():
+    est = _fsdp_estimate(["reshard_after_forward=false"])
+    phase = {p.name: p for p in est.stages[0].phases}["backward_layer"]
+    names = {t.name: t for t in phase.terms}
+    assert names["buffers.fsdp.unsharded_no_reshard"].inputs["units"] == 31
+    assert "buffers.fsdp.backward_prefetch" not in names

@@ -376,3 +376,47 @@ def test_pipeline_layout_places_layers_and_mtp():
     layer = 4 * d * d + 3 * d * ffn + 2 * d
     mtp = layer + 2 * d * d + 3 * d                       # + eh_proj, enorm, hnorm, final norm
     assert last.term("weights").inputs["params"] - plain.term("weights").inputs["params"] == mtp
+
+
+def test_distributed_optimizer_shards_over_dp_and_cp():
+    text = ("--num-layers 2 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --bf16 --use-distributed-optimizer "
+            "--tensor-model-parallel-size 4 --context-parallel-size 2\n")
+    last = estimate(args_scenario(text)).stages[-1]
+    assert last.term("optimizer.master").inputs["shard"] == 2   # dp 1 × cp 2
+
+
+def test_bert_script_default_tokenizer():
+    text = "--num-layers 2 --hidden-size 512 --num-attention-heads 8 --vocab-file vocab.txt\n"
+    bert = M.load("run.txt", text, entry="examples/bert/pretrain_bert.py")
+    scenario, _ = build([bert])
+    assert scenario.model.config["vocab_size"] == 30592      # 30522 padded to 128
+    assert any("BertWordPieceLowerCase" in d.message for d in bert.diagnostics)
+    gpt, _ = build([M.load("run.txt", text, entry="pretrain_gpt.py")])
+    assert gpt.model.config["vocab_size"] == 50304
+
+
+def test_embedding_and_loss_in_the_split():
+    # 6 layers + embedding + loss over pp 4 × vpp 2 = 8 chunks of one unit: the last rank holds
+    # one layer (chunk 3) and the loss (chunk 7); its warm-up runs 4 forwards of the layer chunk
+    text = ("--num-layers 6 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 4 --global-batch-size 32 --bf16 --pipeline-model-parallel-size 4 "
+            "--num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split "
+            "--account-for-loss-in-pipeline-split\n")
+    result = estimate(args_scenario(text))
+    assert [s.layers for s in result.stages] == [1, 2, 2, 1]
+    assert result.stages[-1].term("activations").inputs["inflight"] == 4
+    assert act.inflight_microbatches(3, 4, 2, 4, chunk_layers=[1, 0]) == 4
+    assert act.inflight_microbatches(3, 4, 2, 4) == 2.5      # an even split would say 2.5
+
+
+def test_mtp_stage_builds_its_own_embedding_when_untied():
+    text = ("--num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--micro-batch-size 1 --bf16 --position-embedding-type rope --vocab-size 32000 "
+            "--untie-embeddings-and-output-weights --pipeline-model-parallel-size 2 ")
+    with_mtp = estimate(args_scenario(text + "--mtp-num-layers 1\n")).stages[-1]
+    without = estimate(args_scenario(text + "\n")).stages[-1]
+    added = with_mtp.term("weights").inputs["params"] - without.term("weights").inputs["params"]
+    d = 512
+    layer = 4 * d * d + 4 * d + 2 * d * 4 * d + 4 * d + d + 2 * 2 * d   # biased GeLU layer
+    assert added == layer + 2 * d * d + 3 * 2 * d + 32000 * d           # + embedding (untied)

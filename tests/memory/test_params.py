@@ -505,3 +505,42 @@ def test_mutated_real_configs_give_counts_or_config_error(config):
     assert isinstance(got.total, int) and got.total > 0
     for value in (arch.attention_dropout, arch.hidden_dropout, arch.embedding_dropout):
         assert 0.0 <= value <= 1.0 and math.isfinite(value)
+
+
+# Llama 4: transformers modeling_llama4.py. A MoE layer holds num_local_experts experts and one
+# shared expert of width intermediate_size plus a bias-free router; a dense layer's MLP is
+# intermediate_size_mlp wide; layer i is MoE when i is in range(step - 1, L, step).
+SCOUT = Path(__file__).resolve().parents[3] / "shared" / "fixtures-real" / "hf-configs" / \
+    "Llama-4-Scout-17B-16E-Instruct.json"
+
+
+def _llama4_text_counts(config: dict):
+    arch = architecture(config)
+    got = count_params(arch)
+    d, ffn = arch.hidden, arch.moe.expert_ffn
+    routed_active = sum(arch.moe_layers) * arch.moe.top_k * 3 * d * ffn
+    return arch, got, got.total - got.experts + routed_active
+
+
+@pytest.mark.skipif(not SCOUT.is_file(), reason="../shared/fixtures-real absent")
+def test_llama4_scout_and_maverick_match_the_published_counts():
+    """Scout (every layer MoE, 16 experts) is published as 17B active / 109B total with its
+    vision tower; Maverick (interleave_moe_layer_step 2, 128 experts, otherwise Scout's text
+    dimensions: Meta's config.json) as 17B active / 400B total. Counted 778B before, with every
+    layer taken as MoE."""
+    scout = json.loads(SCOUT.read_text(encoding="utf-8"))
+    arch, got, active = _llama4_text_counts(scout)
+    assert sum(arch.moe_layers) == 48 and arch.ffn == 16384
+    # text model alone: 48 × (attention 62,914,560 + 16 experts 2,013,265,920 + shared
+    # 125,829,120 + router 81,920 + norms 10,240) + embeddings and head 2 × 1,034,485,760 + norm
+    assert got.total == 107_769_861_120
+    assert round(active / 1e9, 1) == 17.2
+    maverick = copy.deepcopy(scout)
+    maverick["text_config"].update(interleave_moe_layer_step=2, num_local_experts=128)
+    arch, got, active = _llama4_text_counts(maverick)
+    assert arch.moe_layers[:4] == (False, True, False, True) and sum(arch.moe_layers) == 24
+    assert got.total == 400_711_848_960 and abs(got.total / 400e9 - 1) < 0.002
+    assert round(active / 1e9, 1) == 17.2
+    # an explicit moe_layers list wins over the step (configuration_llama4.py)
+    maverick["text_config"]["moe_layers"] = [0, 1]
+    assert sum(architecture(maverick).moe_layers) == 2

@@ -185,3 +185,31 @@ def test_estimate_output_is_byte_identical_across_hash_seeds():
     explain = ["estimate", "--explain", "--model", "fixtures/hf/DeepSeek-V3.json", "--set", "pp=4",
                "--set", "tp=8", "--set", "ep=8", "--set", "world_size=256"]
     assert _cli_output(explain, 1) == _cli_output(explain, 31337)
+
+
+# -- framework effects (memory/optimizer_quant.py, offload.py, moe_balance.py) -----------------
+
+@SETTINGS
+@given(world=st.sampled_from([8, 16, 32]), seq=st.sampled_from([1024, 4096]))
+def test_narrower_optimizer_states_never_cost_more(world, seq):
+    base = ["framework=fsdp2", "fsdp=full", f"world_size={world}", f"seq_len={seq}"]
+    totals = [component(run(DENSE, base + [f"optimizer_state_dtype={d}"]), "optimizer",
+                        phase="optimizer") for d in ("fp32", "bf16", "int8", "int4")]
+    assert totals == sorted(totals, reverse=True)
+
+
+@SETTINGS
+@given(layers=st.integers(1, 32), seq=st.sampled_from([1024, 4096]))
+def test_activation_offload_never_raises_gpu_activations(layers, seq):
+    base = ["framework=megatron", "world_size=8", f"seq_len={seq}"]
+    plain = run(DENSE, base)
+    off = run(DENSE, base + ["offload_activations=true", f"offload_activations_layers={layers}"])
+    assert_lowered(off, plain, ["activations"])
+
+
+@SETTINGS
+@given(imbalance=st.floats(1.0, 4.0), ep=st.sampled_from([2, 4, 8]))
+def test_routing_imbalance_never_lowers_activations(imbalance, ep):
+    base = ["framework=megatron", "world_size=8", f"ep={ep}", "seq_len=2048"]
+    assert_lowered(run(MOE, base), run(MOE, base + [f"moe.routing_imbalance={imbalance}"]),
+                   ["activations"])

@@ -2,6 +2,7 @@
 
 Regenerate with MEMLINT_UPDATE_SNAPSHOTS=1 and review the diff like code.
 """
+import dataclasses
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -34,7 +35,7 @@ DIAGNOSTICS = [
 
 WEIGHTS = Term("weights", "weights", 20 * GiB, "2 B × N / tp", {"N": 10_737_418_240, "tp": 1},
                "seed 000 CH 1.1")
-ESTIMATE = estimate(
+ESTIMATE_BASE = estimate(
     stage(0, layers=16, weights=0, terms=(
         WEIGHTS,
         Term("gradients", "gradients", 20 * GiB, "2 B × N", {"N": 10_737_418_240}),
@@ -48,6 +49,10 @@ ESTIMATE = estimate(
     sources=("configs/train.memlint.toml",),
     params={"total": 10_737_418_240, "trainable": 10_737_418_240, "embedding": 525_336_576,
             "lm_head": 525_336_576, "experts": 0, "vision": 0, "extra_key": 5})
+# two verdict inputs no file gave (memory/inputs.py): shown in text and JSON
+ESTIMATE = dataclasses.replace(ESTIMATE_BASE, assumed=(
+    {"key": "seq_len", "value": 4096, "source": "default"},
+    {"key": "world_size", "value": 8, "source": "--set world_size"}))
 
 
 def report(**kwargs):
@@ -71,9 +76,9 @@ def _fixed_cwd(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github", "junit"])
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github", "junit", "markdown"])
 def test_snapshot(fmt):
-    suffix = {"text": "txt", "junit": "xml", "github": "txt"}.get(fmt, "json")
+    suffix = {"text": "txt", "junit": "xml", "github": "txt", "markdown": "md"}.get(fmt, "json")
     snapshot(f"reporters.{fmt}.{suffix}" if fmt != "text" else "reporters.text.txt",
              render(fmt, report()))
 
@@ -96,8 +101,8 @@ def test_json_contract():
     doc = json.loads(render("json", report()))
     assert set(doc) == {"memlint_version", "estimates", "diagnostics"}
     [est] = doc["estimates"]
-    assert set(est) == {"sources", "profile", "params", "gpu", "stages", "peak_bytes", "host",
-                        "checkpoint"}
+    assert set(est) == {"sources", "profile", "params", "gpu", "assumed", "stages",
+                        "peak_bytes", "host", "checkpoint"}
     assert est["host"] == [] and est["checkpoint"] is None   # a hand-built estimate: no scenario
     assert set(est["params"]) == {"total", "trainable", "embedding", "lm_head", "experts",
                                   "vision"}
@@ -120,16 +125,20 @@ def test_sarif_validates_against_schema():
     doc = json.loads(render("sarif", report()))
     jsonschema.validate(doc, schema)
     run = doc["runs"][0]
-    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["ML001", "ML101", "ML102",
-                                                                "ML603"]
-    assert all(r["helpUri"].startswith("https://") and r["help"]["text"]
+    # ML603 has no file: a tool notification, not a result (GitHub rejects unlocated results)
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["ML001", "ML101", "ML102"]
+    assert all(r["helpUri"].endswith(f"docs/rules/{r['id']}.md") and r["help"]["markdown"]
                for r in run["tool"]["driver"]["rules"])
     first = run["results"][0]
     assert first["locations"][0]["physicalLocation"]["region"] == {"startLine": 7,
                                                                   "startColumn": 3}
     assert first["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
         "configs/ds_config.json"
-    assert [r["level"] for r in run["results"]] == ["error", "error", "warning", "note"]
+    assert [r["level"] for r in run["results"]] == ["error", "error", "warning"]
+    # a file-level finding without a line is at the file's first line
+    assert run["results"][2]["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}
+    [note] = run["invocations"][0]["toolExecutionNotifications"]
+    assert note["level"] == "note" and note["descriptor"] == {"id": "ML603"}
 
 
 def test_github_escaping():
@@ -141,11 +150,32 @@ def test_github_escaping():
     assert lines[3] == "::notice title=ML603 sequence-parallel-off::tp=4 without sp"
 
 
-def test_junit_is_xml():
+def test_junit_failures_only_at_or_above_fail_on():
+    from memlint.diagnostics import Severity
+
     root = ET.fromstring(render("junit", report()))
-    assert root.get("failures") == "4"
+    # default --fail-on error: the two errors fail; the warning and the info note pass
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "2", "0")
+    assert len(root.findall(".//failure")) == 2 and len(root.findall(".//system-out")) == 2
+    strict = ET.fromstring(render("junit", report(fail_on=Severity.WARNING)))
+    assert strict.get("failures") == "3"
+    internal = Diagnostic("ML009", "internal-error", Severity.ERROR, "rule crashed", "a.json", 1,
+                          1, data={"internal": True})
+    broken = ET.fromstring(render("junit", Report(diagnostics=[internal])))
+    assert (broken.get("failures"), broken.get("errors")) == ("0", "1")
     empty = ET.fromstring(render("junit", Report()))
     assert empty.get("failures") == "0"
+
+
+def test_markdown_summary():
+    text = render("markdown", report())
+    assert text.startswith("## memlint ❌ fails: 2 errors, 1 warning, 1 info\n")
+    assert "| `configs/ds_config.json:7:3` | 🔴 error | [ML001](" in text
+    assert "100% sure: a,b" in text and "\\|" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| 0 |")
+            or line.startswith("| 1 |")]
+    assert len(rows) == 2 and rows[0].endswith("| **95.00** | 119% |")
+    assert render("markdown", Report()).startswith("## memlint ✅ passes: no problems found")
 
 
 def test_bar_marks_capacity():

@@ -2,7 +2,7 @@
 import dataclasses
 
 import pytest
-from helpers import GiB, estimate, run_rule, scenario, stage
+from helpers import GiB, at, estimate, run_rule, scenario, stage
 
 from memlint.diagnostics import Severity
 from memlint.ir import Model
@@ -33,21 +33,38 @@ def model(monkeypatch):
 
 def test_moe_without_ep_suggests_smallest_fitting_ep(model):
     calls = model(lambda s: estimate(stage(0, weights=int(200 * GiB / s.parallelism.ep))))
-    scen = scenario(model=MIXTRAL, parallelism={"world_size": 16})
+    scen = scenario(model=MIXTRAL, parallelism={"world_size": 16},
+                    provenance={"world_size": at(2, "world_size")})
     est = estimate(stage(0, weights=200 * GiB),
                    params={"total": 46_700_000_000, "experts": 45_000_000_000})
     [finding] = run_rule(MoeWithoutExpertParallel(), scen, est)
-    assert finding.severity == Severity.ERROR
+    assert finding.severity is None  # the rule's warning: exceeds-gpu-memory is the error
     assert finding.data["suggested_ep"] == 4  # 200/4 = 50 GiB fits, 200/2 = 100 does not
     assert "8 routed experts" in finding.message and "ep=4" in finding.message
     assert [c.parallelism.ep for c in calls] == [2, 4]
 
 
-def test_moe_without_ep_warning_when_it_fits(model):
-    model(lambda s: estimate(stage(0, weights=int(40 * GiB / s.parallelism.ep))))
-    est = estimate(stage(0, weights=40 * GiB), params={"total": 10, "experts": 9})
-    [finding] = run_rule(MoeWithoutExpertParallel(), scenario(model=MIXTRAL), est)
-    assert finding.severity is None and finding.data["suggested_ep"] == 2
+def test_moe_without_ep_only_where_it_helps(model):
+    """Fits with room, one GPU, or a framework without expert parallelism: silent. Tight:
+    info."""
+    model(lambda s: estimate(stage(0, weights=int(76 * GiB / s.parallelism.ep))))
+    moe = {"total": 10, "experts": 9}
+    known = {"world_size": at(2, "world_size")}
+    roomy = estimate(stage(0, weights=40 * GiB), params=moe)
+    assert run_rule(MoeWithoutExpertParallel(), scenario(
+        model=MIXTRAL, parallelism={"world_size": 8}, provenance=known), roomy) == []
+    tight = estimate(stage(0, weights=76 * GiB), params=moe)
+    [finding] = run_rule(MoeWithoutExpertParallel(), scenario(
+        model=MIXTRAL, parallelism={"world_size": 8}, provenance=known), tight)
+    assert finding.severity == Severity.INFO and finding.data["suggested_ep"] == 2
+    over = estimate(stage(0, weights=200 * GiB), params=moe)
+    assert run_rule(MoeWithoutExpertParallel(), scenario(
+        model=MIXTRAL, parallelism={"world_size": 1}, provenance=known), over) == []
+    assert run_rule(MoeWithoutExpertParallel(), scenario(model=MIXTRAL), over) == []  # GPUs?
+    for framework in ("hf", "deepspeed", "fsdp2"):
+        assert run_rule(MoeWithoutExpertParallel(), scenario(
+            model=MIXTRAL, training={"framework": framework}, parallelism={"world_size": 8},
+            provenance=known), over) == []
 
 
 def test_moe_silent_for_dense_or_with_ep():

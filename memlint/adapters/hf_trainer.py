@@ -1,0 +1,757 @@
+"""Hugging Face Trainer / TRL arguments, wherever they are written.
+
+Three places hold `TrainingArguments` (transformers) and TRL's `SFTConfig` / `DPOConfig` /
+`ModelConfig` fields:
+- a launch script: `torchrun` / `python -m torch.distributed.run` / `accelerate launch` /
+  `deepspeed` / `python`, then `train.py --per_device_train_batch_size 4 --bf16 ...` (read with
+  `memlint.adapters._shell`, never executed; the launcher's process counts give the world size);
+- a YAML recipe (TRL, alignment-handbook, open-instruct): the same fields as keys;
+- a JSON argument file (`HfArgumentParser.parse_json_file`), also when a script passes one as its
+  only argument (`python train.py args.json`).
+A `deepspeed` file they name is read with the run (`Partial.references`), and its explicit batch
+and precision values are compared with the Trainer's as transformers does at start-up.
+
+Arguments memlint does not know are the script's own (every training script adds some): they are
+not reported. What a verdict rests on that no file gave is reported in one info diagnostic with
+the trainer's default and its source (see `DEFAULTS`).
+
+`memlint.adapters.llamafactory` reads LLaMA-Factory YAML through `apply` below.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
+                                 Severity, make)
+from memlint.ir import Partial, Provenance
+from memlint.loaders import load_json, load_yaml, read_text, suppressions
+
+FORMAT = "hf_trainer"
+
+# Commit of the trainers' sources the defaults below were read at.
+TRANSFORMERS_SOURCE = "huggingface/transformers src/transformers/training_args.py"
+TRL_SOURCE = "huggingface/trl@f2cd5771 trl/trainer"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One argument as written: its name (underscored, no dashes), value, position."""
+
+    name: str
+    value: Any
+    prov: Provenance
+    unresolved: tuple = ()
+
+
+# -- values ---------------------------------------------------------------------------------
+
+def to_bool(value: Any) -> Optional[bool]:
+    """HfArgumentParser's string_to_bool (yes/no, true/false, t/f, y/n, 1/0); a bare flag
+    (`--bf16`) is True. None: not a bool."""
+    if value is None or value == "":
+        return True
+    from memlint.keys import to_bool as strict
+
+    try:
+        return strict(value)
+    except ValueError:
+        return {"t": True, "y": True, "f": False, "n": False}.get(str(value).strip().lower())
+
+
+def to_int(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return int(number) if number.is_integer() else None
+
+
+# -- the argument table ----------------------------------------------------------------------
+
+# Integers: argument name -> scenario key. Several spellings of the sequence length are in use:
+# TRL's max_length (max_seq_length before TRL 0.20), model_max_length (FastChat / Alpaca-style
+# scripts), block_size (transformers' run_clm.py), LLaMA-Factory's cutoff_len.
+INTS = {
+    "per_device_train_batch_size": "micro_batch", "per_gpu_train_batch_size": "micro_batch",
+    "gradient_accumulation_steps": "grad_accum",
+}
+SEQ_LEN_NAMES = ("cutoff_len", "max_seq_length", "max_length", "model_max_length", "max_seq_len",
+                 "seq_length", "block_size", "max_len")
+MODEL_NAMES = ("model_name_or_path", "model_name", "model_id", "pretrained_model_name_or_path",
+               "model_path", "base_model")
+DTYPE_NAMES = ("torch_dtype", "dtype", "model_dtype")
+_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
+           "float32": "fp32", "fp32": "fp32", "float": "fp32"}
+
+# optim (transformers OptimizerNames) -> (optimizer, optimizer_impl, 8-bit states)
+OPTIMIZERS = {
+    "adamw_torch": ("adamw", None, False), "adamw_torch_fused": ("adamw", "fused", False),
+    "adamw_hf": ("adamw", "for-loop", False), "adamw_apex_fused": ("adamw", "fused", False),
+    "adamw_torch_xla": ("adamw", None, False), "adamw_torch_npu_fused": ("adamw", "fused", False),
+    "adamw_anyprecision": ("adamw", None, False), "paged_adamw_32bit": ("adamw", None, False),
+    "paged_adamw": ("adamw", None, False), "adamw": ("adamw", None, False),
+    "adamw_bnb_8bit": ("adamw", None, True), "adamw_8bit": ("adamw", None, True),
+    "paged_adamw_8bit": ("adamw", None, True), "adam8bit": ("adam", None, True),
+    "adafactor": ("adafactor", None, False), "sgd": ("sgd", None, False),
+    "muon": ("muon", None, False),
+}
+_ATTENTION = {"flash_attention_2": "flash", "flash_attention_3": "flash", "fa2": "flash",
+              "fa3": "flash", "flash_attn": "flash", "sdpa": "sdpa", "eager": "eager",
+              "disabled": "eager", "kernels-community/vllm-flash-attn3": "flash"}
+_FSDP_WORDS = {"full_shard": ("full", True), "shard_grad_op": ("shard_grad_op", False),
+               "hybrid_shard": ("hybrid", True), "hybrid_shard_zero2": ("hybrid", False),
+               "no_shard": ("none", True)}
+
+# Scripts known to be TRL's own (`trl/scripts/*.py`, alignment-handbook's `scripts/*.py`, which
+# parse TRL's configs): TRL's defaults apply to them.
+_TRL_SCRIPTS = re.compile(r"(^|/)(trl/|alignment-handbook|scripts/(run_)?(sft|dpo|orpo|kto|grpo|"
+                          r"reward_modeling|cpt|gkd|ppo|rloo)\.py$|(sft|dpo|grpo|orpo|kto)_?"
+                          r"(trainer|train)?\.py$)")
+# Arguments only TRL's configs have: their presence means TRL parses the command line.
+_TRL_ONLY = ("use_peft", "packing", "dataset_text_field", "completion_only_loss", "beta",
+             "loss_type", "max_prompt_length", "num_generations", "lora_target_modules",
+             "assistant_only_loss", "padding_free", "dataset_name", "dataset_num_proc")
+
+
+def trainer_of(items: list, script: str = "") -> str:
+    """'trl' when the arguments are parsed by TRL's configs, else 'hf' (plain TrainingArguments)."""
+    if script and _TRL_SCRIPTS.search(script.replace(os.sep, "/")):
+        return "trl"
+    names = {item.name for item in items}
+    return "trl" if names & set(_TRL_ONLY) else "hf"
+
+
+# The trainers' defaults for what decides memory (read at the commits named in the sources).
+DEFAULTS = {
+    "hf": {
+        "precision": ("fp32", f"{TRANSFORMERS_SOURCE}: bf16 and fp16 default to False (fp32 "
+                              "training)"),
+        "recompute": ("none", f"{TRANSFORMERS_SOURCE}: gradient_checkpointing defaults to False"),
+        "optim": ("adamw_torch_fused", f"{TRANSFORMERS_SOURCE}: default_optim is "
+                  "adamw_torch_fused with torch >= 2.8, adamw_torch (foreach) before"),
+        "dtype": ("fp32", "from_pretrained without torch_dtype loads fp32 weights "
+                  "(transformers < 5; transformers 5 loads the checkpoint's dtype)"),
+        "micro_batch": (8, f"{TRANSFORMERS_SOURCE}: per_device_train_batch_size defaults to 8"),
+    },
+    "trl": {
+        "precision": ("bf16", f"{TRL_SOURCE}/base_config.py: bf16 defaults to True unless fp16"),
+        "recompute": ("full", f"{TRL_SOURCE}/base_config.py: gradient_checkpointing defaults to "
+                              "True"),
+        "optim": ("adamw_torch_fused", f"{TRANSFORMERS_SOURCE}: default_optim is "
+                  "adamw_torch_fused with torch >= 2.8, adamw_torch (foreach) before"),
+        "dtype": ("fp32", f"{TRL_SOURCE}/model_config.py: ModelConfig.dtype defaults to "
+                  "'float32'"),
+        "micro_batch": (8, f"{TRANSFORMERS_SOURCE}: per_device_train_batch_size defaults to 8"),
+        "seq_len": (1024, f"{TRL_SOURCE}/sft_config.py: max_length defaults to 1024"),
+        "lora_rank": (16, f"{TRL_SOURCE}/model_config.py: lora_r defaults to 16"),
+    },
+}
+
+
+def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
+          defaults: Optional[dict] = None, loaded_dtype: Optional[str] = None,
+          lora: Optional[bool] = None, assumed: Optional[list] = None) -> dict:
+    """Map Trainer/TRL arguments onto scenario keys. Returns the arguments by name (the last of
+    a repeated one wins, as argparse does). `defaults` replaces the trainer's DEFAULTS entries
+    (LLaMA-Factory's own); `loaded_dtype`/`lora` are what the caller already decided, and
+    `assumed` the defaults it already took (reported together with these)."""
+    table = dict(DEFAULTS.get(trainer, DEFAULTS["hf"]))
+    table.update(defaults or {})
+    args: dict = {}
+    for item in items:
+        args[item.name] = item
+    assumed = list(assumed or [])
+
+    def resolved(item: Item) -> bool:
+        if item.unresolved:
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"--{item.name}: {', '.join(item.unresolved)}; its value is not known statically",
+                item.prov, key=item.name))
+            return False
+        return True
+
+    def bad(item: Item, what: str) -> None:
+        partial.diagnostics.append(make(INVALID_VALUE, Severity.WARNING,
+                                        f"{item.name}: expected {what}, got {item.value!r}",
+                                        item.prov, key=item.name))
+
+    for name, key in INTS.items():
+        item = args.get(name)
+        if item is not None and resolved(item):
+            number = to_int(item.value)
+            if number is None or number < 1:
+                bad(item, "a positive whole number")
+            else:
+                partial.set(key, number, item.prov)
+    if "micro_batch" not in partial.settings and "micro_batch" in table:
+        value, source = table["micro_batch"]
+        partial.set("micro_batch", value, anchor)
+        assumed.append(f"micro_batch = {value} ({source})")
+
+    seq = next((args[n] for n in SEQ_LEN_NAMES if n in args), None)
+    if seq is not None and resolved(seq):
+        number = to_int(seq.value)
+        if number is None or number < 1:
+            if str(seq.value).strip().lower() not in ("none", "null"):
+                bad(seq, "a positive whole number")
+        else:
+            partial.set("seq_len", number, seq.prov)
+    elif seq is None and "seq_len" in table:
+        value, source = table["seq_len"]
+        partial.set("seq_len", value, anchor)
+        assumed.append(f"seq_len = {value} ({source})")
+
+    model = next((args[n] for n in MODEL_NAMES if n in args), None)
+    if model is not None and resolved(model) and str(model.value or "").strip():
+        _model(str(model.value).strip(), model.prov, partial)
+
+    # precision: bf16 / fp16 flags (both: the Trainer refuses it; ML303 reports it)
+    flags = {}
+    for name in ("bf16", "fp16", "pure_bf16"):
+        item = args.get(name)
+        if item is not None and resolved(item):
+            truth = to_bool(item.value)
+            if truth is None:
+                bad(item, "true or false")
+            else:
+                flags[name] = (truth, item.prov)
+    for name in ("bf16", "fp16"):
+        if flags.get(name, (False,))[0]:
+            partial.set_extra(f"flags.{name}", True, flags[name][1])
+    if loaded_dtype is None:
+        dtype_item = next((args[n] for n in DTYPE_NAMES
+                           if n in args and args[n].value not in (None, "None", "null")), None)
+        if dtype_item is not None and resolved(dtype_item):
+            loaded_dtype = _DTYPES.get(str(dtype_item.value).strip().lower())
+            if loaded_dtype is None and str(dtype_item.value).strip().lower() != "auto":
+                bad(dtype_item, "bfloat16, float16, float32 or auto")
+            elif loaded_dtype is None:
+                assumed.append("torch_dtype auto: the checkpoint's dtype, taken as bf16")
+                loaded_dtype = "bf16"
+        else:
+            loaded_dtype, source = table["dtype"]
+            if "deepspeed" not in args:  # DeepSpeed casts the weights itself
+                assumed.append(f"weights loaded as {loaded_dtype} ({source})")
+    if lora is None:
+        lora = _lora(args, partial, table, assumed, resolved, trainer)
+    deepspeed = args.get("deepspeed")
+    if deepspeed is not None and deepspeed.unresolved:
+        # DeepSpeed runs even when memlint cannot see which file: its dtype rules apply
+        partial.set("framework", "deepspeed", deepspeed.prov)
+    if deepspeed is not None and str(deepspeed.value or "").strip():
+        # DeepSpeed casts the module to its bf16/fp16 and keeps fp32 master weights itself,
+        # whatever dtype the weights were loaded in
+        on = next(((n, p) for n, (t, p) in flags.items() if t and n in ("bf16", "fp16")), None)
+        if on is None and not any(n in flags for n in ("bf16", "fp16")):
+            value, source = table["precision"]
+            if value in ("bf16", "fp16"):
+                on = (value, anchor)
+                assumed.append(f"precision {value} ({source})")
+        if on is not None:
+            partial.set("precision", on[0], on[1])
+    else:
+        _precision(flags, loaded_dtype, lora, partial, table, anchor, assumed)
+
+    # gradient checkpointing
+    item = args.get("gradient_checkpointing")
+    truth = to_bool(item.value) if item is not None and resolved(item) else None
+    if item is not None and truth is None and not item.unresolved:
+        bad(item, "true or false")
+    if truth is None and item is None:
+        value, source = table["recompute"]
+        truth = value == "full"
+        assumed.append(f"gradient checkpointing {'on' if truth else 'off'} ({source})")
+        item = Item("gradient_checkpointing", truth, anchor)
+    if truth:
+        partial.set("recompute", "full", item.prov)
+        # transformers' checkpoint wraps each decoder layer's call (FSDP hooks included)
+        partial.set_extra("recompute.scope", "outside-unit", item.prov)
+    elif truth is False:
+        partial.set("recompute", "none", item.prov)
+
+    _optimizer(args, partial, table, anchor, assumed, resolved)
+
+    attn = next((args[n] for n in ("attn_implementation", "flash_attn", "attention")
+                 if n in args), None)
+    if attn is not None and resolved(attn):
+        kind = _ATTENTION.get(str(attn.value).strip().lower())
+        if kind is not None:
+            partial.set("attention", kind, attn.prov)
+    for name in ("use_flash_attn", "use_flash_attention_2", "flash_attention"):
+        item = args.get(name)
+        if item is not None and not item.unresolved and to_bool(item.value):
+            partial.set("attention", "flash", item.prov)
+
+    _fsdp(args, partial)
+    if deepspeed is not None and resolved(deepspeed) and str(deepspeed.value or "").strip():
+        text = str(deepspeed.value).strip()
+        if text.startswith("{"):
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO, "--deepspeed is an inline JSON string; its ZeRO "
+                "settings are not read (give the config as a file)", deepspeed.prov,
+                key="deepspeed"))
+        else:
+            partial.references.append((text, deepspeed.prov))
+            partial.set("framework", "deepspeed", deepspeed.prov)
+            partial.set_extra("hf_trainer.deepspeed", text, deepspeed.prov)
+    if "framework" not in partial.settings and "hf_trainer.launcher_config" not in partial.extra:
+        # (an accelerate config file given to the launcher decides DeepSpeed / FSDP itself)
+        partial.set("framework", "hf", anchor)
+    for name in ("packing", "use_liger_kernel", "enable_liger_kernel", "neat_packing"):
+        item = args.get(name)
+        if item is not None and not item.unresolved and to_bool(item.value) is not None:
+            partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
+    if assumed:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"{'TRL' if trainer == 'trl' else 'LLaMA-Factory' if trainer == 'llamafactory' else 'HF Trainer'}"
+            f" defaults assumed (no file gives them): " + "; ".join(assumed), anchor,
+            key="defaults", assumed=list(assumed)))
+    return args
+
+
+def _model(name: str, prov: Provenance, partial: Partial) -> None:
+    """A Hub id, or a local checkpoint folder: a folder that is not on this machine (a path on
+    the cluster the script was written for) is not an error, only a model memlint cannot see."""
+    if name.startswith(("/", "~", "./", "../")) or name.startswith("$"):
+        here = os.path.dirname(os.path.abspath(prov.file)) if prov.file else os.getcwd()
+        folder = os.path.join(here, os.path.expanduser(name))
+        if not (os.path.isfile(folder) or os.path.isfile(os.path.join(folder, "config.json"))):
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"model {name!r} is a local checkpoint folder that is not here; no memory "
+                "estimate without it (give its config.json with --model PATH, or a Hub id)",
+                prov, key=prov.key))
+            return
+    partial.set("model", name, prov)
+
+
+def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
+          trainer: str = "hf") -> bool:
+    """TRL's --use_peft / --lora_r, open-instruct's --use_lora / --lora_rank, 4/8-bit loading.
+    TRL ignores lora_r without use_peft; a script of its own that takes --lora_r (FastChat's
+    train_lora.py) trains LoRA adapters, so there the rank alone means LoRA."""
+    use = next((args[n] for n in ("use_peft", "use_lora", "lora") if n in args), None)
+    rank_item = next((args[n] for n in ("lora_r", "lora_rank") if n in args), None)
+    enabled = use is not None and not use.unresolved and to_bool(use.value) is True
+    if use is None and rank_item is not None and trainer != "trl":
+        enabled = True
+        use = rank_item
+        assumed.append(f"LoRA training, from --{rank_item.name} (the script's own argument)")
+    if not enabled:
+        return False
+    rank = None
+    if rank_item is not None and resolved(rank_item):
+        rank = to_int(rank_item.value)
+    if rank is None or rank < 1:
+        value, source = table.get("lora_rank", (16, "TRL ModelConfig lora_r default"))
+        rank = value
+        assumed.append(f"lora_r = {value} ({source})")
+        partial.set("lora_rank", rank, use.prov)
+    else:
+        partial.set("lora_rank", rank, rank_item.prov)
+    targets = args.get("lora_target_modules")
+    if targets is not None and not targets.unresolved:
+        text = str(targets.value).lower()
+        partial.set("lora_targets", "all-linear" if ("all" in text or "gate_proj" in text
+                                                       or "up_proj" in text) else "qkvo",
+                    targets.prov)
+    dropout = args.get("lora_dropout")
+    if dropout is not None and not dropout.unresolved:
+        try:
+            partial.set("lora_dropout", float(dropout.value), dropout.prov)
+        except (TypeError, ValueError):
+            pass
+    for name, quant in (("load_in_4bit", "nf4"), ("load_in_8bit", "int8")):
+        item = args.get(name)
+        if item is not None and not item.unresolved and to_bool(item.value):
+            partial.set("base_quant", quant, item.prov)
+    return True
+
+
+def _precision(flags: dict, loaded: str, lora: bool, partial: Partial, table: dict,
+               anchor: Provenance, assumed: list) -> None:
+    """The Trainer's bf16/fp16 is autocast over the weights as loaded: over fp32 weights that
+    is mixed precision (fp32 params, grads and states); over bf16 weights nothing is fp32, the
+    optimizer steps the bf16 params (pure bf16). LoRA: the frozen base stays in its loaded
+    dtype, so the same rule gives its bytes."""
+    pure = flags.get("pure_bf16", (False, None))
+    if pure[0]:
+        partial.set("precision", "pure-bf16", pure[1])
+        return
+    on = next(((name, prov) for name, (truth, prov) in flags.items()
+               if truth and name in ("bf16", "fp16")), None)
+    off = all(not flags[n][0] for n in ("bf16", "fp16") if n in flags) and any(
+        n in flags for n in ("bf16", "fp16"))
+    if on is None and not off:
+        value, source = table["precision"]
+        assumed.append(f"precision {value} ({source})")
+        on = (value, anchor) if value in ("bf16", "fp16") else None
+    if on is None:
+        where = flags[next(iter(flags))][1] if flags else anchor
+        partial.set("precision", {"fp32": "fp32", "bf16": "pure-bf16"}.get(loaded, "fp16"),
+                    where)
+        return
+    name, prov = on
+    if loaded == "fp32":
+        partial.set("precision", name, prov)      # framework hf: autocast over fp32 params
+    elif loaded == "bf16":
+        # autocast over bf16 weights casts nothing: everything runs and is stored in bf16 (a
+        # LoRA adapter's own fp32 weights and moments are a few MB, counted in bf16 here)
+        partial.set("precision", "pure-bf16", prov)
+    else:
+        partial.set("precision", name, prov)
+        partial.set("param_dtype", loaded, prov)
+
+
+def _optimizer(args: dict, partial: Partial, table: dict, anchor: Provenance, assumed: list,
+               resolved) -> None:
+    item = args.get("optim")
+    if item is None:
+        name, source = table["optim"]
+        assumed.append(f"optim {name} ({source})")
+        prov = anchor
+    elif not resolved(item):
+        return
+    else:
+        name, prov = str(item.value).strip().lower(), item.prov
+    found = OPTIMIZERS.get(name)
+    if found is None:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"optim {name!r} is not one memlint models; its states are counted as AdamW's",
+            prov, key="optim"))
+        return
+    optimizer, impl, eight_bit = found
+    partial.set("optimizer", optimizer, prov)
+    if impl:
+        partial.set("optimizer_impl", impl, prov)
+    if eight_bit:
+        partial.set("optimizer_state_dtype", "fp8", prov)  # 1 byte per moment (bitsandbytes)
+
+
+def _fsdp(args: dict, partial: Partial) -> None:
+    item = args.get("fsdp")
+    if item is None or item.unresolved:
+        return
+    value = item.value
+    words = [str(w).lower() for w in value] if isinstance(value, list) else \
+        str(value or "").lower().replace(",", " ").split()
+    if not words or words in (["false"], ["none"], [""]):
+        return
+    mode = "full"
+    for word in words:
+        if word in _FSDP_WORDS:
+            mode = _FSDP_WORDS[word][0]
+    partial.set("framework", "fsdp2", item.prov)
+    partial.set("fsdp", mode, item.prov)
+    if "offload" in words:
+        partial.set("offload_params", "cpu", item.prov)
+        partial.set("offload_optimizer", "cpu", item.prov)
+
+
+# -- DeepSpeed values the Trainer checks against its own --------------------------------------
+
+
+def check_deepspeed(partial: Partial, args: dict, base: str) -> None:
+    """transformers' HfTrainerDeepSpeedConfig.trainer_config_process fill_match()es
+    train_micro_batch_size_per_gpu, gradient_accumulation_steps and fp16/bf16.enabled against
+    the TrainingArguments and raises 'Please correct the following DeepSpeed config values that
+    mismatch TrainingArguments values' (transformers/integrations/deepspeed.py) for any explicit
+    (not "auto") value that differs. Only values both sides write are compared."""
+    ds = partial.extra.get("hf_trainer.deepspeed")
+    if ds is None:
+        return
+    from memlint.adapters.registry import _resolve_reference, inside
+    from memlint.config import repo_root
+
+    root = repo_root(base)
+    path = _resolve_reference(str(ds.value), base, root)
+    if not os.path.isfile(path) or not inside(path, root):
+        return
+    text, _ = read_text(path)
+    if text is None:
+        return
+    doc = load_json(path, text, allow_comments=True)
+    data = doc.data if isinstance(doc.data, dict) else None
+    if data is None:
+        return
+    pairs = [("train_micro_batch_size_per_gpu", "per_device_train_batch_size"),
+             ("gradient_accumulation_steps", "gradient_accumulation_steps")]
+    for ds_key, arg_name in pairs:
+        item = args.get(arg_name)
+        if item is None or item.unresolved or ds_key not in data:
+            continue
+        ds_value, mine = data[ds_key], to_int(item.value)
+        if isinstance(ds_value, str) or mine is None or to_int(ds_value) == mine:
+            continue
+        _mismatch(partial, doc, (ds_key,), ds_key, ds_value, arg_name, mine, item.prov)
+    for block in ("bf16", "fp16"):
+        section = data.get(block)
+        item = args.get(block)
+        if not isinstance(section, dict) or item is None or item.unresolved:
+            continue
+        enabled, mine = section.get("enabled"), to_bool(item.value)
+        if isinstance(enabled, bool) and mine is not None and enabled != mine:
+            _mismatch(partial, doc, (block, "enabled"), f"{block}.enabled", enabled, block, mine,
+                      item.prov)
+
+
+def _mismatch(partial, doc, path, ds_key, ds_value, arg_name, mine, arg_prov) -> None:
+    partial.diagnostics.append(make(
+        CONFLICT, Severity.ERROR,
+        f"DeepSpeed {ds_key} = {ds_value!r} but the Trainer gets --{arg_name} {mine!r} "
+        f"({arg_prov.describe()}): transformers refuses DeepSpeed values that mismatch "
+        "TrainingArguments at start-up (integrations/deepspeed.py); set it to \"auto\" or make "
+        "them equal", doc.prov(path, ds_key), key=ds_key))
+
+
+# -- detection -------------------------------------------------------------------------------
+
+_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
+_HF_ARG = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
+                     r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
+                     r"llamafactory-cli\s+train\b|"
+                     r"(torchrun|launch|deepspeed|python3?)\b[^\n]*\.py\s+[\w./-]+\.(json|ya?ml)\s*$",
+                     re.M)
+_MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
+_YAML_KEY = re.compile(r"^(per_device_train_batch_size|gradient_accumulation_steps|"
+                       r"model_name_or_path|learning_rate|num_train_epochs|output_dir):", re.M)
+
+
+def detect(path: str, text: str) -> bool:
+    name = os.path.basename(path).lower()
+    head = text[:65536]
+    if name.endswith(_SCRIPT_EXT) or ("." not in name and head.startswith("#!")):
+        return bool(_HF_ARG.search(head)) and not any(s in head for s in _MEGATRON)
+    if name.endswith((".yaml", ".yml")):
+        if "distributed_type:" in head or re.search(r"^(finetuning_type|stage|base_model):", head,
+                                                    re.M):
+            return False
+        keys = set(_YAML_KEY.findall(head))
+        return "per_device_train_batch_size" in keys or (
+            "model_name_or_path" in keys and len(keys) >= 3)
+    if name.endswith(".json"):
+        return ('"per_device_train_batch_size"' in head and '"zero_optimization"' not in head
+                and '"train_micro_batch_size_per_gpu"' not in head)
+    return False
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def load(path: str, text: str) -> Partial:
+    name = os.path.basename(path).lower()
+    if name.endswith((".yaml", ".yml", ".json")):
+        partial, items = _load_mapping(path, text)
+        script = ""
+    else:
+        partial, items, script = _load_script(path, text)
+    if items is None:
+        return partial
+    if not items and partial.references:
+        return partial  # `python train.py args.yaml`: the arguments file holds them all
+    if script == _LLAMAFACTORY_CLI:
+        from memlint.adapters import llamafactory
+
+        llamafactory.apply_items(partial, items, path)
+        return partial
+    anchor = Provenance(path, 1, 1, None)
+    args = apply(items, partial, trainer_of(items, script), anchor)
+    check_deepspeed(partial, args, path)
+    return partial
+
+
+def mapping_items(doc, data: dict) -> list:
+    """Top-level keys of a YAML/JSON argument mapping as Items (nested values kept whole)."""
+    return [Item(str(key).replace("-", "_"), value, doc.prov((key,), str(key)))
+            for key, value in data.items()]
+
+
+def _load_mapping(path: str, text: str) -> tuple:
+    partial = Partial(source=path, fmt=FORMAT)
+    if path.lower().endswith(".json"):
+        doc = load_json(path, text, allow_comments=False)
+    else:
+        partial.suppressions = suppressions(text)
+        doc = load_yaml(path, text)
+    partial.diagnostics.extend(doc.diagnostics)
+    if doc.data is None:
+        return partial, None
+    if not isinstance(doc.data, dict):
+        partial.diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR,
+                                        "Trainer arguments must be a mapping",
+                                        Provenance(path, 1, 1, None)))
+        return partial, None
+    return partial, mapping_items(doc, doc.data)
+
+
+_ENTRY_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_LAUNCH_OPTIONS = {"nproc_per_node": "per_node", "nproc-per-node": "per_node",
+                   "num_gpus": "per_node", "num-gpus": "per_node", "nnodes": "nodes",
+                   "num_nodes": "nodes", "num-nodes": "nodes", "num_processes": "total",
+                   "num-processes": "total", "num_machines": "nodes", "num-machines": "nodes",
+                   "config_file": "config", "config-file": "config"}
+
+
+def _load_script(path: str, text: str) -> tuple:
+    """The first command that runs a Python entry point with --flags: its arguments, and the
+    launcher's process counts."""
+    from memlint.adapters import _shell
+
+    partial = Partial(source=path, fmt=FORMAT)
+    partial.suppressions = suppressions(text)
+    try:
+        script = _shell.parse(text)
+    except _shell.ShellError as exc:
+        line, column = _where(text, exc.offset)
+        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                        f"cannot read the script: {exc}",
+                                        Provenance(path, line, column, None)))
+        return partial, None, ""
+
+    def prov(offset: int, key: Optional[str] = None) -> Provenance:
+        line, column = script.where(offset)
+        return Provenance(path, line, column, key)
+
+    expander = _shell.Expander()
+    for command in script.commands:
+        words = list(command.words)
+        while words and _shell.assignment(words[0]) is not None:
+            _set_variable(expander, words.pop(0))
+        if words and _literal(words[0]) in ("export", "declare", "local", "readonly"):
+            for word in words[1:]:
+                if _shell.assignment(word) is not None:
+                    _set_variable(expander, word)
+            continue
+        fields = [(f.text, f.origin, f.unresolved) for w in words for f in expander.fields(w)]
+        entry = _entry(fields)
+        if entry is None:
+            continue
+        tail = fields[entry + 1:]
+        if not any(t.startswith("--") for t, _, _ in tail) and not (
+                tail and tail[0][0].endswith((".json", ".yaml", ".yml"))):
+            continue
+        _launcher(fields[:entry], partial, prov)
+        script_name = fields[entry][0]
+        if entry > 0 and fields[entry - 1][0] in ("llamafactory-cli", "lmf"):
+            script_name = _LLAMAFACTORY_CLI
+        if tail and tail[0][0].endswith((".json", ".yaml", ".yml")) and not tail[0][0].startswith(
+                "-"):
+            partial.references.append((tail[0][0], prov(tail[0][1], "arguments file")))
+            tail = tail[1:]
+        return partial, _argv(tail, prov), script_name
+    partial.diagnostics.append(make(
+        UNRESOLVED, Severity.INFO,
+        "no training command found (a command running a .py entry point with --flags); nothing "
+        "was read from this script", Provenance(path, 1, 1, None)))
+    return partial, None, ""
+
+
+def _where(text: str, offset: int) -> tuple:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _literal(word) -> str:
+    return "".join(s.text for s in word.segs if s.kind == "lit")
+
+
+def _set_variable(expander, word) -> None:
+    from memlint.adapters import _shell
+
+    name, append, prefix = _shell.assignment(word)
+    if word.array is not None:
+        expander.env[name] = _shell.Value(items=expander.array_value(word))
+        return
+    value = expander.assign_value(word, prefix)
+    current = expander.env.get(name)
+    if append and current is not None and current.items is None:
+        value = _shell.Value(current.text + value.text, current.origins + value.origins,
+                             current.unresolved + value.unresolved)
+    expander.env[name] = value
+
+
+_LLAMAFACTORY_CLI = "llamafactory-cli train"
+
+
+def _entry(fields: list) -> Optional[int]:
+    """Index of the training script (`train.py`), of the module after `-m` that is not a
+    launcher module, or of `train` in `llamafactory-cli train`."""
+    for index, (text, _, _) in enumerate(fields):
+        if text in ("llamafactory-cli", "lmf") and index + 1 < len(fields) and \
+                fields[index + 1][0] == "train":
+            return index + 1
+        if text.endswith(".py") and not text.startswith("-"):
+            return index
+        if text == "-m" and index + 1 < len(fields):
+            module = fields[index + 1][0]
+            if module not in _ENTRY_MODULES and not module.startswith("-"):
+                return index + 1
+    return None
+
+
+def _launcher(fields: list, partial: Partial, prov) -> None:
+    """torchrun --nproc_per_node N --nnodes M, deepspeed --num_gpus N --num_nodes M, accelerate
+    launch --num_processes N (all processes) --config_file F -> world_size."""
+    found: dict = {}
+    i = 0
+    while i < len(fields):
+        text, offset, unresolved = fields[i]
+        name, value = text.lstrip("-"), None
+        if "=" in name and text.startswith("-"):
+            name, value = name.split("=", 1)
+        elif text.startswith("--") and name in _LAUNCH_OPTIONS and i + 1 < len(fields):
+            value, unresolved = fields[i + 1][0], fields[i + 1][2]
+            i += 1
+        kind = _LAUNCH_OPTIONS.get(name)
+        if kind is not None and value is not None:
+            found[kind] = (value, prov(offset, text.split("=")[0]), unresolved)
+        i += 1
+    config = found.get("config")
+    if config is not None and not config[2]:
+        partial.references.append((config[0], config[1]))
+        partial.set_extra("hf_trainer.launcher_config", config[0], config[1])
+    total = found.get("total")
+    per_node, nodes = found.get("per_node"), found.get("nodes")
+    if total is not None and not total[2] and to_int(total[0]):
+        partial.set("world_size", to_int(total[0]), total[1])
+    elif per_node is not None and not per_node[2] and to_int(per_node[0]):
+        count = to_int(per_node[0])
+        node_count = to_int(nodes[0]) if nodes is not None and not nodes[2] else None
+        if nodes is not None and node_count is None:
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO, f"{nodes[1].key} {nodes[0]}: the node count is not "
+                "known statically; world size left unknown", nodes[1], key=nodes[1].key))
+            return
+        partial.set("world_size", count * (node_count or 1), per_node[1])
+        partial.set("gpus_per_node", count, per_node[1])
+
+
+def _argv(words: list, prov) -> list:
+    """`--name value`, `--name=value`, bare `--flag` -> Items (dashes in names become '_')."""
+    items: list = []
+    i = 0
+    while i < len(words):
+        text, offset, unresolved = words[i]
+        if not text.startswith("--"):
+            i += 1
+            continue
+        name, value = text[2:], None
+        if "=" in name:
+            name, value = name.split("=", 1)
+        elif i + 1 < len(words) and not words[i + 1][0].startswith("--"):
+            value, unresolved = words[i + 1][0], tuple(unresolved) + tuple(words[i + 1][2])
+            i += 1
+        items.append(Item(name.replace("-", "_"), value, prov(offset, text.split("=")[0]),
+                          tuple(unresolved)))
+        i += 1
+    return items

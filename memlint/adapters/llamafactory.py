@@ -1,0 +1,214 @@
+"""LLaMA-Factory training YAML (`llamafactory-cli train x.yaml`).
+
+One flat YAML holds LLaMA-Factory's own arguments (ModelArguments, DataArguments,
+FinetuningArguments) and HF `TrainingArguments`; the latter go through
+`memlint.adapters.hf_trainer.apply`. LLaMA-Factory's defaults are its own, read at
+hiyouga/LLaMA-Factory@ff6d4d12 (`src/llamafactory/hparams/*.py`, `model/adapter.py`,
+`model/loader.py`, `model/model_utils/checkpointing.py`, `hparams/parser.py`):
+- `finetuning_type` defaults to lora, `lora_rank` to 8, `lora_target` to "all" (every linear);
+- gradient checkpointing is on unless `disable_gradient_checkpointing: true`;
+- `cutoff_len` (the sequence length) defaults to 2048; `packing` defaults to on for stage pt;
+- the model is loaded with `torch_dtype="auto"` (the checkpoint's dtype, bf16 for the models in
+  the catalog); trainable parameters are then cast to fp32 unless `pure_bf16`, BAdam, or
+  ZeRO-3 without quantization (`model/adapter.py`), so a full fine-tune under `bf16: true`
+  without DeepSpeed is autocast over fp32 weights, and a LoRA run keeps the frozen base in bf16;
+- `quantization_bit` 4/8 with the default bitsandbytes method quantizes the frozen base.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from memlint.adapters import hf_trainer
+from memlint.diagnostics import INVALID_VALUE, SCHEMA_ERROR, UNRESOLVED, Severity, make
+from memlint.ir import Partial, Provenance
+from memlint.loaders import load_yaml, suppressions
+
+FORMAT = "llamafactory"
+SOURCE = "hiyouga/LLaMA-Factory@ff6d4d12"
+
+DEFAULTS = {
+    "recompute": ("full", f"{SOURCE} model_args.py: disable_gradient_checkpointing defaults to "
+                          "False, so checkpointing is on"),
+    "seq_len": (2048, f"{SOURCE} data_args.py: cutoff_len defaults to 2048"),
+    "lora_rank": (8, f"{SOURCE} finetuning_args.py: lora_rank defaults to 8"),
+}
+
+# LLaMA-Factory's optimizer switches (FinetuningArguments) -> the closest optimizer memlint
+# models, and why. GaLore / APOLLO keep moments of rank-r projections (r = 128 in the examples:
+# about r / d of AdamW's, e.g. 3% at d = 4096) and BAdam keeps them for one block of layers at a
+# time, so they are counted like Adafactor's factored states; Adam-mini keeps one second moment
+# per block, so about one moment per parameter.
+_OPTIMIZERS = (
+    ("use_muon", "muon", ""),
+    ("use_galore", "adafactor", "GaLore keeps moments of low-rank projections only; counted as "
+     "factored (Adafactor-like) optimizer states"),
+    ("use_apollo", "adafactor", "APOLLO keeps moments of low-rank projections only; counted as "
+     "factored (Adafactor-like) optimizer states"),
+    ("use_badam", "adafactor", "BAdam keeps moments for one block of layers at a time; counted "
+     "as factored (Adafactor-like) optimizer states"),
+    ("use_adam_mini", "sgd", "Adam-mini keeps the first moment and one second moment per block; "
+     "counted as one moment per parameter"),
+)
+
+_SENTINEL = re.compile(r"^(finetuning_type|stage|cutoff_len|template|lora_target|"
+                       r"quantization_bit):", re.M)
+
+
+def detect(path: str, text: str) -> bool:
+    if not os.path.basename(path).lower().endswith((".yaml", ".yml")):
+        return False
+    head = text[:65536]
+    if "distributed_type:" in head or re.search(r"^base_model:", head, re.M):
+        return False
+    found = set(_SENTINEL.findall(head))
+    return ("finetuning_type" in found or "cutoff_len" in found
+            or ("stage" in found and "template" in found)) and bool(
+        re.search(r"^model_name_or_path:", head, re.M))
+
+
+def load(path: str, text: str) -> Partial:
+    partial = Partial(source=path, fmt=FORMAT)
+    partial.suppressions = suppressions(text)
+    doc = load_yaml(path, text)
+    partial.diagnostics.extend(doc.diagnostics)
+    if doc.data is None:
+        return partial
+    if not isinstance(doc.data, dict):
+        partial.diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR,
+                                        "a LLaMA-Factory config must be a mapping",
+                                        Provenance(path, 1, 1, None)))
+        return partial
+    apply_items(partial, hf_trainer.mapping_items(doc, doc.data), path)
+    return partial
+
+
+def apply_items(partial: Partial, items: list, path: str) -> None:
+    """LLaMA-Factory's arguments (from its YAML, or `llamafactory-cli train --flags`)."""
+    by_name = {item.name: item for item in items}
+    data = {item.name: item.value for item in items}
+    anchor = Provenance(path, 1, 1, None)
+    notes: list = []
+
+    def given(name: str):
+        return by_name.get(name)
+
+    def truth(name: str, default: bool = False) -> bool:
+        item = given(name)
+        value = hf_trainer.to_bool(item.value) if item is not None else None
+        return default if value is None else value
+
+    stage = str(data.get("stage") or "sft").strip().lower()
+    method_item = given("finetuning_type")
+    method = str(method_item.value).strip().lower() if method_item is not None else "lora"
+    if method_item is None:
+        notes.append(f"finetuning_type lora ({SOURCE} finetuning_args.py default)")
+    if method not in ("lora", "oft", "freeze", "full"):
+        partial.diagnostics.append(make(INVALID_VALUE, Severity.WARNING,
+                                        f"finetuning_type {method!r}: LLaMA-Factory accepts lora, "
+                                        "oft, freeze or full", method_item.prov,
+                                        key="finetuning_type"))
+        method = "full"
+    lora = method in ("lora", "oft")
+    quant_item = given("quantization_bit")
+    quant_bits = hf_trainer.to_int(quant_item.value) if quant_item is not None else None
+    deepspeed = given("deepspeed")
+    zero3 = deepspeed is not None and "3" in os.path.basename(str(deepspeed.value))
+
+    if lora:
+        if method == "oft":
+            rank_item = given("oft_rank")
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO, "OFT adapters are counted as LoRA adapters of the same "
+                "rank (both are small next to the frozen base)", method_item.prov,
+                key="finetuning_type"))
+        else:
+            rank_item = given("lora_rank")
+        rank = hf_trainer.to_int(rank_item.value) if rank_item is not None else None
+        if rank is None or rank < 1:
+            rank = DEFAULTS["lora_rank"][0] if method == "lora" else 8
+            notes.append(f"{method}_rank {rank} ({DEFAULTS['lora_rank'][1]})")
+            partial.set("lora_rank", rank, method_item.prov if method_item else anchor)
+        else:
+            partial.set("lora_rank", rank, rank_item.prov)
+        target = given("lora_target")
+        text_target = str(target.value).lower() if target is not None else "all"
+        partial.set("lora_targets", "all-linear" if ("all" in text_target or "gate" in text_target
+                                                     or "up_proj" in text_target) else "qkvo",
+                    target.prov if target is not None else anchor)
+        if target is None:
+            notes.append(f"lora_target all ({SOURCE} finetuning_args.py default)")
+        dropout = given("lora_dropout")
+        if dropout is not None:
+            try:
+                partial.set("lora_dropout", float(dropout.value), dropout.prov)
+            except (TypeError, ValueError):
+                pass
+    elif method == "freeze":
+        layers = given("freeze_trainable_layers")
+        partial.set("train_base", False, method_item.prov)
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"freeze tuning trains only {layers.value if layers else 2} layer(s): memlint counts "
+            "the base as frozen, without those layers' gradients and optimizer states",
+            method_item.prov, key="finetuning_type"))
+
+    if quant_bits is not None:
+        quant_method = str(data.get("quantization_method", "bnb")).strip().lower()
+        if quant_method in ("bnb", "bitsandbytes") and quant_bits in (4, 8):
+            partial.set("base_quant", "nf4" if quant_bits == 4 else "int8", quant_item.prov)
+        else:
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"quantization_bit {quant_bits} with {quant_method}: memlint counts bitsandbytes "
+                "4/8-bit bases only; the base is counted in its loaded dtype", quant_item.prov,
+                key="quantization_bit"))
+
+    # The dtype LLaMA-Factory's trainable parameters end up in (model/adapter.py)
+    pure = truth("pure_bf16") or truth("use_badam")
+    if lora:
+        loaded = "bf16"   # torch_dtype="auto": the frozen base stays in the checkpoint's dtype
+        notes.append("base weights loaded in the checkpoint's dtype, taken as bf16 "
+                     f"({SOURCE} model/loader.py torch_dtype='auto')")
+    elif pure or (zero3 and quant_bits is None):
+        loaded = "bf16"
+    else:
+        loaded = "fp32"   # trainable parameters upcast to float32
+    if not truth("disable_gradient_checkpointing") and "gradient_checkpointing" not in by_name:
+        items.append(hf_trainer.Item("gradient_checkpointing", True, anchor))
+        notes.append(DEFAULTS["recompute"][1].replace("checkpointing is on",
+                                                      "gradient checkpointing on"))
+    elif truth("disable_gradient_checkpointing"):
+        items.append(hf_trainer.Item("gradient_checkpointing", False,
+                                     given("disable_gradient_checkpointing").prov))
+    if "cutoff_len" not in by_name:
+        notes.append(f"cutoff_len {DEFAULTS['seq_len'][0]} ({DEFAULTS['seq_len'][1]})")
+    hf_trainer.apply(items, partial, "llamafactory", anchor,
+                     defaults=dict(DEFAULTS, dtype=(loaded, "LLaMA-Factory"),
+                                   precision=("fp32", "transformers TrainingArguments: bf16 and "
+                                              "fp16 default to False")),
+                     loaded_dtype=loaded, lora=lora, assumed=notes)
+    for flag, optimizer, why in _OPTIMIZERS:
+        if truth(flag):
+            partial.set("optimizer", optimizer, given(flag).prov)
+            partial.settings.pop("optimizer_impl", None)
+            if why:
+                partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, f"{flag}: {why}",
+                                                given(flag).prov, key=flag))
+            break
+    if truth("use_unsloth_gc"):
+        partial.set("offload_activations", True, given("use_unsloth_gc").prov)
+    if stage in ("dpo", "kto", "ppo") and not lora:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"stage {stage} with a full fine-tune keeps a frozen reference model: its weights "
+            "are not counted", given("stage").prov if given("stage") else anchor, key="stage"))
+    elif stage in ("ppo",):
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, "stage ppo also holds a reward model and a value head: "
+            "not counted", given("stage").prov if given("stage") else anchor, key="stage"))
+    packing = given("packing")
+    partial.set_extra("hf_trainer.packing",
+                      truth("packing") if packing is not None else stage == "pt",
+                      packing.prov if packing is not None else anchor)
+    hf_trainer.check_deepspeed(partial, {i.name: i for i in items}, path)

@@ -1,0 +1,409 @@
+"""memlint's library pipeline and public Python API.
+
+One pipeline serves every caller: files -> runs (`memlint.runs`) -> Scenario -> Estimate -> rules
+-> Diagnostics. `memlint check` and `memlint estimate` call `check_paths` and `estimate_paths`;
+from Python the same is `memlint.check` and `memlint.estimate`:
+
+    import memlint
+
+    result = memlint.check(["configs/ds_config.json"], model="llama3-8b", world_size=64)
+    result.exit_code            # 0, 1 (findings at or above fail_on) or 2 (memlint failed)
+    for d in result.diagnostics:
+        print(d.path, d.line, d.code, d.message)
+
+    est = memlint.estimate(model="llama3-8b", world_size=8, tp=2, seq_len=8192)
+    est.peak_bytes, est.fits, [s.total_bytes for s in est.stages]
+
+Scenario keys (DESIGN.md) are keyword arguments; a dotted key (`model.hidden_size`,
+`runtime.allocator_fraction`) goes in `settings={...}`. The product decisions live here, not in
+the CLI: no memory verdict when ZeRO/FSDP shard over a world size nobody gave, and none for a
+config.json alone (a model, not a run); a model named on the command line that cannot be found is
+a usage error (exit 2) in every command, like a missing file.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping, Optional
+
+from memlint import engine
+from memlint.config import config_for
+from memlint.diagnostics import INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make
+from memlint.engine import ConfigError, LintConfig
+from memlint.errors import MemlintError, UsageError
+from memlint.ir import Provenance
+from memlint.loaders import MAX_FILE_BYTES
+from memlint.rules import make_internal, registry
+from memlint.runs import Planner, Run, default_paths, expand, file_anchor
+from memlint.scenario import build, overrides_partial
+
+MODEL_ONLY_FORMATS = ("hf_config", "preset")
+
+
+@dataclass
+class Options:
+    """How to check, besides the files: what the command line (or an API caller) gives."""
+
+    model: Optional[str] = None
+    assignments: tuple = ()             # "key=value" scenario keys (--set, --world-size, --gpu)
+    select: tuple = ()                  # () : [tool.memlint] select (or every stable rule)
+    extend_select: tuple = ()
+    ignore: tuple = ()
+    fail_on: Optional[Severity] = None  # None: [tool.memlint] fail-on (default error)
+    max_bytes: int = MAX_FILE_BYTES
+    allow_outside_root: bool = False
+    skip_unknown: bool = False          # files no adapter reads are skipped, not warned about
+    hub: Optional[bool] = None          # True: a Hub model id may be fetched (config.json only)
+    lenient: bool = True                # check: no memory verdict on a partial run description
+
+
+@dataclass
+class CheckResult:
+    """What a check found: diagnostics (sorted per run), estimates, and the exit code."""
+
+    diagnostics: list = field(default_factory=list)
+    estimates: list = field(default_factory=list)
+    fail_on: Severity = Severity.ERROR
+    registry: object = None
+
+    @property
+    def exit_code(self) -> int:
+        return engine.exit_code(self.diagnostics, self.fail_on)
+
+    @property
+    def internal_error(self):
+        return next((d for d in self.diagnostics if d.data.get("internal")), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+
+
+def lint_config(options: Options, start: str) -> LintConfig:
+    """[tool.memlint] governing `start`, with the command line's selection on top."""
+    config = config_for(start)
+    config = replace(config,
+                     extend_select=tuple(config.extend_select) + tuple(options.extend_select),
+                     ignore=tuple(config.ignore) + tuple(options.ignore),
+                     allow_outside_root=config.allow_outside_root or options.allow_outside_root)
+    if options.select:
+        config.select = tuple(options.select)
+    if options.fail_on is not None:
+        config.fail_on = options.fail_on
+    return config
+
+
+def validate(config: LintConfig, reg) -> None:
+    try:
+        engine.validate_config(config, reg)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def command_line_partial(options: Options):
+    try:
+        return overrides_partial(list(options.assignments), options.model)
+    except ValueError as exc:
+        raise UsageError(f"--set: {exc}") from None
+
+
+def _project_assumptions(config: LintConfig) -> list:
+    """[tool.memlint.assumptions] (runtime assumptions fitted by `compare`), as a Partial."""
+    from memlint.config import assumptions_partial
+
+    project = assumptions_partial(config)
+    return [project] if project else []
+
+
+def _usage_problems(diagnostics: list) -> None:
+    """A model named on the command line (--model, --set model=) that is no config.json and no
+    preset: memlint cannot do its job, as with a missing file (exit 2 in every command). A bad
+    value stays a finding (exit 1), wherever it was set."""
+    for d in diagnostics:
+        if (d.severity >= Severity.WARNING and d.code in (INVALID_VALUE[0], MISSING_MODEL[0])
+                and d.path is None and d.key in ("--model", "--set model")):
+            raise UsageError(d.message)
+
+
+# ---------------------------------------------------------------------------------------------
+# One run
+
+
+def run_pipeline(run: Run, options: Options, reg):
+    """partials -> Scenario -> Estimate (with a model) -> engine: (diagnostics, estimate)."""
+    partials = run.partials
+    all_partials = list(partials) + _project_assumptions(run.config) + [
+        command_line_partial(options)]
+    scenario, pre = build(all_partials, base_dir=os.getcwd(),
+                          allow_outside_root=run.config.allow_outside_root,
+                          max_bytes=options.max_bytes, hub=options.hub)
+    _usage_problems(pre)
+    anchor = run.anchor
+    estimate = None
+    model = scenario.model
+    parse_failed = any(d.code == "ML001" and d.severity == Severity.ERROR for d in pre)
+    if options.skip_unknown and all(p.fmt == "unknown" for p in partials):
+        return [], None
+    if model is None and not parse_failed:
+        pre.append(make(MISSING_MODEL, Severity.INFO,
+                        "no memory estimate: no model (give --model PATH|PRESET, or model = "
+                        "... in a memlint.toml)", anchor))
+    elif model is not None and (model.config or model.total_params):
+        pre.extend(_model_type_warnings(scenario))
+        if options.lenient and _world_unknown(scenario):
+            # ZeRO / FSDP shard over the data-parallel size: without the world size the per-GPU
+            # states are unknowable, and assuming one GPU would be a false alarm.
+            pre.append(make(MISSING_MODEL, Severity.INFO,
+                            "no memory check: ZeRO/FSDP shard the model over the data-parallel "
+                            "size, and the world size is not given (give --world-size N, or "
+                            "world_size in a memlint.toml / [tool.memlint])",
+                            scenario.where("zero") or scenario.where("fsdp") or anchor))
+        elif options.lenient and not _describes_run(partials, options):
+            pre.extend(_model_config_errors(scenario, anchor))
+            # A config.json alone describes a model, not a training run: the defaults (one GPU,
+            # no parallelism) would make every large model "not fit", a false alarm.
+            pre.append(make(MISSING_MODEL, Severity.INFO,
+                            "no memory check: this file describes a model, not a training run "
+                            "(lint it together with the run's config, e.g. in a memlint.toml "
+                            "`files = [...]`, or give the run with --set tp=... world_size=...)",
+                            anchor))
+        else:
+            estimate, problem = _estimate(scenario, anchor)
+            if problem is not None:
+                pre.append(problem)
+    if options.skip_unknown:
+        pre = [d for d in pre if not (d.code == "ML001" and d.severity < Severity.ERROR
+                                      and "which config format" in d.message)]
+    formats = tuple(p.fmt for p in partials)
+    suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
+    diagnostics = engine.lint(scenario, estimate, run.config, reg, pre, suppressions, formats,
+                              anchor=anchor)
+    return diagnostics, estimate
+
+
+def _world_unknown(scenario) -> bool:
+    """True when the per-GPU states depend on a data-parallel size nobody gave."""
+    par = scenario.parallelism
+    if par.world_size is not None or par.dp is not None:
+        return False
+    if par.fsdp != "none" and par.dp_shard not in (None, -1):
+        return False
+    return par.zero > 0 or par.fsdp != "none"
+
+
+def _describes_run(partials: list, options: Options) -> bool:
+    """True when some source says how the model is trained (not only what it is)."""
+    if any(p.fmt not in MODEL_ONLY_FORMATS for p in partials):
+        return True
+    return any(not a.split("=", 1)[0].strip().startswith("model") for a in options.assignments)
+
+
+def _model_config_errors(scenario, anchor) -> list:
+    """A model config that cannot be read (missing or bad key) is an error at that key."""
+    from memlint.memory.params import ConfigError as ModelConfigError, architecture
+
+    try:
+        architecture(scenario.model.config)
+    except ModelConfigError as exc:
+        key = f"model.{exc.key}"
+        unknown = _unresolved(scenario, key)
+        if unknown is not None:
+            return [unknown]
+        prov = scenario.where(key) or scenario.where("model") or anchor
+        return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key)]
+    return []
+
+
+def _unresolved(scenario, key: str):
+    """A required value that a script computes when it runs (`--num-layers $1`): no estimate,
+    said as info; it is not missing from a valid script."""
+    found = scenario.extra.get(f"unresolved.{key}")
+    if found is None:
+        return None
+    return make(MISSING_MODEL, Severity.INFO,
+                f"no memory estimate: {key} is {found.value!r}, known only when the script runs "
+                f"(give `--set {key}=N` to check it)", found.prov, key=key)
+
+
+def _model_type_warnings(scenario) -> list:
+    """ML008: a model_type memlint does not count exactly is read through the generic keys."""
+    from memlint.memory.params import ConfigError as ModelConfigError, architecture
+
+    try:
+        arch = architecture(scenario.model.config)
+    except ModelConfigError:
+        return []  # the estimate reports it, at the key
+    if getattr(arch, "known", True):
+        return []
+    key = "model.model_type" if scenario.where("model.model_type") else "model"
+    return [make(UNKNOWN_MODEL_TYPE, Severity.WARNING,
+                 f"model_type {arch.model_type!r} is not one memlint counts exactly: parameters "
+                 "are read through the generic llama-style keys (hidden_size, "
+                 "num_hidden_layers, intermediate_size, ...), so counts may be approximate",
+                 scenario.where(key), key=key)]
+
+
+def _estimate(scenario, anchor):
+    try:
+        from memlint.memory.estimate import EstimateError, estimate
+    except ImportError as exc:
+        return None, make(MISSING_MODEL, Severity.INFO,
+                          f"no memory estimate: the memory model is not available ({exc})", anchor)
+    from memlint.memory.params import ConfigError as ModelConfigError
+
+    try:
+        return estimate(scenario), None
+    except (EstimateError, ModelConfigError) as exc:
+        key = getattr(exc, "key", None) or "model"
+        if isinstance(exc, ModelConfigError) and not key.startswith("model"):
+            key = f"model.{key}"
+        unknown = _unresolved(scenario, key)
+        if unknown is not None:
+            return None, unknown
+        prov = scenario.where(key) or scenario.where("model") or anchor
+        if getattr(exc, "severity", "error") == "warning":
+            # a valid model memlint does not count (the adapter already warned where it is)
+            return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
+                              prov, key=key)
+        return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
+                          key=key)
+    except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
+        failure = make_internal(f"the memory model failed: {type(exc).__name__}: {exc}", anchor)
+        failure.data["traceback"] = traceback.format_exc()
+        return None, failure
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
+    """`memlint check`: every run the given files (or directories) belong to, linted."""
+    reg = registry()
+    cwd = os.getcwd()
+    paths = list(paths) or default_paths(lint_config(options, cwd), cwd)
+    files = expand(paths, options.max_bytes)
+    planner = Planner(options.max_bytes, options.allow_outside_root,
+                      config_of=lambda path: lint_config(options, path))
+    runs = planner.plan(files)
+    diagnostics, estimates = list(reg.diagnostics), []
+    fail_on = None
+    seen = set()
+    for run in runs:
+        validate(run.config, reg)
+        fail_on = run.config.fail_on if fail_on is None else min(fail_on, run.config.fail_on)
+        found, estimate = run_pipeline(run, options, reg)
+        for d in found:
+            identity = (d.code, d.message, d.path, d.line, d.column)
+            if identity not in seen:   # a file shared by two runs: one report per finding
+                seen.add(identity)
+                diagnostics.append(d)
+        if estimate is not None:
+            estimates.append(estimate)
+    return CheckResult(diagnostics, estimates,
+                       fail_on or lint_config(options, cwd).fail_on, reg)
+
+
+def one_run(paths: Iterable[str], options: Options) -> Run:
+    """All the files describe one run, as given (no discovery): estimate, fit."""
+    paths = list(paths)
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise UsageError(f"{path}: is a directory (give the config files)")
+    config = lint_config(options, paths[0] if paths else os.getcwd())
+    planner = Planner(options.max_bytes, options.allow_outside_root,
+                      config_of=lambda path: config)
+    partials = planner.load(paths, config)
+    anchor = file_anchor(partials[-1]) if partials else Provenance(None, None, None, None)
+    return Run(paths[0] if paths else "<command line>", partials, config, anchor)
+
+
+def scenario_of(paths: Iterable[str], options: Options):
+    """(Scenario, LintConfig) of the one run the files and options describe; an error in it, or
+    no model, raises UsageError (the commands that need a scenario to search on: fit)."""
+    run = one_run(paths, options)
+    partials = run.partials + _project_assumptions(run.config) + [command_line_partial(options)]
+    scenario, diagnostics = build(partials, base_dir=os.getcwd(),
+                                  allow_outside_root=run.config.allow_outside_root,
+                                  max_bytes=options.max_bytes, hub=options.hub)
+    errors = [d for d in diagnostics if d.severity >= Severity.ERROR]
+    if errors:
+        first = errors[0]
+        where = f"{first.path}:{first.line}: " if first.path and first.line else (
+            f"{first.path}: " if first.path else "")
+        raise UsageError(f"{where}{first.message}")
+    if scenario.model is None:
+        raise UsageError("no model: give --model PATH|PRESET or config files that name one")
+    return scenario, run.config
+
+
+def estimate_paths(paths: Iterable[str], options: Options) -> CheckResult:
+    """`memlint estimate`: all the files describe one run (no discovery); one estimate."""
+    reg = registry()
+    paths = list(paths)
+    if not paths and not options.model and not any(
+            a.strip().startswith("model") for a in options.assignments):
+        raise UsageError("estimate needs a model: give --model PATH|PRESET or config files")
+    run = one_run(paths, options)
+    validate(run.config, reg)
+    config = run.config
+    diagnostics, estimate = run_pipeline(run, replace(options, lenient=False), reg)
+    return CheckResult(diagnostics, [estimate] if estimate is not None else [], config.fail_on,
+                       reg)
+
+
+# ---------------------------------------------------------------------------------------------
+# The public API
+
+
+def _options(model, settings, select, ignore, fail_on, scenario) -> Options:
+    assignments = []
+    for key, value in list(dict(settings or {}).items()) + list(scenario.items()):
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (list, tuple, dict)):
+            import json
+
+            value = json.dumps(value)
+        assignments.append(f"{key}={value}")
+    return Options(model=model, assignments=tuple(sorted(assignments)),
+                   select=tuple(select or ()), ignore=tuple(ignore or ()),
+                   fail_on=Severity.parse(fail_on) if isinstance(fail_on, str) else fail_on)
+
+
+def check(paths: Iterable[str] = (), *, model: Optional[str] = None,
+          settings: Optional[Mapping[str, object]] = None, select: Iterable[str] = (),
+          ignore: Iterable[str] = (), fail_on=None, **scenario) -> CheckResult:
+    """Lint config files (or directories) as `memlint check` does, from Python.
+
+    `model` is a config.json path or a preset name; other scenario keys are keyword arguments
+    (`world_size=64, gpu="H100-80GB"`) or, when dotted, entries of `settings`. Raises
+    MemlintError for what the CLI reports with exit 2 (a missing file, an unusable model).
+    """
+    try:
+        return check_paths(list(paths), _options(model, settings, select, ignore, fail_on,
+                                                 scenario))
+    except (UsageError, ConfigError) as exc:
+        raise MemlintError(str(exc)) from None
+
+
+def estimate(paths: Iterable[str] = (), *, model: Optional[str] = None,
+             settings: Optional[Mapping[str, object]] = None, **scenario):
+    """The per-GPU memory Estimate of one run (`memlint estimate`), from Python.
+
+    Returns a memlint.memory Estimate: `.peak_bytes`, `.fits`, `.stages` (each with `.terms`,
+    every term a named formula with its inputs and source). Raises MemlintError when no estimate
+    can be made (no model, a config the memory model cannot read).
+    """
+    try:
+        result = estimate_paths(list(paths), _options(model, settings, (), (), None, scenario))
+    except (UsageError, ConfigError) as exc:
+        raise MemlintError(str(exc)) from None
+    if not result.estimates:
+        reasons = "; ".join(d.message for d in result.diagnostics
+                            if d.severity == Severity.ERROR or d.code == "ML006")
+        raise MemlintError(f"no memory estimate could be made: {reasons or 'see diagnostics'}")
+    return result.estimates[0]

@@ -1,0 +1,67 @@
+"""The values a memory verdict rests on, and where each came from (issue 14, "no silent defaults").
+
+An OOM or fit verdict depends on six inputs besides the model: seq_len, micro_batch, world_size,
+recompute, precision and the GPU. `verdict_inputs(scenario, topo)` names, for each, the value the
+estimate used and its source: `file:line` when a config file gave it, `--set KEY` / `--model`
+from the command line, a framework's own default as its adapter recorded it (e.g. "axolotl default
+512"), or `default` when nothing gave it and memlint's own default applied. `assumed()` keeps the
+ones no file gave; reporters print them and the memory rules say when a verdict rests on one.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+VERDICT_KEYS = ("seq_len", "micro_batch", "world_size", "recompute", "precision", "gpu")
+DEFAULT = "default"
+
+
+def source_of(prov) -> Optional[str]:
+    """'default', '--set KEY', '<framework> default ...', or None when a file gave the value."""
+    if prov is None:
+        return DEFAULT
+    key = prov.key or ""
+    if prov.file is None:
+        return key or "command line"
+    if "default" in key:
+        return f"{key} in {prov.file}"
+    if prov.line is None and prov.file.startswith("preset:"):
+        return prov.file
+    return None
+
+
+def _gpu_prov(scenario):
+    for key in ("gpu", "gpu_memory"):
+        prov = scenario.where(key)
+        if prov is not None:
+            return prov
+    return None
+
+
+def verdict_inputs(scenario, topo) -> list:
+    """[(key, value, source or None, prov)] for every verdict key, in VERDICT_KEYS order."""
+    tr, par, hw = scenario.training, scenario.parallelism, scenario.hardware
+    out = []
+    for key in VERDICT_KEYS:
+        if key == "gpu":
+            prov = _gpu_prov(scenario)
+            value = hw.gpu
+        elif key == "world_size":
+            prov = scenario.where("world_size") or scenario.where("dp")
+            value = par.world_size or topo.world
+            assumed = scenario.extra.get("world_size.assumed")
+            if prov is not None and assumed is not None and assumed.value:
+                out.append((key, value, f"assumed by the launcher reader ({prov.describe()})",
+                            prov))
+                continue
+        else:
+            prov = scenario.where(key)
+            value = getattr(tr, key)
+        out.append((key, value, source_of(prov), prov))
+    return out
+
+
+def assumed(scenario, topo) -> tuple:
+    """The verdict inputs no file gave: ({"key", "value", "source"}, ...) for the JSON output."""
+    return tuple({"key": key, "value": value, "source": source}
+                 for key, value, source, _prov in verdict_inputs(scenario, topo)
+                 if source is not None)

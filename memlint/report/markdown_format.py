@@ -1,0 +1,90 @@
+"""`--format markdown`: GitHub-flavoured Markdown for job summaries and pull-request comments.
+
+A headline with the counts, the diagnostics as a table (location, severity, rule linked to its
+page, message), then per estimate the per-stage memory table: the same grouping into weights,
+gradients, optimizer, activations and other as the text report, with the share of the GPU.
+"""
+from __future__ import annotations
+
+from memlint.diagnostics import Severity
+from memlint.report import location
+from memlint.report.text_format import grouped
+from memlint.units import UNITS, fmt
+
+_MARK = {"error": "🔴 error", "warning": "🟡 warning", "info": "🔵 info"}
+
+
+def _cell(text) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _rule(d, report) -> str:
+    from memlint.rules import help_uri
+
+    rule = report.registry.get(d.code) if report.registry is not None else None
+    uri = help_uri(rule) if rule is not None else None
+    label = f"{d.code} `{d.rule}`"
+    return f"[{d.code}]({uri}) `{d.rule}`" if uri else label
+
+
+def _where(d, report) -> str:
+    return f"`{_cell(location(d, report, 'command line'))}`"
+
+
+def headline(report) -> str:
+    counts = {label: 0 for label in ("error", "warning", "info")}
+    for d in report.diagnostics:
+        counts[d.severity.label] += 1
+    fail_on = report.fail_on if report.fail_on is not None else Severity.ERROR
+    failing = any(d.severity >= fail_on for d in report.diagnostics)
+    parts = [f"{n} {label}{'s' if n != 1 and label != 'info' else ''}"
+             for label, n in counts.items() if n]
+    verdict = "❌ fails" if failing else "✅ passes"
+    return (f"## memlint {verdict}: " + (", ".join(parts) if parts else "no problems found")
+            + "\n")
+
+
+def diagnostics_table(report) -> list:
+    if not report.diagnostics:
+        return []
+    lines = ["| where | severity | rule | message |", "| --- | --- | --- | --- |"]
+    for d in report.diagnostics:
+        lines.append(f"| {_where(d, report)} | {_MARK[d.severity.label]} | {_rule(d, report)} | "
+                     f"{_cell(d.message)} |")
+    return lines + [""]
+
+
+def estimate_table(estimate, report) -> list:
+    units = report.units
+    capacity = estimate.capacity_bytes
+    sources = ", ".join(f"`{report.path(s) or s}`" for s in estimate.sources) or "command line"
+    fits = "✅ fits" if estimate.peak_bytes <= capacity else "❌ does not fit"
+    lines = [f"### Memory per GPU: {sources}", "",
+             f"{fits}: peak **{fmt(estimate.peak_bytes, units, 2)}** of "
+             f"{fmt(capacity, units, 2)} on {estimate.gpu_name} ({estimate.profile} profile).", "",
+             f"| stage | layers | phase | weights | gradients | optimizer | activations | other "
+             f"| total ({units}) | of GPU |",
+             "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    scale = UNITS[units]
+    for stage in sorted(estimate.stages, key=lambda s: s.stage):
+        g = grouped(stage)
+        share = stage.total_bytes / capacity if capacity else 0.0
+        total = f"{stage.total_bytes / scale:.2f}"
+        if stage.total_bytes > capacity:
+            total = f"**{total}**"
+        cells = [f"{g[name] / scale:.2f}" for name in ("weights", "gradients", "optimizer",
+                                                        "activations", "other")]
+        lines.append(f"| {stage.stage} | {stage.layers} | {stage.phase} | "
+                     + " | ".join(cells) + f" | {total} | {share:.0%} |")
+    return lines + [""]
+
+
+def render(report) -> str:
+    lines = [headline(report)]
+    lines += diagnostics_table(report)
+    if not report.quiet:
+        for estimate in report.estimates:
+            lines += estimate_table(estimate, report)
+    lines.append("<sub>memlint: per-GPU memory estimated from the configs; `memlint estimate "
+                 "--explain` shows every term.</sub>")
+    return "\n".join(lines).rstrip() + "\n"

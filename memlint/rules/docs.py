@@ -1,0 +1,164 @@
+"""Rule documentation pages, rendered from the rules' docstrings (one text, never written twice).
+
+`docs/rules/<CODE>.md` is one page per rule (reserved ML0xx codes included) and
+`docs/rules/README.md` the index; `memlint explain`, SARIF `help.markdown` and `helpUri` all point
+at or carry the same text. Regenerate the pages after changing a rule's docstring:
+
+    python -m memlint.rules.docs docs/rules
+
+tests/test_rule_docs.py fails while the pages in the repository are not current.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+from memlint.rules.base import DOC_SECTIONS, Rule
+
+DOCS_DIR = "docs/rules"
+INDEX = "README.md"
+_FAMILIES = {"ML0": "Reading the configs", "ML1": "Memory", "ML2": "Topology",
+             "ML3": "DeepSpeed", "ML4": "Megatron-LM", "ML5": "FSDP and parallel layouts",
+             "ML6": "Strategy (what to change to fit or go faster)"}
+_FENCE = {".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "bash",
+          ".slurm": "bash", ".args": "text", ".txt": "text", ".py": "python"}
+
+
+def page_name(rule: Rule) -> str:
+    return f"{rule.code}.md"
+
+
+def _example(text: str) -> str:
+    """The Example section: `Bad (file.ext; args):` heads keep, indented blocks become fences."""
+    out, block, fence = [], [], "text"
+
+    def flush():
+        if block:
+            body = textwrap.dedent("\n".join(block)).strip("\n")
+            out.extend([f"```{fence}", body, "```", ""])
+            block.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if line.startswith((" ", "\t")) and (block or stripped):
+            block.append(line)
+            continue
+        if not stripped:
+            if block:
+                block.append("")
+            continue
+        flush()
+        if stripped.endswith(":") and "(" in stripped:
+            name = stripped[stripped.index("(") + 1:].split(";")[0].split(")")[0].strip()
+            fence = _FENCE.get(os.path.splitext(name)[1].lower(), "text")
+        out.extend([stripped, ""])
+    flush()
+    return "\n".join(out).strip() + "\n"
+
+
+def _body(text: str) -> str:
+    """A section's text: its first line is already stripped, the rest keep the docstring's
+    indentation, which is removed here."""
+    first, *rest = text.splitlines() or [""]
+    return "\n".join([first] + textwrap.dedent("\n".join(rest)).splitlines()).strip("\n")
+
+
+def markdown_page(rule: Rule) -> str:
+    """One rule's page: title, metadata, summary, then the four documented sections."""
+    sections = rule.sections()
+    flags = [f"default severity **{rule.severity.label}**"]
+    if getattr(rule, "preview", False):
+        flags.append("preview (off unless selected by code or name)")
+    if getattr(rule, "formats", ()):
+        flags.append("applies to " + ", ".join(f"`{f}`" for f in rule.formats) + " configs")
+    lines = [f"# {rule.code} `{rule.name}`", "", "; ".join(flags).capitalize() + ".", ""]
+    summary = _body(sections.get("summary", "")).strip()
+    if summary:
+        lines += [summary, ""]
+    for title in DOC_SECTIONS:
+        body = sections.get(title)
+        if not body:
+            continue
+        lines += [f"## {title}", ""]
+        if title == "Example":
+            lines.append(_example(_body(body)))
+        else:
+            lines += [_body(body).strip(), ""]
+    options = dict(getattr(rule, "options", {}) or {})
+    if options:
+        lines += ["## Options", "", "| option | type | default |", "| --- | --- | --- |"]
+        for name, (kind, default) in options.items():
+            lines.append(f"| `{name}` | {kind.__name__} | `{default!r}` |")
+        lines += ["", f"Set in pyproject.toml: `[tool.memlint.options.{rule.name}]`.", ""]
+    lines += ["---", "", f"Select or ignore it as `{rule.code}`, `{rule.name}` or its family "
+              f"`{rule.code[:3]}`; silence one line with `# memlint: disable={rule.code}`. "
+              "[All rules](README.md).", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def index_page(rules) -> str:
+    lines = ["# memlint rules", "",
+             "Generated from the rules' docstrings by `python -m memlint.rules.docs docs/rules`; "
+             "`memlint rules` lists the same, `memlint explain CODE` prints a page.", ""]
+    family = None
+    for rule in sorted(rules, key=lambda r: r.code):
+        if rule.code[:3] != family:
+            family = rule.code[:3]
+            lines += ["", f"## {family}xx: {_FAMILIES.get(family, 'Plugins')}", "",
+                      "| code | name | severity | what it checks |", "| --- | --- | --- | --- |"]
+        summary = (rule.sections().get("summary") or "").strip().splitlines()
+        text = summary[0] if summary else ""
+        preview = " (preview)" if getattr(rule, "preview", False) else ""
+        lines.append(f"| [{rule.code}]({page_name(rule)}) | `{rule.name}` | "
+                     f"{rule.severity.label}{preview} | {text.replace('|', '/')} |")
+    return "\n".join(lines).replace("\n\n\n", "\n\n").rstrip() + "\n"
+
+
+def pages(rules) -> dict:
+    """File name -> content, for every built-in rule and the index."""
+    rules = list(rules)
+    out = {page_name(rule): markdown_page(rule) for rule in rules}
+    out[INDEX] = index_page(rules)
+    return out
+
+
+def builtin_rules() -> list:
+    """The built-in rules only (an installed plugin must not change the repository's docs)."""
+    from memlint.rules import registry
+
+    return list(registry(plugins=False))
+
+
+def write(directory: str) -> list:
+    """Write the pages; remove stale ML*.md pages. Returns the files changed."""
+    os.makedirs(directory, exist_ok=True)
+    wanted = pages(builtin_rules())
+    changed = []
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("ML") and name.endswith(".md") and name not in wanted:
+            os.remove(os.path.join(directory, name))
+            changed.append(name)
+    for name, text in wanted.items():
+        path = os.path.join(directory, name)
+        current = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                current = handle.read()
+        if current != text:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            changed.append(name)
+    return changed
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    directory = argv[0] if argv else DOCS_DIR
+    for name in write(directory):
+        print(f"wrote {os.path.join(directory, name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""axolotl adapter: every memory-relevant key of real axolotl examples (../shared/fixtures-real/
+axolotl, SOURCES.md there), mapped as axolotl-ai-cloud/axolotl@067b021 does."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from memlint.adapters import axolotl
+from memlint.adapters.registry import load_with_references
+from memlint.diagnostics import Severity
+from memlint.memory.estimate import estimate
+from memlint.scenario import build, overrides_partial
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REAL = os.path.join(ROOT, "..", "shared", "fixtures-real")
+AXO = os.path.join(REAL, "axolotl")
+HF = os.path.join(REAL, "hf-configs")
+needs_real = pytest.mark.skipif(not os.path.isdir(AXO), reason="../shared/fixtures-real absent")
+
+
+def real(name):
+    return os.path.join(AXO, f"axolotl__examples-{name}")
+
+
+def load(path):
+    return axolotl.load(path, open(path, encoding="utf-8").read())
+
+
+def values(partial):
+    return {k: s.value for k, s in partial.settings.items()}
+
+
+def line_of(partial, key):
+    return partial.settings[key].prov.line
+
+
+@needs_real
+def test_bf16_weights_train_without_master_and_8bit_states():
+    """gpt-oss-20b FSDP2: bf16: true loads bf16 weights (pure-bf16: no fp32 master), torchao
+    AdamW8bit keeps one byte per moment element, activation offloading, CCE (no logits)."""
+    partial = load(real("gpt-oss-gpt-oss-20b-fft-fsdp2.yaml"))
+    got = values(partial)
+    assert got["precision"] == "pure-bf16" and got["framework"] == "fsdp2"
+    assert got["optimizer"] == "adamw" and got["optimizer_state_dtype"] == "fp8"
+    assert got["offload_activations"] is True and got["recompute"] == "full"
+    assert got["logits.enabled"] is False
+    text = open(real("gpt-oss-gpt-oss-20b-fft-fsdp2.yaml")).read().splitlines()
+    assert text[line_of(partial, "optimizer") - 1].startswith("optimizer: adamw_torch_8bit")
+    assert text[line_of(partial, "offload_activations") - 1].startswith("activation_offloading")
+
+
+@needs_real
+def test_deepspeed_keeps_its_fp32_master_and_fused_default_optimizer():
+    partial = load(real("mistral-mixtral-mixtral_22.yml"))
+    got = values(partial)
+    assert got["framework"] == "deepspeed" and got["precision"] == "bf16"  # bf16: auto
+    assert got["optimizer_state_dtype"] == "fp8"  # adamw_bnb_8bit
+    partial = load(real("llama-3-fft-8b-liger-fsdp.yaml"))
+    got = values(partial)
+    assert got["optimizer_impl"] == "fused" and got["logits.enabled"] is False  # Liger FLCE
+    assert got["precision"] == "pure-bf16"
+
+
+@needs_real
+def test_shipped_deepspeed_config_not_found_is_read_from_axolotls_table(tmp_path):
+    """mixtral_22 names deepspeed_configs/zero3_bf16_cpuoffload_all.json, relative to axolotl's
+    working directory; absent here, axolotl's shipped file says ZeRO-3 with both offloads.
+    Before: ZeRO-3 and offload silently dropped (a 2,203 GiB false OOM on 8x22B)."""
+    copy = tmp_path / "examples" / "mixtral_22.yml"
+    copy.parent.mkdir()
+    (tmp_path / ".git").mkdir()
+    shutil.copy(real("mistral-mixtral-mixtral_22.yml"), copy)
+    partial = load(str(copy))
+    got = values(partial)
+    assert (got["zero"], got["offload_optimizer"], got["offload_params"]) == (3, "cpu", "cpu")
+    assert partial.settings["zero"].prov.line == 48
+    assert not [d for d in partial.diagnostics if d.severity >= Severity.WARNING]
+    assert any("shipped" in d.message for d in partial.diagnostics)
+
+
+@needs_real
+def test_deepspeed_path_resolves_from_the_project_root_not_the_yaml_folder(tmp_path):
+    """axolotl opens `deepspeed:` relative to its working directory (utils/config/__init__.py),
+    the project root: a YAML under examples/gpt-oss/ finds <root>/deepspeed_configs/."""
+    (tmp_path / ".git").mkdir()
+    example = tmp_path / "examples" / "gpt-oss" / "fft-zero3.yaml"
+    example.parent.mkdir(parents=True)
+    shutil.copy(real("gpt-oss-gpt-oss-20b-fft-deepspeed-zero3.yaml"), example)
+    ds = tmp_path / "deepspeed_configs" / "zero3_bf16.json"
+    ds.parent.mkdir()
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True},
+                              "train_micro_batch_size_per_gpu": "auto"}))
+    partials = load_with_references(str(example))
+    assert [os.path.basename(p.source) for p in partials] == ["zero3_bf16.json",
+                                                              "fft-zero3.yaml"]
+    scenario, diagnostics = build(partials + [overrides_partial(
+        [f"model={os.path.join(HF, 'gpt-oss-120b.json')}", "world_size=8"])])
+    assert scenario.parallelism.zero == 3 and scenario.training.framework == "deepspeed"
+    assert not [d for d in diagnostics if d.severity >= Severity.WARNING and d.code == "ML005"]
+
+
+def test_unknown_deepspeed_path_is_a_warning(tmp_path):
+    path = tmp_path / "a.yaml"
+    text = ("base_model: x\nmicro_batch_size: 1\nsequence_len: 1024\n"
+            "deepspeed: configs/mine.json\n")
+    path.write_text(text)
+    partial = axolotl.load(str(path), text)
+    warnings = [d for d in partial.diagnostics if d.severity == Severity.WARNING]
+    assert len(warnings) == 1 and "not found" in warnings[0].message
+    assert "zero" not in partial.settings
+
+
+def test_defaults_are_axolotls_own(tmp_path):
+    """No sequence_len / micro_batch_size / optimizer / bf16: axolotl's schema defaults (512, 1,
+    adamw_torch_fused, bf16 auto), named as such, not memlint's."""
+    path = tmp_path / "a.yaml"
+    text = "base_model: x\nsequence_len: 2048\n"
+    path.write_text(text)
+    partial = axolotl.load(str(path), text)
+    got = values(partial)
+    assert got["micro_batch"] == 1 and got["seq_len"] == 2048
+    assert got["optimizer_impl"] == "fused" and got["precision"] == "pure-bf16"
+    assert "axolotl default" in partial.settings["micro_batch"].prov.key
+    assert got["recompute"] == "none"  # gradient_checkpointing defaults to false
+    assert "axolotl default" in partial.settings["recompute"].prov.key
+    text = "base_model: x\nmicro_batch_size: 2\nbf16: false\noptimizer: paged_adamw_8bit\n"
+    partial = axolotl.load(str(path), text)
+    got = values(partial)
+    assert got["seq_len"] == 512 and got["precision"] == "fp32"
+    assert partial.extra["optimizer.paged"].value is True
+
+
+def test_gradient_checkpointing_offload_and_lora_targets(tmp_path):
+    path = tmp_path / "a.yaml"
+    text = ("base_model: x\nmicro_batch_size: 1\nsequence_len: 1024\nadapter: lora\nlora_r: 16\n"
+            "lora_target_modules:\n  - q_proj\n  - v_proj\ngradient_checkpointing: offload\n"
+            "sequence_parallel_degree: 2\n")
+    path.write_text(text)
+    got = values(axolotl.load(str(path), text))
+    assert got["recompute"] == "full" and got["offload_activations"] is True
+    assert got["lora_targets"] == "qkvo" and got["cp"] == 2
+    text = text.replace("  - v_proj\n", "  - down_proj\n")
+    assert values(axolotl.load(str(path), text))["lora_targets"] == "all-linear"
+
+
+@needs_real
+def test_moe_without_ep_stays_silent_on_a_run_that_fits_with_room(capsys):
+    """gpt-oss-120b FSDP2 with offload on 16 GPUs (dp_shard_size 16) peaks far under the GPU:
+    ML601 used to warn anyway; expert parallelism only helps a run that does not fit."""
+    from memlint.cli import main
+
+    code = main(["check", real("gpt-oss-gpt-oss-120b-fft-fsdp2-offload.yaml"), "--model",
+                 os.path.join(HF, "gpt-oss-120b.json"), "--set", "world_size=16",
+                 "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 0
+    assert doc["estimates"][0]["peak_bytes"] < 0.9 * doc["estimates"][0]["gpu"]["capacity_bytes"]
+    assert "ML601" not in {d["code"] for d in doc["diagnostics"]}
+
+
+@needs_real
+def test_expert_parallel_is_its_own_mesh_axis(capsys):
+    """qwen3_30ba3b_ep_fsdp_fft_4gpu: expert_parallel_size 2 × dp_shard_size 2 on 4 GPUs
+    (axolotl utils/distributed.py: EP consumes part of the world before dp_shard). Before: a
+    false ML502 (1·2 = 2 of 4 GPUs) and the experts counted unsharded."""
+    from memlint.cli import main
+
+    path = real("expert_parallel-qwen3_30ba3b_ep_fsdp_fft_4gpu.yaml")
+    got = values(load(path))
+    assert got["ep"] == 2 and got["dp_shard"] == 4 and got["model"].startswith("Qwen/Qwen3-30B")
+    code = main(["check", path, "--set", "world_size=4", "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 0 and not {"ML502", "ML101"} & {d["code"] for d in doc["diagnostics"]}
+    assert doc["estimates"][0]["peak_bytes"] < doc["estimates"][0]["gpu"]["capacity_bytes"]
+
+
+def test_real_project_layout_finds_deepspeed_configs_at_the_project_root():
+    """fixtures/real-world keeps axolotl's layout (SOURCES.md there): examples/mistral/
+    bigstral-ds-zero3.yaml names deepspeed_configs/zero3_bf16_cpuoffload_params.json, which
+    axolotl opens from its working directory, the project root two folders up."""
+    corpus = os.path.join(ROOT, "fixtures", "real-world", "axolotl-ai-cloud__axolotl")
+    path = os.path.join(corpus, "examples", "mistral", "bigstral-ds-zero3.yaml")
+    partials = load_with_references(path)
+    assert [os.path.relpath(p.source, corpus) for p in partials] == [
+        os.path.join("deepspeed_configs", "zero3_bf16_cpuoffload_params.json"),
+        os.path.join("examples", "mistral", "bigstral-ds-zero3.yaml")]
+    scenario, diagnostics = build(partials)
+    assert scenario.parallelism.zero == 3 and scenario.parallelism.offload_params == "cpu"
+    assert not [d for d in diagnostics if d.severity == Severity.ERROR]

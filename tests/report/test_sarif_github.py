@@ -1,0 +1,114 @@
+"""SARIF over every fixture and real config: valid 2.1.0 and acceptable to GitHub code scanning.
+
+GitHub's rules for an upload (docs "SARIF support for code scanning"; the sarif-sdk validator's
+GH1001/GH1003/GH1004/GH1005 rules): every result has a location with an artifact URI that is
+relative or a file: URI, and a region with startLine; each ruleId is declared in
+tool.driver.rules; at most 20 runs, 25,000 results and rules per run, 10 locations per result.
+memlint adds: helpUri is absent or names a page that exists in this repository.
+"""
+import json
+import os
+import re
+
+import pytest
+
+from memlint import REPOSITORY_URL
+from memlint.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEMA = os.path.join(ROOT, "tests", "data", "sarif-schema-2.1.0.json")
+SHARED_REAL = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+HELP_PREFIX = f"{REPOSITORY_URL}/blob/main/"
+
+
+def github_problems(doc: dict) -> list:
+    """What GitHub code scanning would reject or fail to show, as readable strings."""
+    problems = []
+    runs = doc.get("runs", [])
+    if len(runs) > 20:
+        problems.append(f"{len(runs)} runs (GitHub accepts 20)")
+    for run in runs:
+        rules = run["tool"]["driver"].get("rules", [])
+        ids = [r["id"] for r in rules]
+        if len(rules) > 25000 or len(run.get("results", [])) > 25000:
+            problems.append("more than 25,000 rules or results in a run")
+        for rule in rules:
+            uri = rule.get("helpUri")
+            if uri is None:
+                continue
+            if not uri.startswith(HELP_PREFIX) or not os.path.isfile(
+                    os.path.join(ROOT, uri[len(HELP_PREFIX):])):
+                problems.append(f"{rule['id']}: helpUri {uri} names no page of this repository")
+        for result in run.get("results", []):
+            where = f"{result.get('ruleId')}: {result.get('message', {}).get('text', '')[:60]}"
+            if result.get("ruleId") not in ids:
+                problems.append(f"{where}: ruleId not declared in tool.driver.rules")
+            elif "ruleIndex" in result and ids[result["ruleIndex"]] != result["ruleId"]:
+                problems.append(f"{where}: ruleIndex points at another rule")
+            if not result.get("message", {}).get("text"):
+                problems.append(f"{where}: no message text")
+            locations = result.get("locations") or []
+            if not 1 <= len(locations) <= 10:
+                problems.append(f"{where}: {len(locations)} locations")
+            for location in locations:
+                physical = location.get("physicalLocation") or {}
+                uri = (physical.get("artifactLocation") or {}).get("uri")
+                if not uri:
+                    problems.append(f"{where}: location without artifactLocation.uri")
+                elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri) and not uri.startswith("file:"):
+                    problems.append(f"{where}: {uri} is neither relative nor a file: URI")
+                elif uri.startswith("/"):
+                    problems.append(f"{where}: {uri} is an absolute path, not a URI")
+                start = (physical.get("region") or {}).get("startLine")
+                if not isinstance(start, int) or start < 1:
+                    problems.append(f"{where}: region.startLine missing or < 1")
+    return problems
+
+
+def _sarif(capsys, *argv) -> dict:
+    code = main(["check", "--format", "sarif", "--quiet", "--no-color", *argv])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out[-2000:]
+    return json.loads(out)
+
+
+def _validate(doc: dict) -> None:
+    import jsonschema
+
+    with open(SCHEMA, encoding="utf-8") as handle:
+        jsonschema.Draft7Validator(json.load(handle)).validate(doc)
+    assert github_problems(doc) == []
+
+
+def test_every_fixture_alone_and_with_a_command_line_scenario(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    alone = _sarif(capsys, "fixtures")
+    assert len(alone["runs"][0]["results"]) > 50
+    _validate(alone)
+    # the model and world size from the command line only: run-level verdicts (ML101 ...) are
+    # anchored to the files of each run, never left without a location
+    scenario = _sarif(capsys, "fixtures", "--model", "llama3-70b", "--world-size", "8",
+                      "--gpu", "A100-40GB", "--extend-select", "ALL")
+    codes = {r["ruleId"] for r in scenario["runs"][0]["results"]}
+    assert "ML101" in codes
+    _validate(scenario)
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED_REAL), reason="../shared/fixtures-real not present")
+def test_every_real_config(capsys, monkeypatch):
+    monkeypatch.chdir(SHARED_REAL)
+    doc = _sarif(capsys, ".", "--allow-outside-root", "--model", "llama3-8b", "--world-size", "16")
+    assert len(doc["runs"][0]["results"]) > 100
+    _validate(doc)
+
+
+def test_the_checker_catches_what_github_rejects():
+    doc = {"runs": [{"tool": {"driver": {"name": "m", "rules": [
+        {"id": "ML101", "helpUri": "https://example.org/ML101"}]}},
+        "results": [{"ruleId": "ML101", "message": {"text": "x"}},
+                    {"ruleId": "ML999", "message": {"text": "y"}, "locations": [
+                        {"physicalLocation": {"artifactLocation": {"uri": "/abs/a.json"},
+                                              "region": {}}}]}]}]}
+    problems = "\n".join(github_problems(doc))
+    for expected in ("helpUri", "0 locations", "not declared", "absolute path", "startLine"):
+        assert expected in problems

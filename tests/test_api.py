@@ -1,0 +1,135 @@
+"""The public API (memlint.check / memlint.estimate) and run discovery, in process (fast).
+
+The same layouts go through the real pre-commit in tests/cli/test_precommit.py.
+"""
+import pytest
+
+import memlint
+from memlint.cli import main
+
+DS = ('{\n  "train_micro_batch_size_per_gpu": %d,\n  "gradient_accumulation_steps": 1,\n'
+      '  "bf16": {"enabled": true},\n  "zero_optimization": {"stage": 1}\n}\n')
+# every input an out-of-memory verdict rests on is given (a default could flip it: a warning)
+RUN = ('model = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\nseq_len = 4096\n'
+       'recompute = "selective"\n')
+
+
+def codes(result):
+    return sorted({d.code for d in result.diagnostics})
+
+
+def test_estimate_api():
+    est = memlint.estimate(model="llama3-8b", world_size=8, tp=2, zero=1, seq_len=4096,
+                           gpu="H100-80GB")
+    assert est.fits and est.peak_bytes == max(s.total_bytes for s in est.stages)
+    assert all(sum(t.bytes for t in s.terms) == s.total_bytes for s in est.stages)
+    bigger = memlint.estimate(model="llama3-8b", world_size=8, tp=2, zero=1, seq_len=4096,
+                              gpu="H100-80GB", settings={"micro_batch": 8})
+    assert bigger.peak_bytes > est.peak_bytes
+    with pytest.raises(memlint.MemlintError, match="neither a config.json"):
+        memlint.estimate(model="./no-such-config.json")
+    with pytest.raises(memlint.MemlintError, match="could not resolve"):
+        memlint.estimate(model="no-such-org/no-such-model")
+    with pytest.raises(memlint.MemlintError, match="needs a model"):
+        memlint.estimate()
+
+
+def test_check_api(repo):
+    (repo / "ds_config.json").write_text(DS % 16)
+    result = memlint.check(["ds_config.json"], model="llama3-8b", world_size=8, gpu="H100-80GB",
+                           seq_len=4096, recompute="selective")
+    assert result.exit_code == 1 and "ML101" in codes(result)
+    [oom] = [d for d in result.diagnostics if d.code == "ML101"]
+    assert (oom.path, oom.line) == ("ds_config.json", 2)   # the micro batch's line
+    assert result.estimates and not result.estimates[0].fits
+    assert memlint.check(["ds_config.json"], model="llama3-8b", world_size=8,
+                         ignore=["ML1"]).exit_code == 0
+    with pytest.raises(memlint.MemlintError, match="no such file"):
+        memlint.check(["missing.json"])
+
+
+def test_a_file_alone_is_checked_as_the_run_a_memlint_toml_above_lists(repo):
+    (repo / "configs" / "deep").mkdir(parents=True)
+    (repo / "configs" / "deep" / "ds_config.json").write_text(DS % 16)
+    (repo / "configs" / "memlint.toml").write_text(
+        RUN + 'files = ["deep/ds_config.json"]\n')
+    result = memlint.check(["configs/deep/ds_config.json"])
+    assert "ML101" in codes(result) and result.exit_code == 1
+    (repo / "configs" / "deep" / "ds_config.json").write_text(DS % 1)
+    assert memlint.check(["configs/deep/ds_config.json"]).exit_code == 0
+    # a memlint.toml that does not list the file does not apply to it
+    (repo / "configs" / "memlint.toml").write_text(RUN)
+    (repo / "configs" / "deep" / "ds_config.json").write_text(DS % 16)
+    assert "ML101" not in codes(memlint.check(["configs/deep/ds_config.json"]))
+
+
+def test_the_model_file_a_run_names_belongs_to_the_run(repo):
+    import shutil
+
+    from conftest import ROOT
+
+    shutil.copy(f"{ROOT}/fixtures/hf/Meta-Llama-3.1-8B.json", repo / "config.json")
+    (repo / "ds_config.json").write_text(DS % 16)
+    (repo / "memlint.toml").write_text('model = "config.json"\nfiles = ["ds_config.json"]\n'
+                                       'world_size = 8\nseq_len = 4096\n')
+    result = memlint.check(["config.json"])
+    assert "ML101" in codes(result)   # not "a config.json alone describes a model"
+
+
+def test_pyproject_groups_and_project_scenario(repo):
+    (repo / "pyproject.toml").write_text(
+        '[tool.memlint.scenario]\nmodel = "llama3-8b"\ngpu = "H100-80GB"\nworld_size = 8\n'
+        'seq_len = 2048\nrecompute = "selective"\n\n'
+        '[[tool.memlint.runs]]\nname = "long"\nfiles = ["long.json"]\n'
+        'set = ["seq_len=16384"]\n')
+    (repo / "long.json").write_text(DS % 2)
+    (repo / "lone.json").write_text(DS % 2)
+    long = memlint.check(["long.json"])
+    assert "ML101" in codes(long)
+    [oom] = [d for d in long.diagnostics if d.code == "ML101"]
+    assert oom.path == "long.json"
+    lone = memlint.check(["lone.json"])
+    assert lone.exit_code == 0 and lone.estimates   # the project scenario gave model and GPUs
+    # a file overriding a project default is no conflict
+    (repo / "lone.memlint.toml").write_text('files = ["lone.json"]\nseq_len = 4096\n')
+    assert "ML005" not in codes(memlint.check(["lone.json"]))
+
+
+def test_a_file_shared_by_two_runs_is_checked_in_both(repo):
+    (repo / "ds_config.json").write_text(DS % 4)
+    (repo / "short.memlint.toml").write_text(RUN.replace("4096", "1024")
+                                             + 'files = ["ds_config.json"]\n')
+    (repo / "long.memlint.toml").write_text(RUN.replace("4096", "32768")
+                                            + 'files = ["ds_config.json"]\n')
+    result = memlint.check(["ds_config.json"])
+    assert len(result.estimates) == 2 and "ML101" in codes(result)
+
+
+def test_directories_are_walked_with_excludes(repo, capsys):
+    (repo / "pyproject.toml").write_text('[tool.memlint]\nexclude = ["legacy"]\n')
+    for folder in ("a", "legacy", "node_modules", ".hidden"):
+        (repo / folder).mkdir()
+        (repo / folder / "x.memlint.toml").write_text("zero = 9\n")
+    (repo / "a" / "package.json").write_text('{"name": "web"}\n')
+    result = memlint.check(["."])
+    assert {d.path for d in result.diagnostics if d.code == "ML004"} == {"a/x.memlint.toml"}
+    assert not any("package.json" in (d.path or "") for d in result.diagnostics)
+    # a file given by name is linted even in an excluded folder
+    assert memlint.check(["legacy/x.memlint.toml"]).exit_code == 1
+
+
+def test_skip_unknown_and_one_exit_code_per_failure_kind(repo, capsys):
+    (repo / "notes.yaml").write_text("just: data\n")
+    assert main(["check", "notes.yaml", "--fail-on", "warning"]) == 1
+    assert main(["check", "notes.yaml", "--fail-on", "warning", "--skip-unknown"]) == 0
+    capsys.readouterr()
+    (repo / "ds_config.json").write_text(DS % 1)
+    for command in ("check", "estimate"):
+        assert main([command, "ds_config.json", "--model", "./nope.json"]) == 2, command
+        assert "neither a config.json" in capsys.readouterr().err
+        assert main([command, "ds_config.json", "--model", "nope-org/nope"]) == 2, command
+        assert "could not resolve" in capsys.readouterr().err
+        # a bad value is a finding (exit 1), from a file or the command line alike
+        assert main([command, "ds_config.json", "--model", "llama3-8b", "--set",
+                     "tp=lots"]) == 1, command
+        capsys.readouterr()

@@ -1,0 +1,55 @@
+"""docs/rules/ is generated from the rules' docstrings and current; what users read cites the
+framework source or paper, never the internal notes memlint's model started from."""
+import os
+import re
+
+import pytest
+
+from memlint import REPOSITORY_URL
+from memlint.cli import main
+from memlint.rules import help_path, help_uri, registry
+from memlint.rules.docs import builtin_rules, markdown_page, pages
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs", "rules")
+# Internal references that mean nothing to a user ("seed 000 CH 7", "3 stars", "§4.2").
+INTERNAL = re.compile(r"seed\s*0\d\d|\bCH\s*\d|\bstars?\b|\u2605|seed's|\bM3\b", re.I)
+
+
+def test_docs_rules_are_current():
+    wanted = pages(builtin_rules())
+    on_disk = {name for name in os.listdir(DOCS) if name.endswith(".md")}
+    assert on_disk == set(wanted), "regenerate: python -m memlint.rules.docs docs/rules"
+    for name, text in wanted.items():
+        with open(os.path.join(DOCS, name), encoding="utf-8") as handle:
+            assert handle.read() == text, (f"docs/rules/{name} is stale: python -m "
+                                           "memlint.rules.docs docs/rules")
+
+
+def test_every_rule_has_a_page_with_its_sections():
+    for rule in registry(plugins=False):
+        path = help_path(rule)
+        assert path == f"docs/rules/{rule.code}.md" and os.path.isfile(os.path.join(ROOT, path))
+        assert help_uri(rule) == f"{REPOSITORY_URL}/blob/main/{path}"
+        page = markdown_page(rule)
+        for title in ("What it checks", "Why it matters", "How to fix", "Example"):
+            assert f"## {title}" in page, (rule.code, title)
+        assert page.count("```") % 2 == 0, rule.code
+
+
+def test_user_facing_text_has_no_internal_references():
+    for rule in registry(plugins=False):
+        found = INTERNAL.search(rule.doc)
+        assert found is None, f"{rule.code}: {found.group(0)!r} in its documentation"
+
+
+def test_explain_points_at_the_page(capsys):
+    assert main(["explain", "ML101"]) == 0
+    out = capsys.readouterr().out
+    assert "docs/rules/ML101.md" in out and "readthedocs" not in out
+
+
+@pytest.mark.parametrize("code", ["ML101", "ML301"])
+def test_pages_fence_examples_in_their_format(code):
+    page = markdown_page(registry().get(code))
+    assert "## Example" in page and "```" in page
