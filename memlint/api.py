@@ -282,7 +282,7 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
     """`memlint check`: every run the given files (or directories) belong to, linted."""
     reg = registry()
     cwd = os.getcwd()
-    paths = list(paths) or default_paths(lint_config(options, cwd), cwd)
+    paths = list(paths) or default_paths(lint_config(options, cwd), cwd, options.allow_outside_root)
     files = expand(paths, options.max_bytes)
     planner = Planner(options.max_bytes, options.allow_outside_root,
                       config_of=lambda path: lint_config(options, path))
@@ -310,6 +310,8 @@ def one_run(paths: Iterable[str], options: Options) -> Run:
     paths = list(paths)
     for path in paths:
         if not os.path.exists(path):
+            if os.path.islink(path):
+                raise UsageError(f"{path}: a broken symbolic link or a symbolic link loop")
             raise UsageError(f"{path}: no such file")
         if os.path.isdir(path):
             raise UsageError(f"{path}: is a directory (give the config files)")

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.adapters.registry import detect_format, load_file, load_with_references
+from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
 from memlint.config import config_for, repo_root
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
@@ -75,7 +75,20 @@ class Paths:
 
 def check_exists(path: str) -> None:
     if not os.path.exists(path):
+        if os.path.islink(path):
+            raise UsageError(f"{path}: a broken symbolic link or a symbolic link loop")
         raise UsageError(f"{path}: no such file or directory")
+
+
+def check_inside(path: str, config: LintConfig, setting: str, allow: bool = False) -> None:
+    """Files that settings name stay inside the repository root, after links are resolved, so a
+    pull request editing pyproject.toml cannot make CI print a file from elsewhere."""
+    if allow or config.allow_outside_root or config.root is None:
+        return
+    if not inside(path, config.root):
+        raise UsageError(f"{config.source}: [tool.memlint] {setting}: {os.path.relpath(path)} is "
+                         "outside the repository root; not read (set allow-outside-root = true "
+                         "or pass --allow-outside-root)")
 
 
 def _excluded(path: str, config: LintConfig) -> bool:
@@ -123,7 +136,7 @@ def expand(paths: list, max_bytes: int = MAX_FILE_BYTES) -> list:
     return out
 
 
-def default_paths(config: LintConfig, cwd: str) -> list:
+def default_paths(config: LintConfig, cwd: str, allow_outside_root: bool = False) -> list:
     """`memlint check` without paths: what [tool.memlint] lists (files, runs, scenario)."""
     if config.source is None:
         raise UsageError("no paths given, and no pyproject.toml with [tool.memlint] files "
@@ -134,8 +147,13 @@ def default_paths(config: LintConfig, cwd: str) -> list:
         matches = sorted(glob.glob(full, recursive=True))
         if not matches and not glob.has_magic(pattern):
             raise UsageError(f"{config.source}: [tool.memlint] files: {pattern}: no such file")
-        paths.extend(m for m in matches if os.path.isfile(m))
+        matches = [m for m in matches if os.path.isfile(m)]
+        for match in matches:
+            check_inside(match, config, f"files: {pattern!r}", allow_outside_root)
+        paths.extend(matches)
     for run in config.runs:
+        for member in run["files"]:
+            check_inside(member, config, "runs", allow_outside_root)
         paths.extend(run["files"][:1])
     if not paths and has_project_scenario(config):
         paths.append(config.source)
@@ -329,6 +347,7 @@ class Planner:
                 if not os.path.exists(member):
                     raise UsageError(f"{config.source}: runs {group['name']!r}: {member}: "
                                      "no such file")
+                check_inside(member, config, "runs", self.allow_outside_root)
             partials = self.load([_shown(f) for f in files], config)
             if group.get("set") or group.get("model"):
                 partials.append(_group_partial(group, config))

@@ -200,8 +200,6 @@ def test_set_keeps_integers_exact():
 
 # -- 6. the repository-root guarantee -----------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="the check was in cli.py; main moved file discovery to "
-                   "memlint/runs.py during the merge and it is not ported yet")
 @pytest.mark.parametrize("table", ['files = ["/etc/host*"]', 'files = ["../outside/*.json"]',
                                    '[[tool.memlint.runs]]\nfiles = ["/etc/hostname"]'])
 def test_settings_cannot_name_files_outside_the_root(tmp_path, monkeypatch, table):
@@ -257,8 +255,6 @@ def test_fifo_is_refused_not_read(repo, command):
     assert code in (1, 2) and "not a regular file" in out + err
 
 
-@pytest.mark.xfail(strict=True, reason="the message was in cli.py; main moved the path checks to "
-                   "memlint/api.py during the merge and it is not ported yet")
 def test_symlink_loop_is_named(repo):
     os.symlink("b.json", repo / "a.json")
     os.symlink("a.json", repo / "b.json")
