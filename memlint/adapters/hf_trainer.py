@@ -196,6 +196,8 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         partial.set("micro_batch", value, anchor)
         assumed.append(f"micro_batch = {value} ({source})")
 
+    _checkpoints(args, partial, resolved)
+
     seq = next((args[n] for n in SEQ_LEN_NAMES if n in args), None)
     if seq is not None and resolved(seq):
         number = to_int(seq.value)
@@ -316,6 +318,23 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
             f" defaults assumed (no file gives them): " + "; ".join(assumed), anchor,
             key="defaults", assumed=list(assumed)))
     return args
+
+
+def _checkpoints(args: dict, partial: Partial, resolved) -> None:
+    """Checkpoint saving (memory/checkpoint.py): every save_steps steps when save_strategy is
+    "steps" (the default), the latest save_total_limit kept, max_steps steps (transformers
+    TrainingArguments). Ratios (save_steps < 1), epochs and -1 say nothing countable: no key."""
+    strategy = args.get("save_strategy")
+    if strategy is not None and str(strategy.value).strip().lower() != "steps":
+        return
+    for name, key in (("save_steps", "checkpoint_interval"), ("max_steps", "train_steps"),
+                      ("save_total_limit", "checkpoint_keep")):
+        item = args.get(name)
+        if item is None or not resolved(item):
+            continue
+        number = to_int(item.value)
+        if number is not None and number >= 1:
+            partial.set(key, number, item.prov)
 
 
 def _model(name: str, prov: Provenance, partial: Partial) -> None:

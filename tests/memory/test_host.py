@@ -218,3 +218,13 @@ def test_real_accelerate_cpu_ram_efficient_loading_is_one_copy(capsys):
     (node,) = report["estimates"][0]["host"]
     assert node["phase"] == "startup" and node["phases"]["startup"] == LLAMA3_8B * 4
     assert [t["inputs"]["model_init"] for t in node["terms"]] == ["rank0-cpu"]
+
+
+def test_real_trainer_recipe_keeps_save_total_limit(capsys):
+    """alignment-handbook recipes/zephyr-7b-beta/sft/config_full.yaml: save_steps 100,
+    save_total_limit 1, max_steps -1 (epochs: no step count)."""
+    path = os.path.join(ROOT, "fixtures", "real-world", "huggingface__alignment-handbook",
+                        "recipes", "zephyr-7b-beta", "sft", "config_full.yaml")
+    main(["estimate", path, "--format", "json"])
+    ckpt = json.loads(capsys.readouterr().out)["estimates"][0]["checkpoint"]
+    assert ckpt["kept"] == 1 and ckpt["kept_source"] == "checkpoint_keep"
