@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
                                  Severity, make)
+from memlint.keys import MAX_INT
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_json, load_yaml, read_text, suppressions
 
@@ -62,15 +63,18 @@ def to_bool(value: Any) -> Optional[bool]:
 
 
 def to_int(value: Any) -> Optional[int]:
+    """A whole number up to keys.MAX_INT (2**53; larger is a typo or fuzz), else None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if abs(value) <= MAX_INT else None
     try:
         number = float(str(value).strip())
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
-    return int(number) if number.is_integer() else None
+    if not number.is_integer() or abs(number) > MAX_INT:
+        return None
+    return int(number)
 
 
 # -- the argument table ----------------------------------------------------------------------
@@ -387,7 +391,7 @@ def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
     if dropout is not None and not dropout.unresolved:
         try:
             partial.set("lora_dropout", float(dropout.value), dropout.prov)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             pass
     for name, quant in (("load_in_4bit", "nf4"), ("load_in_8bit", "int8")):
         item = args.get(name)

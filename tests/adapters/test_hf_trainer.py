@@ -313,3 +313,15 @@ def test_torch_dtype_null_is_the_default():
     partial = load_file(path)
     assert not [d for d in partial.diagnostics if d.severity.label != "info"]
     assert _values(partial)["precision"] == "bf16"   # autocast over fp32 weights (TRL default)
+
+
+def test_huge_numbers_are_not_internal_errors():
+    """Fuzz-found: a 130-digit lora_r / lora_dropout in a TRL recipe raised OverflowError."""
+    big = "1" + "0" * 130
+    text = (f"model_name_or_path: alignment-handbook/zephyr-7b-sft-qlora\nuse_peft: true\n"
+            f"lora_r: {big}\nlora_dropout: {big}\nsave_steps: {big}\n"
+            "per_device_train_batch_size: 4\n")
+    partial = hf_trainer.load("config_qlora.yaml", text)
+    assert partial.settings["lora_rank"].value != int(big)
+    assert "checkpoint_interval" not in partial.settings
+    assert hf_trainer.to_int(2**60) is None and hf_trainer.to_int("1e400") is None
