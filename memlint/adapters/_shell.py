@@ -84,6 +84,8 @@ class _Lexer:
         start = 0
         i = 0
         skip_next = False
+        heredoc = None    # `<<` or `<<-` just read: the next word is the delimiter
+        heredocs: list = []   # (delimiter, strip leading tabs) whose bodies start at the newline
         while i < n:
             c = text[i]
             if c in " \t\r":
@@ -96,17 +98,28 @@ class _Lexer:
                     out.append(Command(current, start if current else i, end))
                 current = []
                 i += len(end)
+                if end == "\n" and heredocs:
+                    i = self._skip_heredocs(i, heredocs)
+                    heredocs = []
             elif c == "#":
                 end = text.find("\n", i)
                 i = n if end < 0 else end
             elif self.shell and (c in "<>" or (c.isdigit() and re.match(r"\d+[<>]", text[i:i + 3]))):
                 match = re.match(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?", text[i:])
+                op = match.group(0) if match else ""
                 i += match.end() if match else 1
                 skip_next = not (match and match.group(1))
+                heredoc = op.lstrip("0123456789") if op.lstrip("0123456789") in ("<<", "<<-") \
+                    else None
             else:
+                word_start = i
                 word, i = self.word(i, stop=self.stop)
                 if skip_next:
                     skip_next = False
+                    if heredoc:
+                        delimiter = re.sub(r"[\\'\"]", "", text[word_start:i])
+                        heredocs.append((delimiter, heredoc == "<<-"))
+                        heredoc = None
                     continue
                 if not current:
                     start = word.offset
@@ -114,6 +127,20 @@ class _Lexer:
         if current:
             out.append(Command(current, start))
         return out
+
+    def _skip_heredocs(self, i: int, heredocs: list) -> int:
+        """Past the here-document bodies that start at `i`: each ends at a line that is its
+        delimiter (with leading tabs removed for `<<-`); the body is data, never shell."""
+        text = self.text
+        for delimiter, strip_tabs in heredocs:
+            while i < self.n:
+                end = text.find("\n", i)
+                end = self.n if end < 0 else end
+                line = text[i:end]
+                i = end + 1
+                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                    break
+        return min(i, self.n)
 
     def word(self, i: int, stop: str, end: Optional[int] = None) -> tuple:
         text = self.text

@@ -123,3 +123,14 @@ def test_torchtitan_reads_through_the_shell_reader(tmp_path):
     assert partial.settings["tp"].value == 2
     assert partial.settings["seq_len"].value == 8192
     assert partial.settings["tp"].prov.line == 6
+
+
+def test_here_document_bodies_are_data_not_shell():
+    """A heredoc body (a hostfile, a notes file) may hold any text, an apostrophe included;
+    bash reads it as data, so must the reader (it was a false 'unterminated quote' error)."""
+    text = ("cat <<EOF > notes.txt\nit's a note\nEOF\n"
+            "cat <<-'END' > hostfile\n\tnode1 slots=8 # it's\n\tEND\n"
+            "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2\n")
+    words = [[w.raw for w in c.words] for c in _shell._Lexer(text).commands()]
+    assert words == [["cat"], ["cat"],   # redirections are not words
+                     ["torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "2"]]
