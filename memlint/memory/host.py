@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from memlint.catalog import nodes as node_catalog
+from memlint.keys import to_int
 from memlint.memory.states import dtypes
 from memlint.memory.terms import Term
 from memlint.memory.topology import resolve
@@ -121,17 +122,18 @@ def _pow2(n: int) -> int:
     return 1 << (int(n) - 1).bit_length() if n > 1 else int(n)
 
 
-def _extra(scenario, key: str, default):
+def deepspeed_int(scenario, key: str, default: int) -> int:
+    """A whole-number DeepSpeed setting from the adapter's extras (`deepspeed.<block>.<key>`),
+    through the scenario keys' converter ("1e8" and 1e8 alike); the default when absent or not
+    a non-negative whole number (the schema rules report that)."""
     setting = scenario.extra.get(key)
     if setting is None:
         return default
-    value = setting.value
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return value if isinstance(value, bool) else default
     try:
-        return int(float(value))
-    except (TypeError, ValueError, OverflowError):
+        number = to_int(setting.value)
+    except (TypeError, ValueError):
         return default
+    return number if number >= 0 else default
 
 
 def _flag(scenario, key: str, default: bool) -> bool:
@@ -187,9 +189,9 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
     if par.offload_params == "cpu" and par.zero >= 3 and param_pin:
         pinned.append(("bit16 parameter partition", n * pb))
     if par.offload_params == "nvme":
-        count = _extra(scenario, "deepspeed.offload_param.buffer_count", PARAM_BUFFER_COUNT)
-        size = _extra(scenario, "deepspeed.offload_param.buffer_size", PARAM_BUFFER_SIZE)
-        in_cpu = min(n, _extra(scenario, "deepspeed.offload_param.max_in_cpu", PARAM_MAX_IN_CPU))
+        count = deepspeed_int(scenario, "deepspeed.offload_param.buffer_count", PARAM_BUFFER_COUNT)
+        size = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size", PARAM_BUFFER_SIZE)
+        in_cpu = min(n, deepspeed_int(scenario, "deepspeed.offload_param.max_in_cpu", PARAM_MAX_IN_CPU))
         ram.append(Term("host.nvme_param_swap_buffers", "buffers", count * size * pb,
                         f"buffer_count {count} × buffer_size {size:,} × {pb} B",
                         {"buffer_count": count, "buffer_size": size},
@@ -201,8 +203,8 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
             pinned.append(("parameter swap buffers", count * size * pb))
             pinned.append(("parameter CPU cache", in_cpu * pb))
     if par.offload_optimizer == "nvme":
-        count = _extra(scenario, "deepspeed.offload_optimizer.buffer_count", OPTIMIZER_BUFFER_COUNT)
-        largest = min(n, _extra(scenario, "deepspeed.sub_group_size", SUB_GROUP_SIZE))
+        count = deepspeed_int(scenario, "deepspeed.offload_optimizer.buffer_count", OPTIMIZER_BUFFER_COUNT)
+        largest = min(n, deepspeed_int(scenario, "deepspeed.sub_group_size", SUB_GROUP_SIZE))
         ram.append(Term("host.nvme_optimizer_swap_buffers", "buffers", count * largest * 4,
                         f"buffer_count {count} × largest sub-group {largest:,} × 4 B (fp32)",
                         {"buffer_count": count, "largest_numel": largest},

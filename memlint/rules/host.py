@@ -6,10 +6,10 @@ The rules read the Estimate's per-node host totals (memory/host.py) and its chec
 """
 from __future__ import annotations
 
-import math
 
 from memlint.diagnostics import Severity
-from memlint.memory.states import dtypes
+from memlint.memory.host import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU, deepspeed_int
+from memlint.memory.states import ceil_div, dtypes
 from memlint.memory.topology import resolve
 from memlint.rules._support import size
 from memlint.rules.base import Finding, Rule
@@ -231,7 +231,9 @@ class NvmeSwapBufferTooSmall(Rule):
         `buffer_count` pinned buffers of `buffer_size` elements. DeepSpeed asserts that a
         partition fits one buffer (swap_tensor/partitioned_param_swapper.py `get_buffer`:
         "More elements ... than buffer size"). The largest partition is at least the word
-        embedding's, vocab × hidden / dp elements.
+        embedding's, vocab × hidden / dp elements. An error when that partition exceeds
+        `max_in_cpu` (so it must be swapped); otherwise a warning, since DeepSpeed keeps the
+        first max_in_cpu elements' sub-groups on the CPU unswapped.
 
     Why it matters:
         The run fails on its first forward, after loading. Llama-3-70B's embedding is 128,256 ×
@@ -273,24 +275,28 @@ class NvmeSwapBufferTooSmall(Rule):
         if not isinstance(vocab, int) or not isinstance(hidden, int) or vocab <= 0 or hidden <= 0:
             return
         dp = resolve(scenario).dp
-        partition = math.ceil(vocab * hidden / max(1, dp))
-        setting = scenario.extra.get("deepspeed.offload_param.buffer_size")
-        buffer = 100_000_000
-        if setting is not None:
-            try:
-                buffer = int(float(setting.value))
-            except (TypeError, ValueError, OverflowError):
-                return
+        partition = ceil_div(vocab * hidden, dp)
+        buffer = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size",
+                               PARAM_BUFFER_SIZE)
         if partition <= buffer:
             return
+        in_cpu = deepspeed_int(scenario, "deepspeed.offload_param.max_in_cpu", PARAM_MAX_IN_CPU)
+        # Sub-groups of parameters that fit max_in_cpu stay in a CPU buffer and are never
+        # swapped (zero/stage3.py _create_fp16_partitions_with_defragmentation); a partition
+        # larger than max_in_cpu cannot, so it goes through a swap buffer and the assert fires.
+        certain = partition > in_cpu
         pinned = dtypes(scenario.training, scenario.assumptions.profile).param * partition
         yield Finding(
             f"the word embedding's partition is {partition:,} elements (vocab {vocab:,} × hidden "
             f"{hidden:,} / dp {dp}), more than offload_param.buffer_size {buffer:,}: DeepSpeed's "
-            f"parameter swapper asserts it fits one buffer; set buffer_size >= {partition:,} "
-            f"({size(ctx, pinned)} of pinned RAM per buffer)",
+            f"parameter swapper asserts a swapped partition fits one buffer"
+            + ("" if certain else
+               f" (it is swapped unless its sub-group fits the first max_in_cpu {in_cpu:,} "
+               "elements kept on the CPU, which depends on parameter order)")
+            + f"; set buffer_size >= {partition:,} ({size(ctx, pinned)} of pinned RAM per buffer)",
             keys=("deepspeed.offload_param.buffer_size", "offload_params"),
-            data={"partition": partition, "buffer_size": buffer})
+            severity=None if certain else Severity.WARNING,
+            data={"partition": partition, "buffer_size": buffer, "max_in_cpu": in_cpu})
 
 
 class CheckpointExceedsDisk(Rule):

@@ -191,12 +191,13 @@ def test_real_zero2_offload_config_fits_a_dgx(capsys):
 
 
 @needs_real
-def test_real_zero_infinity_config(capsys):
+def test_real_zero_infinity_config(capsys, tmp_path):
     code, report = _check(capsys, INFINITY, "--model", "llama3-70b", "--world-size", "8",
                           "--nvme-capacity", "1TB")
     by_code = {d["code"]: d for d in report["diagnostics"]}
     # 128,256 x 8,192 / 8 = 131,334,144 elements > the default offload_param.buffer_size 1e8
     assert "131,334,144" in by_code["ML704"]["message"]
+    assert by_code["ML704"]["severity"] == "error"   # max_in_cpu 1: the embedding is swapped
     node = report["estimates"][0]["host"][0]
     part = -(-LLAMA3_70B // 8)
     assert node["nvme_bytes"] == 8 * part * (16 + 2)    # optimizer states + fp16 params
@@ -207,6 +208,14 @@ def test_real_zero_infinity_config(capsys):
     assert terms["host.nvme_optimizer_swap_buffers"] == 8 * 4 * 100_000_000 * 4
     code, report = _check(capsys, INFINITY, "--model", "llama3-70b", "--world-size", "64")
     assert "ML704" not in {d["code"] for d in report["diagnostics"]}
+    # with DeepSpeed's default max_in_cpu (1e9) the embedding's sub-group may stay on the CPU
+    config = json.loads(open(INFINITY, encoding="utf-8").read())
+    del config["zero_optimization"]["offload_param"]["max_in_cpu"]
+    copy = tmp_path / "ds_config.json"
+    copy.write_text(json.dumps(config))
+    code, report = _check(capsys, str(copy), "--model", "llama3-70b", "--world-size", "8")
+    (finding,) = [d for d in report["diagnostics"] if d["code"] == "ML704"]
+    assert finding["severity"] == "warning" and "max_in_cpu" in finding["message"]
 
 
 @needs_real
