@@ -43,6 +43,7 @@ class Document:
     positions: dict = field(default_factory=dict)
     diagnostics: list = field(default_factory=list)
     text: str = ""
+    _depth: Optional[tuple] = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -50,8 +51,13 @@ class Document:
                        for d in self.diagnostics)
 
     def prov(self, path: tuple, key: Optional[str] = None) -> Provenance:
-        """Provenance of the key at `path`; falls back to the nearest located parent."""
-        probe = tuple(path)
+        """Provenance of the key at `path`; falls back to the nearest located parent.
+
+        Probing starts at the document's deepest located path: a dotted key split into a path
+        of 100,000 parts (a fuzzed name) must not cost a quadratic walk."""
+        if self._depth is None or self._depth[0] != len(self.positions):  # parsing may add more
+            self._depth = (len(self.positions), max((len(k) for k in self.positions), default=0))
+        probe = tuple(path[:self._depth[1]])
         while probe and probe not in self.positions:
             probe = probe[:-1]
         line, col = self.positions.get(probe, (None, None))

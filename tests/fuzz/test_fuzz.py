@@ -191,6 +191,13 @@ REGRESSIONS = {
         "acc.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 8\n"
         "fsdp_config:\n  fsdp_version: 2\nparallelism_config:\n"
         "  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: x\n", []),
+    "an HF config key of 100,000 dots (quadratic position look-up, 41 s)": (
+        "config.json", '{"model_type": "llama", "num' + "." * 100_000 + '_key_value_heads": 4}',
+        ["--world-size", "8"]),
+    "lora_r and lora_dropout of 130 digits in a TRL recipe (OverflowError)": (
+        "config_qlora.yaml", "model_name_or_path: alignment-handbook/zephyr-7b-sft-qlora\n"
+        "use_peft: true\nper_device_train_batch_size: 4\nlora_r: 1%s\nlora_dropout: 1%s\n"
+        % ("0" * 130, "0" * 130), []),
 }
 
 
