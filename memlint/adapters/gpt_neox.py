@@ -37,6 +37,14 @@ from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml, read_text, suppressions
 
 FORMAT = "gpt-neox"
+# A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
+# with llama/train_config.yml): memlint makes no memory verdict on it alone (api.py
+# MODEL_ONLY_FORMATS), as for an HF config.json.
+MODEL_FORMAT = "gpt-neox-model"
+FORMATS = (FORMAT, MODEL_FORMAT)
+TRAINING_KEYS = ("train_micro_batch_size_per_gpu", "train_batch_size",
+                 "gradient_accumulation_steps", "zero_optimization", "fp16", "bf16", "precision",
+                 "optimizer", "checkpoint_activations", "num_gpus", "global_num_gpus")
 SOURCE = "EleutherAI/gpt-neox@ea7aefd8"
 _ARGS = f"{SOURCE} megatron/neox_arguments"
 KEYS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpt_neox_keys.json")
@@ -121,7 +129,8 @@ _STRONG = re.compile(_KEY % "|".join(k.replace("_", "[_-]") for k in (
     "make_vocab_size_divisible_by", "pos_emb", "output_layer_parallelism",
     "checkpoint_validation_with_forward_pass", "train_data_paths", "data_impl",
     "scaled_upper_triang_masked_softmax_fusion", "bias_gelu_fusion", "rotary_pct",
-    "output_layer_init_method", "lr_decay_style", "checkpoint_factor", "synchronize_each_layer")),
+    "output_layer_init_method", "lr_decay_style", "checkpoint_factor", "synchronize_each_layer",
+    "sparsity_config")),
     re.M)
 _WEAK = re.compile(_KEY % "|".join(k.replace("_", "[_-]") for k in (
     "model_parallel_size", "num_layers", "hidden_size", "num_attention_heads", "seq_length",
@@ -224,14 +233,21 @@ def load(path: str, text: str) -> Partial:
     merged: dict = {}
     _read(doc, merged, partial)
     _apply(merged, partial, Provenance(path, 1, 1, None))
+    partial.fmt = _format(merged)
     return partial
+
+
+def _format(merged: dict) -> str:
+    if "num_layers" in merged and not any(key in merged for key in TRAINING_KEYS):
+        return MODEL_FORMAT
+    return FORMAT
 
 
 def combine(partials: list) -> list:
     """A run of several gpt-neox files (deepy.py merges them into one NeoXArgs): the first
     one's Partial carries the whole run's settings, derived from every file together; the others
     stay in the run (their sources count as its members) without settings of their own."""
-    neox = [p for p in partials if p.fmt == FORMAT]
+    neox = [p for p in partials if p.fmt in FORMATS]
     if len(neox) < 2:
         return partials
     run = Partial(source=neox[0].source, fmt=FORMAT, suppressions=neox[0].suppressions)
@@ -243,12 +259,13 @@ def combine(partials: list) -> list:
         if doc is not None:
             _read(doc, merged, run)
     _apply(merged, run, Provenance(neox[0].source, 1, 1, None))
+    run.fmt = _format(merged)
     out = []
     for part in partials:
         if part is neox[0]:
             out.append(run)
-        elif part.fmt == FORMAT:
-            out.append(Partial(source=part.source, fmt=FORMAT, suppressions=part.suppressions))
+        elif part.fmt in FORMATS:
+            out.append(Partial(source=part.source, fmt=run.fmt, suppressions=part.suppressions))
         else:
             out.append(part)
     return out
@@ -537,10 +554,17 @@ def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> Non
     model("learned_positions", positions if learned else 0, "pos_emb")
 
     activation = str(get("activation") or default("activation")).lower()
-    gated = activation in GATED
+    llama_mlp = str(get("mlp_type") or "").lower() == "llama"
+    gated = activation in GATED or llama_mlp
     model("hidden_act", activation, "activation")
-    model("gated_mlp", gated, "activation")
-    ffn = _ffn(cfg, num, hidden, gated)
+    model("gated_mlp", gated, "mlp_type" if llama_mlp else "activation")
+    if llama_mlp:
+        # `mlp_type: llama` (gpt-neox before 0d4bdb96, which removed the key): LLaMAParallelMLP,
+        # w1/w3/w2 without biases, width intermediate_size or 8h/3 rounded up to 256
+        size = num("intermediate_size")
+        ffn = size if _is_int(size) and size > 0 else 256 * -(-int(2 * hidden * 4 / 3) // 256)
+    else:
+        ffn = _ffn(cfg, num, hidden, gated)
     model("intermediate_size", ffn, "intermediate_size" if "intermediate_size" in cfg
           else "expansion_factor" if "expansion_factor" in cfg else None)
 
@@ -551,7 +575,7 @@ def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> Non
             UNRESOLVED, Severity.INFO, f"norm {norm} has (almost) no parameters; counted as "
             "RMSNorm (hidden_size weights per norm)", where("norm"), key="norm"))
     attn_bias = get("use_bias_in_attn_linear", default("use_bias_in_attn_linear")) is not False
-    mlp_bias = get("use_bias_in_mlp", default("use_bias_in_mlp")) is not False
+    mlp_bias = get("use_bias_in_mlp", default("use_bias_in_mlp")) is not False and not llama_mlp
     model("attention_bias", attn_bias, "use_bias_in_attn_linear")
     model("output_bias", attn_bias, "use_bias_in_attn_linear")
     model("mlp_bias", mlp_bias, "use_bias_in_mlp")

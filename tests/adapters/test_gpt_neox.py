@@ -71,7 +71,7 @@ def test_other_yaml_formats_of_the_corpus_are_not_claimed():
         files = json.load(handle)["files"]
     checked = 0
     for name, entry in files.items():
-        if not name.endswith((".yml", ".yaml")) or entry["format"] == gpt_neox.FORMAT:
+        if not name.endswith((".yml", ".yaml")) or entry["format"] in gpt_neox.FORMATS:
             continue
         path = os.path.join(CORPUS, name)
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -173,6 +173,35 @@ PYTHIA = {"70M": 70_426_624, "160M": 162_322_944, "410M": 405_334_016,
 def test_pythia_parameter_count_matches_published(name, total):
     scenario, _diags = build([load(real(f"pythia/{name}.yml"))])
     assert count_params(architecture(scenario.model.config)).total == total
+
+
+def test_mistral_7b_with_the_older_llama_mlp_type_matches_its_published_count():
+    """configs/mistral/7B.yml writes `mlp_type: llama` (gpt-neox before 0d4bdb96: a SiLU-gated
+    MLP without biases, width intermediate_size 14336), GQA with 8 KV heads, the SentencePiece
+    vocabulary of 32000: Mistral-7B-v0.1 has 7,241,732,096 parameters (its HF model)."""
+    partial = load(real("mistral/7B.yml"))
+    got = values(partial)
+    assert got["model.gated_mlp"] is True and got["model.mlp_bias"] is False
+    assert got["model.intermediate_size"] == 14336 and got["model.num_key_value_heads"] == 8
+    scenario, _diags = build([partial])
+    assert count_params(architecture(scenario.model.config)).total == 7_241_732_096
+
+
+def test_llama_30b_swiglu_width():
+    """configs/llama/30B.yml: intermediate_size 53248 with swiglu and mlp_multiple_of 256 ->
+    17920, LLaMA-30B's MLP width."""
+    assert values(load(real("llama/30B.yml")))["model.intermediate_size"] == 17920
+
+
+def test_a_model_only_file_gets_no_memory_verdict_alone():
+    """configs/llama2/70B.yml gives the architecture only (the README launches it with
+    llama/train_config.yml and local_setup.yml): alone it is a model, not a run, so no OOM
+    verdict on gpt-neox's defaults."""
+    partial = load(real("llama2/70B.yml"))
+    assert partial.fmt == gpt_neox.MODEL_FORMAT
+    result = memlint.check([real("llama2/70B.yml")])
+    assert not [d for d in result.diagnostics if d.severity == Severity.ERROR]
+    assert any(d.code == "ML006" for d in result.diagnostics)
 
 
 # ---------------------------------------------------------------------------------------------
