@@ -137,8 +137,11 @@ _WEAK = re.compile(_KEY % "|".join(k.replace("_", "[_-]") for k in (
     "max_position_embeddings", "train_micro_batch_size_per_gpu", "zero_optimization",
     "tokenizer_type", "vocab_file", "merge_file", "data_path", "train_iters",
     "checkpoint_activations", "partition_activations", "tensorboard_dir", "log_dir")), re.M)
-_FOREIGN = re.compile(r"(?:^|[{,])[ \t]*[\"']?(base_model|model_name_or_path|distributed_type|MODEL_ARGS|"
-                      r"language_model|finetuning_type|compute_environment)[\"']?[ \t]*:", re.M)
+# other formats' top-level keys: axolotl, LLaMA-Factory / HF Trainer, accelerate, Megatron-LM
+# YAML, NeMo (trainer / exp_manager beside a nested model:)
+_FOREIGN = re.compile(_KEY % ("base_model|model_name_or_path|distributed_type|MODEL_ARGS|"
+                              "language_model|finetuning_type|compute_environment|trainer|"
+                              "exp_manager"), re.M)
 
 
 def detect(path: str, text: str) -> bool:
@@ -319,9 +322,9 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
         ok = _is_int(item.value) if name in INT_FIELDS else isinstance(item.value, bool)
         if not ok:
             bad.add(name)
-            err(name, f"{item.key}: {item.value!r} is not {'an integer' if name in INT_FIELDS else 'a boolean'}"
-                      f"; gpt-neox refuses it (NeoXArgs.validate_types: type must be "
-                      f"{'int' if name in INT_FIELDS else 'bool'})")
+            kind = "int" if name in INT_FIELDS else "bool"
+            err(name, f"{item.key}: {item.value!r} is not of type {kind}; gpt-neox refuses it "
+                      f"(NeoXArgs.validate_types: the value's type must be the field's, {kind})")
     for name, choices in CHOICES.items():
         value = get(name)
         if value is not None and not (isinstance(value, str)
@@ -390,7 +393,8 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
     if get("partition_activations") is True and mp > 1:
         diags.append(make(UNRESOLVED, Severity.INFO,
                           "partition_activations splits each checkpointed layer input across the "
-                          f"{mp} model-parallel ranks; memlint counts it unsplit (an over-estimate)",
+                          f"{mp} model-parallel ranks; memlint counts it unsplit (an "
+                          "over-estimate)",
                           where("partition_activations"), key="partition_activations"))
 
     # -- ZeRO (the DeepSpeed block, read by the DeepSpeed adapter) --------------------------

@@ -21,6 +21,9 @@ from memlint.scenario import build
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "fixtures", "real-world")
 NEOX = os.path.join(CORPUS, "EleutherAI__gpt-neox", "configs")
+SHARED = os.path.join(ROOT, "..", "shared", "fixtures-real")
+needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "gpt-neox")),
+                                  reason="../shared/fixtures-real absent")
 
 
 def real(name: str) -> str:
@@ -202,6 +205,32 @@ def test_a_model_only_file_gets_no_memory_verdict_alone():
     result = memlint.check([real("llama2/70B.yml")])
     assert not [d for d in result.diagnostics if d.severity == Severity.ERROR]
     assert any(d.code == "ML006" for d in result.diagnostics)
+
+
+@needs_shared
+def test_shared_gpt_neox_fixtures_load_without_errors_and_nemo_is_not_claimed():
+    """../shared/fixtures-real/gpt-neox: configs of gpt-neox at ea7aefd8 itself (SOURCES.md
+    there); the NeMo Megatron YAMLs beside them (nested `model:` keys) are not gpt-neox."""
+    folder = os.path.join(SHARED, "gpt-neox")
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".yml"))
+    assert len(names) >= 10
+    for name in names:
+        partial = load(os.path.join(folder, name))
+        assert partial.fmt in gpt_neox.FORMATS and not errors(partial), name
+    nemo = os.path.join(SHARED, "nemo")
+    for name in os.listdir(nemo) if os.path.isdir(nemo) else ():
+        path = os.path.join(nemo, name)
+        assert not gpt_neox.detect(path, open(path, encoding="utf-8").read()), name
+
+
+@needs_shared
+def test_pythia_12b_at_the_pinned_commit_matches_published():
+    """configs/pythia/12B.yml at ea7aefd8 (36 layers, model-parallel 4: 50277 tokens padded to
+    a multiple of 512 = 50688): 11,846,072,320 parameters (the Pythia model table)."""
+    partial = load(os.path.join(SHARED, "gpt-neox", "gpt-neox__configs-pythia-12B.yml"))
+    assert values(partial)["model.vocab_size"] == 50688
+    scenario, _diags = build([partial])
+    assert count_params(architecture(scenario.model.config)).total == 11_846_072_320
 
 
 # ---------------------------------------------------------------------------------------------
