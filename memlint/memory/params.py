@@ -56,7 +56,7 @@ KNOWN_MODEL_TYPES = frozenset({
 })
 
 #: Model types a framework adapter writes with every choice explicit (not transformers classes):
-#: Megatron-LM's GPTModel from its flags (adapters/megatron.py). Counted exactly as Megatron builds
+#: Megatron-LM's GPTModel from its flags (adapters/megatron/model.py). Counted exactly as Megatron builds
 #: it (megatron/core/models/gpt/gpt_layer_specs.py), so no "approximate count" warning.
 FRAMEWORK_MODEL_TYPES = frozenset({"megatron_gpt"})
 
@@ -838,3 +838,36 @@ def count_params(arch: Architecture) -> ParamCounts:
                        layers=tuple(layers),
                        vision=vision.params if vision else 0,
                        projector=vision.projector_params if vision else 0)
+
+
+def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
+    """Exact LoRA adapter parameters per layer (A: in×r, B: r×out per target linear; GQA-aware)."""
+    d = arch.hidden
+    if arch.mla is not None:
+        m = arch.mla
+        q_out = arch.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        kv_out = arch.heads * (m.qk_nope_head_dim + m.v_head_dim)
+        qkvo = [(d, q_out), (d, m.kv_lora_rank + m.qk_rope_head_dim), (arch.heads * m.v_head_dim, d)]
+        del kv_out
+    else:
+        dq = arch.heads * arch.head_dim
+        dkv = arch.kv_heads * arch.head_dim
+        qkvo = [(d, dq), (d, dkv), (d, dkv), (dq, d)]
+    # (shape, how many): counted by multiplication, never by listing every expert's linears
+    attention = sum(rank * (a + b) for a, b in qkvo)
+    per_layer = []
+    for i in range(arch.layers):
+        total = attention
+        if targets == "all-linear":
+            moe_layer = arch.moe is not None and i < len(arch.moe_layers) and arch.moe_layers[i]
+            if moe_layer:
+                ffn = arch.moe.expert_ffn
+                count = arch.moe.num_experts * (3 if arch.gated_mlp else 2)
+                ups = count * 2 // 3 if arch.gated_mlp else count // 2
+                downs = count // 3 if arch.gated_mlp else count // 2
+            else:
+                ffn = arch.ffn
+                ups, downs = (2 if arch.gated_mlp else 1), 1
+            total += (ups + downs) * rank * (d + ffn)
+        per_layer.append(total)
+    return per_layer

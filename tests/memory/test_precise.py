@@ -12,7 +12,7 @@ import os
 import pytest
 
 from memlint.memory import activations as act
-from memlint.memory.estimate import _Model, estimate
+from memlint.memory.estimate import estimate
 from memlint.memory.params import architecture
 from memlint.scenario import build, overrides_partial
 
