@@ -80,7 +80,7 @@ class Model:
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
         self.uses_deepspeed = (self.tr.framework == "deepspeed"
                                or "deepspeed.config" in scenario.extra)
-        # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; extras.buffer_terms)
+        # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; buffers.buffer_terms)
         self.fsdp_sharded = (not self.uses_deepspeed and not self.seed and self.topo.shard > 1
                              and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()

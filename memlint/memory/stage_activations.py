@@ -11,6 +11,7 @@ import re
 from typing import Optional
 
 from memlint.memory import activations as act
+from memlint.memory import activations_eager as eager
 from memlint.memory import moe_balance, offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms)
@@ -234,7 +235,7 @@ def activation_source(model: Model) -> str:
         return "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
     if model.tr.framework == "hf" or (model.tr.framework == "fsdp2" and model.topo.tp == 1):
         return ("eager PyTorch modules (transformers), op by op "
-                "(memory/activations.py hf_layer_items)")
+                "(memory/activations_eager.py hf_layer_items)")
     return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
 
 
@@ -258,7 +259,7 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
             if model.op_sac and not moe_layer:
                 items = act.op_sac_items(sh, model.dt.compute, topo.tp)
             elif eager_modules:
-                items = act.hf_layer_items(sh, hf_run(model, first))
+                items = eager.hf_layer_items(sh, hf_run(model, first))
             else:
                 flash = flash_for(model, sh.dq // max(1, sh.heads))
                 items = act.fused_layer_items(
@@ -282,10 +283,10 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
     return total / max(1, len(plan.layers)), items_seen
 
 
-def hf_run(model: Model, first_layer: bool) -> "act.HFRun":
+def hf_run(model: Model, first_layer: bool) -> "eager.HFRun":
     """The transformers run settings of one layer (memory/activations.py HFRun)."""
     tr, arch = model.tr, model.arch
-    return act.HFRun(
+    return eager.HFRun(
         c=model.dt.param if model.dt.autocast else model.dt.compute, autocast=model.dt.autocast,
         attention=tr.attention, device=model.scenario.hardware.device,
         dropout_attn=arch.attention_dropout, dropout_hidden=arch.hidden_dropout,
