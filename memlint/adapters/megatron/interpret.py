@@ -1,0 +1,120 @@
+"""Interpreting Megatron's flags into scenario keys: the order of the steps, the launcher (world
+size), checkpoints, and architectures memlint does not count (a warning, never a dense GPT).
+
+The model (memlint.adapters.megatron.model) and the training flags
+(memlint.adapters.megatron.training) have their own modules.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from memlint.adapters.megatron.context import Interp
+from memlint.adapters.megatron.flags import FLAG_BY_NAME
+from memlint.adapters.megatron.model import model
+from memlint.adapters.megatron.readers import describe
+from memlint.adapters.megatron.training import batch, memory_flags, pipeline, precision
+from memlint.diagnostics import UNRESOLVED, Severity
+from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
+from memlint.ir import Provenance
+
+
+def run(it: Interp) -> None:
+    it.collect()
+    it.extras()
+    unsupported_architecture(it)
+    p = it.partial
+    first = next(iter(it.args.values()), None)
+    p.set("framework", "megatron",
+          Provenance(it.path, first.prov.line if first else None,
+                     first.prov.column if first else None, "megatron"))
+    for flag, spec in FLAG_BY_NAME.items():
+        if spec.target and flag in it.values and not spec.target.startswith("model."):
+            it.set(spec.target, it.values[flag], flag)
+    launcher(it)
+    model(it)
+    pipeline(it)
+    batch(it)
+    precision(it)
+    memory_flags(it)
+    checkpoints(it)
+
+
+def checkpoints(it: Interp) -> None:
+    """Checkpoint saving and CPU initialisation: Megatron writes a checkpoint every
+    --save-interval iterations when --save is given (training.py), with the optimizer state
+    unless --no-save-optim; --use-cpu-initialization builds each rank's shard on the CPU."""
+    if it.on("--save") and "--save-interval" in it.values:
+        it.set("checkpoint_interval", it.values["--save-interval"], "--save-interval")
+    if it.on("--no-save-optim"):
+        it.set("save_optimizer", False, "--no-save-optim")
+    if it.on("--use-cpu-initialization"):
+        it.set("model_init", "shard-cpu", "--use-cpu-initialization")
+
+
+def unsupported_architecture(it: Interp) -> None:
+    """Models whose memory memlint does not count yet: a warning and no estimate, never an
+    invalid-config error and never a silent dense GPT (T5: pretrain_t5.py with
+    --encoder-num-layers/--decoder-num-layers; Mamba hybrids: --hybrid-layer-pattern,
+    --hybrid-override-pattern, pretrain_hybrid.py / pretrain_mamba.py)."""
+    entry = it.partial.extra.get("megatron.entry-script")
+    script = str(entry.value) if entry is not None else ""
+    reason, flag = None, None
+    for name in ("--hybrid-layer-pattern", "--hybrid-override-pattern", "--is-hybrid-model"):
+        if it.on(name):
+            reason, flag = "a Mamba hybrid (" + name + ")", name
+            break
+    if reason is None and re.search(r"pretrain_(hybrid|mamba)\.py$", script):
+        reason = f"a Mamba hybrid ({os.path.basename(script)})"
+    if reason is None and (re.search(r"pretrain_t5\.py$", script) or (
+            it.on("--encoder-num-layers") and it.on("--decoder-num-layers")
+            and not re.search(r"pretrain_vlm\.py$", script))):
+        flag = "--encoder-num-layers" if it.on("--encoder-num-layers") else None
+        reason = "a T5 encoder-decoder (--encoder-num-layers / --decoder-num-layers)"
+    if reason is None:
+        return
+    prov = it.prov(flag) if flag else (entry.prov if entry is not None else
+                                         Provenance(it.path, 1, 1, None))
+    it.partial.set_extra("megatron.unsupported-architecture", reason, prov)
+    it.diag(UNSUPPORTED_MODEL, Severity.WARNING,
+              f"no estimate for this architecture: {reason} is not counted by memlint's "
+              "memory model yet; memory checks are skipped (the other checks still run)",
+              prov)
+
+
+def launcher(it: Interp) -> None:
+    facts: dict = {}
+    for option, (text, prov, unresolved) in it.read.launcher.items():
+        if unresolved or not re.fullmatch(r"\s*\d{1,18}\s*", text):
+            default = {"nnodes": "1 node", "nodes": "1 node"}.get(option)
+            it.diag(UNRESOLVED, Severity.INFO,
+                      f"launcher {prov.key} {text}: "
+                      f"{describe(unresolved) if unresolved else 'not a plain number'}; "
+                      + (f"assumed {default}" if default else "world size left unknown"),
+                      prov)
+            continue
+        facts[option] = (int(text), prov)
+    nproc = facts.get("nproc_per_node")
+    nodes = facts.get("nnodes") or facts.get("nodes")
+    unresolved_nodes = ("nnodes" in it.read.launcher or "nodes" in it.read.launcher) \
+        and nodes is None
+    world = None
+    if nproc is not None:
+        world = nproc[0] * (nodes[0] if nodes else 1)
+        prov = nproc[1]
+        it.partial.set("gpus_per_node", nproc[0], prov)
+    elif "ntasks" in facts:
+        world, prov = facts["ntasks"]
+    elif "ntasks_per_node" in facts and nodes:
+        world, prov = facts["ntasks_per_node"][0] * nodes[0], facts["ntasks_per_node"][1]
+    if world is None and it.read.kind != "yaml":
+        it.diag(UNRESOLVED, Severity.INFO,
+                  "world size unknown: no launcher option gives the number of GPUs "
+                  "(--nproc_per_node x --nnodes, srun --ntasks); checks that need it are "
+                  "skipped (give `--set world_size=N`)", Provenance(it.path, 1, 1, None))
+    if world is not None:
+        label = "world size: launcher " + (prov.key or "")
+        if unresolved_nodes:
+            label += " (1 node assumed)"
+        it.partial.set("world_size", world,
+                         Provenance(prov.file, prov.line, prov.column, label))
