@@ -44,7 +44,8 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                      f"d {arch.hidden}" + (f" / tp {tp_div}" if tp_div > 1 else "")),
             inputs={"layers": layers, "c_act_sum": units, "micro_batch": tr.micro_batch,
                     "seq_per_cp": seq_local, "hidden": arch.hidden, "tp": tp_div},
-            source="seed 000 CH 1.4, 2.2, 4.1, 5.2"))
+            source=("seed profile: C_act per B·T·d per layer (Korthikanti et al. 2022: 34 "
+                    "with FlashAttention, sections 4.1-4.2)")))
         if plan.first and model.arch.vision is not None and tr.images_per_sample:
             terms += vision_activation_terms(model, 1)
         return terms
@@ -88,7 +89,8 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                      f"{tokens:,} tokens" + (f" × {inflight:g} in flight" if inflight != 1 else "")),
             inputs={"layers": kept, "bytes_per_token": per_layer, "tokens": tokens,
                     "inflight": inflight},
-            source="seed 000 CH 5.2; torch.utils.checkpoint keeps each layer's input"))
+            source=("Chen et al. 2016 (gradient checkpointing); torch.utils.checkpoint keeps "
+                    "each layer's input")))
         if phase == "backward_recompute":
             terms.append(Term(
                 name="activations.recomputed_layer", component="activations",

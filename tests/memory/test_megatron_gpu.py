@@ -319,6 +319,28 @@ def test_llava_vision_tower_and_tokens():
     assert first.term("vision.activations").inputs["tokens"] == 576
 
 
+def test_llava_language_model_has_its_own_output_layer_and_positions():
+    """pretrain_vlm.py builds LLaVAModel without share_embeddings_and_output_weights (default
+    False: an untied output layer) and sizes the learned positions by
+    language_max_sequence_length: text 1232 + image 576 tokens, padded to tp·cp·2 = 16 with SP
+    and CP (1808 already is), times the micro batch in the THD layout; not by
+    --max-position-embeddings 4096 (Megatron CI multimodal_llava_mcore_te_tp4_sp_cp2)."""
+    sc = args_scenario(LLAVA + "--sequence-parallel --context-parallel-size 2 "
+                       "--use-packed-sequence\n", entry="pretrain_vlm.py")
+    assert sc.model.config["tie_word_embeddings"] is False
+    assert sc.model.config["learned_positions"] == 1232 + 576
+    # without CP or SP no padding; the class token is one more image token
+    plain = args_scenario(LLAVA.replace("--disable-vision-class-token", "")
+                          .replace("--tensor-model-parallel-size 4", ""), entry="pretrain_vlm.py")
+    assert plain.model.config["learned_positions"] == 1232 + 577
+    padded = args_scenario(LLAVA.replace("--dataloader-seq-length 1232",
+                                         "--dataloader-seq-length 1230")
+                           + "--sequence-parallel --context-parallel-size 2 --micro-batch-size 2\n",
+                           entry="pretrain_vlm.py")
+    # 1806 -> 1808 (16 | 1808), padding > 0 puts it in the THD layout: x micro batch 2
+    assert padded.model.config["learned_positions"] == 1808 * 2
+
+
 # -- selective recompute modules, pipeline layout, MTP ---------------------------------------
 
 def test_recompute_modules_drop_what_they_recompute():
