@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from memlint.adapters import deepspeed
-from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY,
-                                 UNRESOLVED, Severity, make)
+from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED,
+                                 Severity, make)
 from memlint.ir import Partial, Provenance
-from memlint.loaders import Document, load_yaml, read_text, suppressions
+from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -215,16 +215,8 @@ def _read(doc: Document, merged: dict, partial: Partial) -> None:
 
 
 def _parse(path: str, text: str, partial: Partial) -> Optional[Document]:
-    doc = load_yaml(path, text)
-    partial.diagnostics.extend(doc.diagnostics)
-    if doc.data is None:
-        return None
-    if not isinstance(doc.data, dict):
-        partial.diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR,
-                                        "a gpt-neox config must be a mapping (NeoXArgs.from_ymls "
-                                        "iterates its items)", Provenance(path, 1, 1, None)))
-        return None
-    return doc
+    return load_yaml_mapping(path, text, "a gpt-neox config (NeoXArgs.from_ymls iterates its "
+                             "items)", partial.diagnostics)
 
 
 def load(path: str, text: str) -> Partial:

@@ -327,3 +327,10 @@ def test_gpt_neox_20b_on_one_node_does_not_fit():
     weights and moments over (12 bytes x 2.6B parameters per GPU): exceeds 40 GB."""
     result = memlint.check([real("20B.yml")], world_size=8, gpu="A100-40GB")
     assert "ML101" in {d.code for d in result.diagnostics if d.severity == Severity.ERROR}
+
+
+def test_a_document_that_is_not_a_mapping_is_an_error_at_line_1(tmp_path):
+    """NeoXArgs.from_ymls calls conf.items(): a YAML list stops it."""
+    path = write(tmp_path, "list.yml", '- "num_layers": 2\n- "pipe_parallel_size": 1\n')
+    partial = load(path)
+    assert [(d.code, d.line, d.column) for d in errors(partial)] == [("ML002", 1, 1)]
