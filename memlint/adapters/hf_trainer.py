@@ -698,7 +698,7 @@ def _set_variable(expander, word) -> None:
     value = expander.assign_value(word, prefix)
     current = expander.env.get(name)
     if append and current is not None and current.items is None:
-        value = _shell.Value(current.text + value.text, current.origins + value.origins,
+        value = _shell.Value(current.text + value.text, [*current.origins, *value.origins],
                              current.unresolved + value.unresolved)
     expander.env[name] = value
 
