@@ -292,7 +292,9 @@ def render_plan(result, scenario, units: str = "GiB") -> str:
             f'{result.stats.fitting} fit</p>']
     body += [f'<p class="meta">note: {_e(n)}</p>' for n in result.notes]
     if not result.plans:
-        body.append('<p><span class="verdict bad">no configuration fits</span></p>')
+        body.append('<p><span class="verdict bad">no configuration fits</span>'
+                    + (f": {_e(result.reason)}" if getattr(result, "reason", None) else "")
+                    + '</p>')
         return _page("memlint plan", body)
     rows = []
     for p in result.plans:

@@ -322,6 +322,70 @@ def test_unresolved_substitution_is_one_word():
     assert [f.text for f in fields] == ["cmd", "$(python -c 'print(1 2)')"]
 
 
+# -- 10. cost independent of the magnitudes in a config -------------------------------------------
+
+def _counting_math(monkeypatch):
+    """Count the gcd steps of Pollard's rho (its unit of work) in memlint.planner.factor."""
+    import math
+    import types
+
+    from memlint.planner import factor
+
+    calls = [0]
+
+    def gcd(a, b):
+        calls[0] += 1
+        return math.gcd(a, b)
+
+    monkeypatch.setattr(factor, "math", types.SimpleNamespace(gcd=gcd))
+    return calls
+
+
+def test_divisors_by_factoring(monkeypatch):
+    from memlint.planner.factor import divisors, factorize
+
+    for n in range(1, 400):
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+    calls = _counting_math(monkeypatch)
+    assert divisors(2**50) == [2**k for k in range(51)]
+    assert divisors(2**53 - 111) == [1, 2**53 - 111]  # a prime: no trial division to 9.5e7
+    semiprime = 94906249 * 94906247  # two 27-bit primes, the hardest case below 2**53
+    assert factorize(semiprime) == {94906247: 1, 94906249: 1}
+    assert calls[0] < 2000  # about n**(1/4) / 128 gcd steps, not sqrt(n) divisions
+
+
+def test_plan_cost_does_not_grow_with_the_global_batch(monkeypatch):
+    from memlint.planner import search_plans
+    from memlint.planner import search
+    from memlint.scenario import build, overrides_partial
+
+    base, _ = build([overrides_partial(["global_batch=1125899906842624", "gpu=H100-80GB"],
+                                       model="llama3-8b")])
+    with guard():
+        result = search_plans(base, 8, 8, 3)
+    assert result.plans and result.reason is None
+    space = search.Space(base, 8, 8)
+    assert space.micro_options(8) == [2**k for k in range(48)]  # 2**47 per replica
+
+
+@pytest.mark.parametrize("gpus,dp", [(720720, "720,720"), (1009, "1,009")])
+def test_plan_says_why_no_layout_uses_all_gpus(repo, gpus, dp):
+    code, out, err = run("plan", "--model", "llama3-8b", "--gpus", str(gpus), "--set",
+                         "global_batch=1024")
+    assert code == 1 and "no configuration fits: no split of" in " ".join(out.split())
+    assert f"dp would be {dp}" in " ".join(out.split())
+    code, out, err = run("plan", "--model", "llama3-8b", "--gpus", str(gpus), "--set",
+                         "global_batch=1024", "--format", "json")
+    assert code == 1 and "divides the global batch 1,024" in json.loads(out)["reason"]
+
+
+def test_plan_says_when_memory_is_the_reason(repo):
+    code, out, err = run("plan", "--model", "llama3-70b", "--gpus", "8", "--set",
+                         "global_batch=8", "--set", "gpu=A100-40GB", "--format", "json")
+    reason = json.loads(out)["reason"]
+    assert code == 1 and "lower bound of their memory" in reason
+
+
 # -- 11. small ones ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["", "\n", "{{{", "not json"])
