@@ -8,7 +8,6 @@ The public API (memlint.api, imported on first use so that `memlint --version` s
 
 __version__ = "0.2.0"
 DISTRIBUTION = "memlint-llm"        # the name on the package index (`pip install memlint-llm`)
-REPOSITORY_URL = "https://github.com/memlint/memlint"   # source, rule docs (docs/rules/)
 
 _API = ("check", "estimate", "CheckResult", "MemlintError", "Options")
 
@@ -21,4 +20,4 @@ def __getattr__(name):  # PEP 562: the API's imports cost nothing until it is us
     raise AttributeError(f"module 'memlint' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "DISTRIBUTION", "REPOSITORY_URL", *_API]
+__all__ = ["__version__", "DISTRIBUTION", *_API]

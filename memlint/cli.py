@@ -265,7 +265,7 @@ def cmd_rules(args) -> int:
 
 def cmd_explain(args) -> int:
     from memlint.keys import suggest
-    from memlint.rules import help_path, help_uri, registry
+    from memlint.rules import help_path, registry
 
     reg = registry()
     rule = reg.get(args.rule)
@@ -283,7 +283,7 @@ def cmd_explain(args) -> int:
             lines.append(f"    {name} ({kind.__name__}, default {default!r})")
         lines.append("")
     if help_path(rule):
-        lines.append(f"This page: {help_path(rule)} in memlint's repository, {help_uri(rule)}")
+        lines.append(f"This page is {help_path(rule)} in memlint's source tree.")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

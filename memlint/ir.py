@@ -37,6 +37,10 @@ class Provenance:
 
 COMMAND_LINE = Provenance(file=None, key=None)
 DEFAULT = Provenance(file=None, key="<default>")
+# `Partial.extra` key prefix of a file a config refers to that could not be read (not found): the
+# settings it holds (a ZeRO stage, an offload) are missing from the run, so a memory verdict rests
+# on it
+UNREAD_REFERENCE = "unread_reference:"
 
 
 @dataclass(frozen=True)

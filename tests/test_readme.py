@@ -5,7 +5,7 @@ import re
 
 import yaml
 
-from memlint import DISTRIBUTION, REPOSITORY_URL, __version__
+from memlint import DISTRIBUTION, __version__
 from memlint.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,22 +30,26 @@ def test_install_and_hook_snippets_use_the_real_names():
         assert f'name = "{DISTRIBUTION}"' in handle.read()
     assert f"pip install {DISTRIBUTION}" in README
     assert "<org>" not in README and "<you>" not in README
+    # no address memlint does not own: links and hooks name the package index only
+    assert not re.search(r"https?://(?!(www\.)?(pypi\.org|pre-commit\.com|docs\.github\.com))"
+                         r"[^\s)]*memlint", README)
     configs = [yaml.safe_load(b) for b in _blocks("yaml") if "repos:" in b]
-    assert len(configs) == 2
-    remote, (local,) = configs[0]["repos"][0], configs[1]["repos"][0]["hooks"]
-    assert remote["repo"] == REPOSITORY_URL and remote["rev"] == f"v{__version__}"
-    assert configs[1]["repos"][0]["repo"] == "local"
+    assert len(configs) == 1
+    [repo] = configs[0]["repos"]
+    [local] = repo["hooks"]
+    assert repo["repo"] == "local"
     assert local["additional_dependencies"] == [f"{DISTRIBUTION}=={__version__}"]
     with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as handle:
         [hook] = yaml.safe_load(handle)
-    assert local["entry"] == hook["entry"] and remote["hooks"][0]["id"] == hook["id"]
+    assert local["entry"] == hook["entry"] and local["id"] == hook["id"]
     ours, theirs = re.compile(hook["files"]), re.compile(local["files"])
     for name in ("ds_config.json", "a/b.yml", "run.slurm", "torchtitan.toml", "x.args",
                  "m/config_registry.py", "model.py", "README.md", "notes.txt"):
         assert bool(ours.search(name)) == bool(theirs.search(name)), name
     [workflow] = [yaml.safe_load(b) for b in _blocks("yaml") if "jobs:" in b]
-    uses = [s["uses"] for s in workflow["jobs"]["memlint"]["steps"]]
-    assert f"{REPOSITORY_URL.split('github.com/')[1]}@v{__version__}" in uses
+    [action] = [s for s in workflow["jobs"]["memlint"]["steps"]
+                if s.get("uses", "").startswith("./")]
+    assert action["with"]["version"] == __version__
 
 
 def test_plan_prints_the_ranked_table_and_details_on_request(capsys):

@@ -45,6 +45,7 @@ import os
 from typing import Any, Optional
 
 from memlint.diagnostics import INVALID_VALUE, SCHEMA_ERROR, UNRESOLVED, Severity, make
+from memlint.adapters.registry import find_reference
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, suppressions
 
@@ -135,30 +136,6 @@ def _state_settings(bits: Optional[int]) -> dict:
     if bits in (4, 8):
         return {"optimizer_state_dtype": "fp8"}
     return {}
-
-
-def resolve_deepspeed(target: str, path: str, root: str) -> Optional[str]:
-    """The file axolotl would open for `deepspeed: target`: absolute as given; else relative to
-    its working directory, tried as the current directory, the repository root, and each folder
-    from the YAML's up to the root (whichever the user runs `axolotl train` from)."""
-    if os.path.isabs(target):
-        return target if os.path.isfile(target) else None
-    folders = [os.getcwd(), root]
-    probe = os.path.dirname(os.path.abspath(path))
-    base = os.path.realpath(root)
-    while True:
-        folders.append(probe)
-        if os.path.realpath(probe) == base:
-            break
-        parent = os.path.dirname(probe)
-        if parent == probe or not os.path.realpath(parent).startswith(base):
-            break
-        probe = parent
-    for folder in folders:
-        candidate = os.path.normpath(os.path.join(folder, target))
-        if os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 def load(path: str, text: str) -> Partial:
@@ -392,7 +369,9 @@ def _loss_and_kernels(data: dict, partial: Partial, prov) -> None:
 def _deepspeed(target: str, path: str, partial: Partial, where: Provenance) -> None:
     from memlint.config import repo_root
 
-    found = resolve_deepspeed(target, path, repo_root(path))
+    # axolotl opens it relative to its working directory (utils/config/__init__.py:
+    # os.path.exists(cfg.deepspeed)): the folder the user runs `axolotl train` from
+    found = find_reference(target, path, repo_root(path))
     if found is not None:
         partial.references.append((found, where))
         return

@@ -19,7 +19,7 @@ from typing import Optional
 
 from memlint.adapters._neighbours import hydra_launch
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
-from memlint.ir import Partial, Provenance, Setting
+from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
 
 BUILTIN_ADAPTERS = (
@@ -229,18 +229,39 @@ def inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def _resolve_reference(target: str, path: str, root: str) -> str:
-    """A referenced path, tried beside the referring file, at the repository root (axolotl and
-    accelerate resolve against the working directory, usually the repository root) and in the
-    working directory; the first that exists, else the first candidate."""
+def find_reference(target: str, path: str, root: str) -> Optional[str]:
+    """The file a config's relative path most likely names, or None when none exists.
+
+    Launchers (the HF Trainer, axolotl, LLaMA-Factory, accelerate) open such a path relative to
+    their working directory, which memlint cannot know: it is tried beside the referring file, in
+    each folder above it up to the repository root (where a project runs its launcher from), and
+    in memlint's own working directory."""
     if os.path.isabs(target):
-        return os.path.normpath(target)
-    candidates = [os.path.join(os.path.dirname(path), target), os.path.join(root, target),
-                  os.path.join(os.getcwd(), target)]
-    for candidate in candidates:
+        return os.path.normpath(target) if os.path.isfile(target) else None
+    folders = [os.path.dirname(os.path.abspath(path))]
+    base = os.path.realpath(root)
+    while os.path.realpath(folders[-1]) != base:
+        parent = os.path.dirname(folders[-1])
+        if parent == folders[-1] or not inside(parent, base):
+            break
+        folders.append(parent)
+    if os.path.realpath(folders[-1]) != base:
+        folders.append(root)
+    folders.append(os.getcwd())
+    for folder in folders:
+        candidate = os.path.normpath(os.path.join(folder, target))
         if os.path.isfile(candidate):
-            return os.path.normpath(candidate)
-    return os.path.normpath(candidates[0])
+            return candidate
+    return None
+
+
+def _resolve_reference(target: str, path: str, root: str) -> str:
+    """find_reference's file, else the path beside the referring file (reported as not found)."""
+    found = find_reference(target, path, root)
+    if found is not None:
+        return found
+    return os.path.normpath(target if os.path.isabs(target)
+                            else os.path.join(os.path.dirname(path), target))
 
 
 def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
@@ -286,9 +307,12 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
             # cannot know: a file not found is unchecked, not wrong
             partial.diagnostics.append(make(
                 UNRESOLVED, Severity.WARNING,
-                f"referenced file {target!r} not found (looked beside this file, at the "
-                "repository root and in the working directory); its settings are not checked",
+                f"referenced file {target!r} not found (looked beside this file, in the folders "
+                "above it up to the repository root and in the working directory); its "
+                "settings are not checked",
                 prov, key=prov.key))
+            # the memory verdict may rest on it (a ZeRO stage, an offload): rules say so
+            partial.set_extra(f"{UNREAD_REFERENCE}{target}", target, prov)
             continue
         if os.path.realpath(resolved) in seen:
             continue

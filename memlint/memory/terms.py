@@ -123,7 +123,7 @@ class Estimate:
     @cached_property
     def host(self) -> tuple:
         """Host RAM and NVMe per kind of node (memory/host.py NodeEstimate), worst first."""
-        from memlint.memory.host import node_estimates  # host.py imports this module
+        from memlint.memory.host_nodes import node_estimates  # host_nodes.py imports this module
 
         return () if self.scenario is None else node_estimates(self.scenario, self)
 

@@ -1,7 +1,7 @@
 """`--format markdown`: GitHub-flavoured Markdown for job summaries and pull-request comments.
 
-A headline with the counts, the diagnostics as a table (location, severity, rule linked to its
-page, message), then per estimate the per-stage memory table: the same grouping into weights,
+A headline with the counts, the diagnostics as a table (location, severity, rule code and name,
+message), then per estimate the per-stage memory table: the same grouping into weights,
 gradients, optimizer, activations and other as the text report, with the share of the GPU.
 """
 from __future__ import annotations
@@ -19,12 +19,8 @@ def _cell(text) -> str:
 
 
 def _rule(d, report) -> str:
-    from memlint.rules import help_uri
-
-    rule = report.registry.get(d.code) if report.registry is not None else None
-    uri = help_uri(rule) if rule is not None else None
-    label = f"{d.code} `{d.rule}`"
-    return f"[{d.code}]({uri}) `{d.rule}`" if uri else label
+    # no link: `memlint explain CODE` prints the rule's page wherever the table is read
+    return f"{d.code} `{d.rule}`"
 
 
 def _where(d, report) -> str:

@@ -15,14 +15,13 @@ import json
 import os
 import pathlib
 
-from memlint import REPOSITORY_URL, __version__
+from memlint import __version__
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def _rule_entry(rule) -> dict:
-    from memlint.rules import help_uri
     from memlint.rules.docs import markdown_page
 
     sections = rule.sections()
@@ -36,9 +35,8 @@ def _rule_entry(rule) -> dict:
         "defaultConfiguration": {"level": _LEVEL[rule.severity.label]},
         "properties": {"tags": [rule.code[:3]]},
     }
-    uri = help_uri(rule)
-    if uri:   # absent for a plugin's rule: never a link that leads nowhere
-        entry["helpUri"] = uri
+    # no helpUri: the rule's whole page travels in `help` (code scanning shows it with the
+    # alert), and memlint has no public web address a link could count on staying live
     return entry
 
 
@@ -84,8 +82,7 @@ def document(report) -> dict:
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
     run = {
-        "tool": {"driver": {"name": "memlint", "version": __version__,
-                            "informationUri": REPOSITORY_URL, "rules": rules}},
+        "tool": {"driver": {"name": "memlint", "version": __version__, "rules": rules}},
         "invocations": [invocation],
         "results": out,
     }
@@ -102,8 +99,7 @@ def failure_log(message: str) -> str:
     """A SARIF log for a run that could not be done (exit 2: a usage error), so that an upload
     step after `memlint check --format sarif > memlint.sarif || true` uploads a valid file that
     says what went wrong instead of an empty one."""
-    run = {"tool": {"driver": {"name": "memlint", "version": __version__,
-                               "informationUri": REPOSITORY_URL, "rules": []}},
+    run = {"tool": {"driver": {"name": "memlint", "version": __version__, "rules": []}},
            "results": [],
            "invocations": [{"executionSuccessful": False, "toolExecutionNotifications": [
                {"level": "error", "message": {"text": message}}]}]}

@@ -267,14 +267,6 @@ def help_path(rule: Rule) -> Optional[str]:
     return HELP_PATH.format(code=rule.code, name=rule.name) if is_builtin(rule) else None
 
 
-def help_uri(rule: Rule) -> Optional[str]:
-    """The rule page's web address in memlint's repository, or None for a plugin's rule."""
-    from memlint import REPOSITORY_URL
-
-    path = help_path(rule)
-    return f"{REPOSITORY_URL}/blob/main/{path}" if path else None
-
-
 def make_internal(message: str, prov: Optional[Provenance] = None) -> Diagnostic:
     """An internal-error diagnostic that makes the run exit 2 (a rule or the model failed)."""
     return make(INTERNAL_ERROR, Severity.ERROR, message, prov, internal=True)

@@ -7,13 +7,16 @@ A verdict that rests on a value no file gave (memory/inputs.py: `Estimate.assume
 source is memlint's own default) says so and is at most a warning: it rests on such a value when
 a plausible other value could flip it, i.e. the sequence-proportional memory (activations and
 logits) is what puts the stage over for seq_len / micro_batch / recompute, the GPU is one a
-larger catalogued GPU would hold, or the precision or the sharded world size is unknown.
+larger catalogued GPU would hold, or the precision or the sharded world size is unknown. A file
+the run refers to that was not found (a DeepSpeed config named by a trainer YAML) counts the same
+way: its ZeRO stage or offload could flip the verdict.
 """
 from __future__ import annotations
 
 import math
 
 from memlint.diagnostics import Severity
+from memlint.ir import UNREAD_REFERENCE
 from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
                                     with_training)
 from memlint.rules.base import Finding, Rule
@@ -48,7 +51,7 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
     assumed = {a["key"]: a for a in getattr(estimate, "assumed", ()) or ()
                if str(a.get("source", "")).startswith(("default", "assumed"))}
     if not assumed:
-        return []
+        return unread_references(scenario)
     sequence = component(stage, "activations") + component(stage, "logits")
     states_fit = stage.total_bytes - sequence <= estimate.capacity_bytes or not oom
     par = scenario.parallelism
@@ -66,7 +69,14 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
             rests = not oom or _fits_as(ctx, stage, precision="pure-bf16")
         if rests:
             out.append((key, entry["value"]))
-    return out
+    return out + unread_references(scenario)
+
+
+def unread_references(scenario) -> list:
+    """[(UNREAD_REFERENCE, path)] for each file the run refers to that could not be read: its
+    settings (a ZeRO stage, FSDP sharding, offload) may be what decides the verdict."""
+    return sorted((UNREAD_REFERENCE, setting.value) for key, setting in scenario.extra.items()
+                  if key.startswith(UNREAD_REFERENCE))
 
 
 def _fits_as(ctx, stage, **training) -> bool:
@@ -78,9 +88,19 @@ def _fits_as(ctx, stage, **training) -> bool:
 
 
 def defaults_note(found: list) -> str:
-    listed = ", ".join(f"{key} {value}" for key, value in found)
-    return (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
-            f"(e.g. --set {found[0][0]}=...) for a firm verdict")
+    defaults = [(key, value) for key, value in found if key != UNREAD_REFERENCE]
+    unread = [value for key, value in found if key == UNREAD_REFERENCE]
+    note = ""
+    if defaults:
+        listed = ", ".join(f"{key} {value}" for key, value in defaults)
+        note += (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
+                 f"(e.g. --set {defaults[0][0]}=...) for a firm verdict")
+    if unread:
+        listed = ", ".join(repr(path) for path in unread)
+        note += (f"; the run refers to {listed}, which was not found, so its settings (a ZeRO "
+                 "stage, sharding, offload) are not in this estimate: check the file together "
+                 "with it for a firm verdict")
+    return note
 
 
 def keys_for(stage) -> tuple:
@@ -155,7 +175,9 @@ class ExceedsGpuMemory(Rule):
             severity=Severity.WARNING if defaults else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "excess_bytes": total - capacity,
-                  "rests_on_defaults": [key for key, _ in defaults]})
+                  "rests_on_defaults": [key for key, _ in defaults if key != UNREAD_REFERENCE],
+                  "rests_on_unread_files": [path for key, path in defaults
+                                            if key == UNREAD_REFERENCE]})
 
 
 class LowMemoryHeadroom(Rule):

@@ -190,3 +190,25 @@ def test_real_project_layout_finds_deepspeed_configs_at_the_project_root():
     scenario, diagnostics = build(partials)
     assert scenario.parallelism.zero == 3 and scenario.parallelism.offload_params == "cpu"
     assert not [d for d in diagnostics if d.severity == Severity.ERROR]
+
+
+@needs_real
+def test_context_and_tensor_parallel_sizes_from_the_fsdp_tp_cp_example():
+    """distributed-parallel/qwen3-8b-fsdp-tp-cp.yaml: dp_shard 2 x cp 2 x tp 2 (axolotl's
+    ParallelismConfig sizes, utils/schemas/config.py); cp and tp cut what each GPU holds."""
+    path = real("distributed-parallel-qwen3-8b-fsdp-tp-cp.yaml")
+    got = values(load(path))
+    assert got["cp"] == 2 and got["tp"] == 2
+    assert line_of(load(path), "cp") == 8
+
+
+@needs_real
+def test_alst_example_reads_cp_and_records_tiled_mlp():
+    """alst/llama3-8b-fsdp2-alst.yaml: 500,000-token sequences over context_parallel_size 8, with
+    tiled_mlp (recorded, not modelled: an info note, never an error)."""
+    partial = load(real("alst-llama3-8b-fsdp2-alst.yaml"))
+    got = values(partial)
+    assert got["cp"] == 8 and got["seq_len"] == 500_000
+    assert partial.extra["axolotl.tiled_mlp"].value is True
+    notes = [d for d in partial.diagnostics if d.key == "tiled_mlp"]
+    assert notes and all(d.severity == Severity.INFO for d in notes)

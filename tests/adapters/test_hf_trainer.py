@@ -84,11 +84,11 @@ def test_real_files_detected_and_read_without_false_error(owner, rel, monkeypatc
         code = main(["check", rel, "--format", "json", "--world-size", "8", "--gpu",
                      "H100-80GB"])
     report = json.loads(out.getvalue())
-    errors = [d for d in report["diagnostics"] if d["severity"] == "error"]
-    if any("not found" in d["message"] and d["code"] == "ML007" for d in report["diagnostics"]):
-        # a DeepSpeed file the recipe names is not in the copied folder: the memory verdict on
-        # the hardware this test picked is then about a run without it, not a false error
-        errors = [d for d in errors if not d["code"].startswith("ML1")]
+    # 8 x H100 is this test's choice, not the recipes' (most state no hardware): a memory verdict
+    # (ML1xx) on it is about that choice, not about the file; verdicts on the hardware the authors
+    # state are tested one by one (test_fastchat_7b_on_four_a100_40gb_fits and its kind)
+    errors = [d for d in report["diagnostics"]
+              if d["severity"] == "error" and not d["code"].startswith("ML1")]
     assert errors == [], errors
 
 

@@ -114,6 +114,19 @@ def test_nvidia_fp8_llama3_recipe_fits(capsys):
 
 
 @needs_real
+def test_nvidia_interleaved_schedule_at_pp2_is_not_refused(capsys):
+    """Megatron's CI case moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed runs the interleaved
+    schedule at pp 2 (4 virtual stages per rank) on 8 H100s without an overlap flag:
+    overlap_p2p_comm is on by default (store_false --no-overlap-p2p-communication, Megatron-LM
+    d98e8a6), so validate_args only needs pp > 1. ML405 once demanded pp > 2 and a flag that does
+    not exist."""
+    path = os.path.join(ROOT, "..", "shared", "calibration", "gpu-megatron-ci", "configs",
+                        "moe__gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed.yaml")
+    code, report = check(capsys, path, "--world-size", "8")
+    assert "ML405" not in codes(report) and not codes(report, "error") and code == 0
+
+
+@needs_real
 def test_gpt_neox_autotuning_config_is_not_an_error(capsys):
     """gpt-neox: its own hyphenated arguments beside DeepSpeed's, and an autotuning search
     space (`"stage": [0, 1, 2, 3]`) instead of a value."""

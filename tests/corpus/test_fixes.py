@@ -141,3 +141,32 @@ def test_verl_hydra_launch_is_not_a_megatron_script():
     megatron = load_file(os.path.join(CORPUS, "NVIDIA__Megatron-LM/examples/llama/"
                                               "train_llama3_8b_h100_fp8.sh"))
     assert megatron.fmt == "megatron"
+
+
+LF_QWEN3 = "hiyouga__LLaMA-Factory/examples/train_full/qwen3_full_sft_autotp.yaml"
+
+
+def test_trainer_deepspeed_path_is_found_from_the_project_root_above_the_yaml():
+    """LLaMA-Factory's qwen3_full_sft_autotp.yaml names `examples/deepspeed/...json`, relative to
+    the LLaMA-Factory root it is launched from (`llamafactory-cli train examples/...`). Checked
+    alone it was not found (memlint looked beside the YAML and at the repository root only), and
+    the memory check ran without ZeRO: a false ML101 error. The folders above the YAML are tried
+    now, so the copied LLaMA-Factory tree's own DeepSpeed file is read."""
+    diagnostics, formats, code = lint([LF_QWEN3])
+    assert formats.count("deepspeed") == 1, formats
+    assert code == 0 and not errors(diagnostics)
+    assert not [d for d in diagnostics if "not found" in d.message]
+
+
+def test_a_verdict_that_rests_on_an_unread_reference_is_a_warning(tmp_path):
+    """The same YAML with its DeepSpeed file missing: the run's ZeRO stage is unknown, so the OOM
+    verdict (Qwen3-32B full fine-tuning, unsharded) is a warning naming the file, not an error."""
+    path = tmp_path / "qwen3_full_sft_autotp.yaml"
+    path.write_text(open(os.path.join(CORPUS, LF_QWEN3), encoding="utf-8").read(),
+                    encoding="utf-8")
+    diagnostics, _formats, code = lint([str(path)], "--world-size", "8")
+    oom = [d for d in diagnostics if d.code == "ML101"]
+    assert len(oom) == 1 and oom[0].severity == Severity.WARNING, oom
+    assert "examples/deepspeed/ds_z2_autotp_config.json" in oom[0].message
+    assert oom[0].data["rests_on_unread_files"] == ["examples/deepspeed/ds_z2_autotp_config.json"]
+    assert code == 0

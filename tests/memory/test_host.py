@@ -13,7 +13,7 @@ import pytest
 
 from memlint.catalog import nodes
 from memlint.cli import main
-from memlint.memory import host
+from memlint.memory import host, host_nodes
 from memlint.memory.estimate import estimate
 from memlint.scenario import build, overrides_partial
 
@@ -103,13 +103,13 @@ def test_rank0_cpu_loading_is_one_copy_on_the_first_node():
 
 
 def test_node_kinds_follow_megatron_rank_order():
-    kinds, bounded = host._node_kinds(world=16, pp=4, per_node=8)
+    kinds, bounded = host_nodes._node_kinds(world=16, pp=4, per_node=8)
     assert not bounded
     assert [(first, count, ranks) for first, count, ranks in kinds] == [
         (0, 1, ((0, 4), (1, 4))), (1, 1, ((2, 4), (3, 4)))]
-    kinds, _ = host._node_kinds(world=64, pp=2, per_node=8)
+    kinds, _ = host_nodes._node_kinds(world=64, pp=2, per_node=8)
     assert [(c, r) for _, c, r in kinds] == [(4, ((0, 8),)), (4, ((1, 8),))]
-    kinds, bounded = host._node_kinds(world=8 * 100_000, pp=1, per_node=8)
+    kinds, bounded = host_nodes._node_kinds(world=8 * 100_000, pp=1, per_node=8)
     assert bounded and kinds[0][1] == 100_000
 
 

@@ -13,7 +13,7 @@ import pytest
 from memlint.adapters import megatron as M
 from memlint.ir import Provenance
 from memlint.memory import activations as act
-from memlint.memory import extras
+from memlint.memory import runtime
 from memlint.memory.estimate import estimate
 from memlint.memory.params import architecture, count_params
 from memlint.scenario import build, overrides_partial
@@ -87,10 +87,10 @@ def test_workspace_terms_te_and_local():
 
 
 def test_cublas_workspace_sizes():
-    assert extras.cublas_workspace_bytes(None, (9, 0))[0] == 32 * MiB
-    assert extras.cublas_workspace_bytes(None, (8, 0))[0] == 4096 * 1024 * 2 + 16 * 1024 * 8
-    assert extras.cublas_workspace_bytes(":4096:2:16:8", (9, 0))[0] == 8 * MiB + 128 * 1024
-    assert extras.cublas_workspace_bytes("garbage", (9, 0))[0] == 32 * MiB
+    assert runtime.cublas_workspace_bytes(None, (9, 0))[0] == 32 * MiB
+    assert runtime.cublas_workspace_bytes(None, (8, 0))[0] == 4096 * 1024 * 2 + 16 * 1024 * 8
+    assert runtime.cublas_workspace_bytes(":4096:2:16:8", (9, 0))[0] == 8 * MiB + 128 * 1024
+    assert runtime.cublas_workspace_bytes("garbage", (9, 0))[0] == 32 * MiB
 
 
 def test_no_workspaces_on_cpu_or_seed():

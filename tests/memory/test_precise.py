@@ -1,7 +1,7 @@
 """The `precise` profile's terms, pinned on small hand-checked cases.
 
 Per-layer numbers are bytes per token of one decoder layer; each was derived op by op (which
-tensor autograd keeps, see memory/activations.py hf_layer_items) and checked against
+tensor autograd keeps, see memory/activations_eager.py hf_layer_items) and checked against
 `torch.autograd.graph.saved_tensors_hooks` on the calibration models (torch 2.13, transformers
 5.24) and against `../shared/calibration/records.json` per-layer bytes.
 """
@@ -12,7 +12,8 @@ import os
 import pytest
 
 from memlint.memory import activations as act
-from memlint.memory.estimate import _Model, estimate
+from memlint.memory import activations_eager as eager
+from memlint.memory.estimate import estimate
 from memlint.memory.params import architecture
 from memlint.scenario import build, overrides_partial
 
@@ -35,7 +36,7 @@ def per_token(items, seq):
 
 def llama_items(**run):
     arch = architecture(LLAMA)
-    return act.hf_layer_items(act.shapes(arch, False), act.HFRun(**run))
+    return eager.hf_layer_items(act.shapes(arch, False), eager.HFRun(**run))
 
 
 def test_llama_fp32_sdpa_full_finetune():
@@ -109,13 +110,13 @@ def test_gpt2_dropout_and_math_sdpa():
                 fused_qkv=True, softmax_fp32=False)
     # fp32: eager and sdpa (math on the CPU: attention dropout) agree, records 110608 at T 512
     for attention in ("eager", "sdpa"):
-        assert per_token(act.hf_layer_items(sh, act.HFRun(c=4, attention=attention, **base)),
+        assert per_token(eager.hf_layer_items(sh, eager.HFRun(c=4, attention=attention, **base)),
                          512) == 110608
     # bf16 eager: everything halves (masks in bf16 on the CPU): 55304
-    assert per_token(act.hf_layer_items(sh, act.HFRun(c=2, attention="eager", **base)), 512) == 55304
+    assert per_token(eager.hf_layer_items(sh, eager.HFRun(c=2, attention="eager", **base)), 512) == 55304
     # bf16 sdpa math upcasts q, k, v and the probabilities to fp32 on the CPU: 82952
-    assert per_token(act.hf_layer_items(sh, act.HFRun(c=2, attention="sdpa", **base)), 512) == 82952
-    assert act.hf_kernel(sh, act.HFRun(c=2, autocast=False, attention="sdpa", device="cuda",
+    assert per_token(eager.hf_layer_items(sh, eager.HFRun(c=2, attention="sdpa", **base)), 512) == 82952
+    assert eager.hf_kernel(sh, eager.HFRun(c=2, autocast=False, attention="sdpa", device="cuda",
                                        dropout_attn=0.1)) == "flash"
 
 

@@ -127,7 +127,8 @@ def test_sarif_validates_against_schema():
     run = doc["runs"][0]
     # ML603 has no file: a tool notification, not a result (GitHub rejects unlocated results)
     assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["ML001", "ML101", "ML102"]
-    assert all(r["helpUri"].endswith(f"docs/rules/{r['id']}.md") and r["help"]["markdown"]
+    # the rule's page travels in help; no link to an address memlint cannot promise is live
+    assert all("helpUri" not in r and r["help"]["markdown"].startswith(f"# {r['id']}")
                for r in run["tool"]["driver"]["rules"])
     first = run["results"][0]
     assert first["locations"][0]["physicalLocation"]["region"] == {"startLine": 7,
@@ -170,7 +171,7 @@ def test_junit_failures_only_at_or_above_fail_on():
 def test_markdown_summary():
     text = render("markdown", report())
     assert text.startswith("## memlint ❌ fails: 2 errors, 1 warning, 1 info\n")
-    assert "| `configs/ds_config.json:7:3` | 🔴 error | [ML001](" in text
+    assert "| `configs/ds_config.json:7:3` | 🔴 error | ML001 `parse-error` |" in text
     assert "100% sure: a,b" in text and "\\|" not in text
     rows = [line for line in text.splitlines() if line.startswith("| 0 |")
             or line.startswith("| 1 |")]

@@ -1,0 +1,99 @@
+"""Activations outside the decoder layers' own: the embedding's output (and its dropout mask),
+attention masks materialized by eager attention, and autocast's low-precision weight copies.
+"""
+from __future__ import annotations
+
+import math
+
+from memlint.memory.lora import frozen_bytes_per_param
+from memlint.memory.model import Model
+from memlint.memory.stages import StagePlan
+from memlint.memory.terms import Term
+
+
+def embedding_activation_terms(model: Model, tokens: int, seq_local: int, inflight: float) -> list:
+    """The embedding output (the first layer's input), RoPE cos/sin tables and position ids, and
+    the input token ids (int64)."""
+    arch = model.arch
+    c = model.dt.compute if not model.dt.autocast else 4
+    terms = []
+    hidden = c * arch.hidden * tokens
+    if arch.embedding_dropout > 0:
+        mask = 1 if model.scenario.hardware.device == "cuda" else c
+        hidden += (c + mask) * arch.hidden * tokens
+    per_seq = 0
+    if not arch.learned_positions:
+        per_seq = (2 * arch.head_dim * (model.dt.compute if not model.dt.autocast else 4) + 8)
+    else:
+        # position ids (int64) and the wpe output, shape (1, T, d), broadcast over the batch
+        per_seq = 8 + c * arch.hidden
+    value = int((hidden + per_seq * seq_local + 8 * tokens) * inflight)
+    terms.append(Term("activations.embedding", "activations", value,
+                      f"embedding output {c} B × d {arch.hidden} × {tokens:,} tokens + rotary/position "
+                      f"tables {per_seq} B × T {seq_local} + token ids 8 B × tokens",
+                      {"tokens": tokens, "seq": seq_local}, "transformers embedding + rotary"))
+    return terms
+
+
+def attention_mask_terms(model: Model, plan: StagePlan, batch: int, seq_local: int) -> list:
+    """Eager attention adds a materialized 4-D causal mask, B × 1 × T × T in the model's dtype,
+    built once per forward (transformers masking_utils `eager_mask`); SDPA and flash take
+    `is_causal` instead."""
+    if model.tr.attention != "eager" or model.tr.framework not in ("hf", "fsdp2") or model.seed:
+        return []
+    c = model.dt.param if model.dt.autocast else model.dt.compute
+    value = c * batch * seq_local * seq_local
+    return [Term("activations.attention_mask", "activations", value,
+                 f"4-D causal mask {c} B × B {batch} × T² {seq_local}²",
+                 {"batch": batch, "seq": seq_local, "bytes": c},
+                 "transformers masking_utils eager_mask")]
+
+
+def autocast_weight_terms(model: Model, plan: StagePlan) -> list:
+    """Low-precision copies of linear weights made by torch.autocast.
+
+    autocast casts a linear's weight to bf16 when the weight is fp32. `cached_cast`
+    (aten/src/ATen/autocast_mode.cpp, pytorch/pytorch@cfed411) caches the copy only for fp32 leaf
+    tensors that require grad (`arg.scalar_type() == kFloat && arg.requires_grad() &&
+    arg.is_leaf() && !arg.is_view()`), until the outermost autocast context exits; `mm` saves
+    the copy for the input gradient, so each layer's copy lives from its forward to its backward.
+    A frozen fp32 weight is cast anew (not cached), and `mm` still saves that copy when its input
+    requires grad, which in a LoRA model is every linear but the first layer's q/k/v (their
+    input, the embedding output, needs no grad). No copy exists for bf16/fp16 weights (nothing
+    to cast) or for a quantized base (bitsandbytes' matmul saves the quantized weight and
+    dequantizes again in backward). fp32 LoRA adapters are trainable leaves: cached copies.
+    Routed experts run through `grouped_mm`, which autocast does not cover (transformers
+    integrations/moe.py), so they have none; the LM head has one on the last stage.
+    """
+    if not model.dt.autocast or model.tr.framework != "hf" or model.seed:
+        return []
+    counts, arch, tr = model.counts, model.arch, model.tr
+    base_bytes = (frozen_bytes_per_param(tr.base_quant, model.dt.param, False) if model.lora
+                  else model.dt.param)
+    base_fp32 = base_bytes == 4 and tr.base_quant == "none"
+    linear = head = first_qkv = 0
+    if base_fp32:
+        for index in plan.layers:
+            layer = counts.layers[index]
+            router = 0 if (arch.moe is not None and arch.moe.router_bias) else layer.router
+            linear += layer.attention + layer.mlp + layer.shared_experts + router
+        if plan.last:
+            head = counts.lm_head or counts.embedding
+        if model.lora and plan.first and plan.layers and arch.mla is None:
+            # q, k, v of the first layer read the embedding output, which needs no grad
+            o_proj = arch.heads * arch.head_dim * arch.hidden
+            first_qkv = max(0, counts.layers[plan.layers[0]].attention - o_proj)
+    adapters = 0
+    if model.lora and model.dt.param == 4:
+        adapters = sum(model.lora_per_layer[i] for i in plan.layers)
+    n = math.ceil((linear - first_qkv + head + adapters) / model.topo.tp)
+    if n <= 0:
+        return []
+    return [Term("activations.autocast_weight_copies", "activations", 2 * n,
+                 f"bf16 copies of fp32 linear weights: ({linear:,} in layers − {first_qkv:,} "
+                 f"first-layer q/k/v + {head:,} LM head + {adapters:,} LoRA adapters) × 2 B",
+                 {"layer_linear_params": linear, "first_layer_qkv": first_qkv,
+                  "head_params": head, "lora_params": adapters, "base_bytes": base_bytes},
+                 "torch.autocast cached_cast (pytorch/pytorch@cfed411 aten/src/ATen/autocast_mode.cpp: "
+                 "fp32 leaves requiring "
+                 "grad); mm keeps its weight")]

@@ -1,0 +1,183 @@
+"""The architecture of a model as memlint counts it: `Architecture` (with `MoE`, `MLA`,
+`Vision`), the per-layer and total parameter counts (`LayerParams`, `ParamCounts`), the model types
+whose counts are exact, and `ConfigError`.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Optional
+
+
+class ConfigError(ValueError):
+    """A required key is missing or has an unusable value. `key` names it (HF spelling)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+#: model_type values whose counts are exact (tested against transformers).
+KNOWN_MODEL_TYPES = frozenset({
+    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt2", "gpt_neox",
+    "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
+    "llava", "qwen2_vl", "qwen2_5_vl",
+})
+
+
+#: Model types a framework adapter writes with every choice explicit (not transformers classes):
+#: Megatron-LM's GPTModel from its flags (adapters/megatron/model.py). Counted exactly as Megatron builds
+#: it (megatron/core/models/gpt/gpt_layer_specs.py), so no "approximate count" warning.
+FRAMEWORK_MODEL_TYPES = frozenset({"megatron_gpt"})
+
+#: More decoder layers than this is taken as a broken config, not a model.
+MAX_LAYERS = 100_000
+
+
+@dataclass(frozen=True)
+class MoE:
+    num_experts: int
+    top_k: int
+    expert_ffn: int          # intermediate size of one routed expert
+    shared_ffn: int = 0      # total intermediate size of the shared expert(s), 0 if none
+    shared_gate: bool = False  # qwen2_moe: sigmoid gate Linear(d, 1) on the shared expert
+    router_bias: bool = False  # deepseek_v3: e_score_correction_bias (a buffer in transformers)
+
+
+@dataclass(frozen=True)
+class MLA:
+    """DeepSeek multi-head latent attention dimensions."""
+
+    q_lora_rank: int  # 0: plain q projection
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Vision:
+    """A ViT-style vision tower plus the projector into the language model.
+
+    `tokens_per_image`: LLaVA: `image_seq_length` when the config gives it, else
+    (image_size / patch_size)², plus one for the CLS token when `vision_feature_select_strategy`
+    is "full". Qwen2-VL / Qwen2.5-VL read images at their native resolution, so the count depends
+    on the image; memlint's convention is a nominal `image_size` of 448 px (`NOMINAL_QWEN_IMAGE`),
+    i.e. (448 / (patch_size · spatial_merge_size))² = 256 tokens for patch 14 and merge 2.
+    Override with the `tokens_per_image` scenario key.
+    """
+
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    patch_size: int
+    image_size: int
+    tokens_per_image: int
+    params: int            # exact vision-tower parameter count
+    projector_params: int  # exact projector parameter count
+    model_type: str = ""
+    spatial_merge_size: int = 1   # qwen2_vl: 2x2 patches merged into one LM token
+    temporal_patch_size: int = 1  # qwen2_vl: frames per 3-D patch
+    norm: str = "layernorm"       # layernorm | rmsnorm
+
+
+NOMINAL_QWEN_IMAGE = 448
+
+
+@dataclass(frozen=True)
+class Architecture:
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int                 # dense MLP intermediate size
+    vocab: int
+    tied: bool
+    gated_mlp: bool = True   # SwiGLU/GeGLU (3 matrices) vs plain GeLU MLP (2 matrices)
+    norm: str = "rmsnorm"    # rmsnorm | layernorm
+    learned_positions: int = 0  # rows of a learned position table (gpt2), 0 for RoPE
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    embedding_dropout: float = 0.0
+    moe: Optional[MoE] = None
+    mla: Optional[MLA] = None
+    vision: Optional[Vision] = None
+    # Per decoder layer: True where the MLP is a routed MoE block.
+    moe_layers: tuple = ()
+    qkv_bias: bool = False       # q/k/v projections carry a bias (qwen2, gpt2, gpt_neox)
+    output_bias: bool = False    # attention output projection bias (gpt2, gpt_neox)
+    mlp_bias: bool = False       # MLP linears carry biases (gpt2, gpt_neox)
+    qk_norm: str = ""            # "" | "head" (RMSNorm over head_dim: qwen3) | "full" (olmoe:
+    #                              RMSNorm over all query / key channels)
+    norms_per_layer: int = 2     # gemma2: 4 (pre/post attention and feed-forward)
+    fused_qkv: bool = False      # one qkv matrix (phi3, gpt2, gpt_neox): same count, one GEMM
+    parallel_attention: bool = False  # gpt_neox use_parallel_residual: attn and MLP side by side
+    known: bool = True           # False: unknown model_type read through the generic keys
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None and any(self.moe_layers)
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    attention: int
+    mlp: int = 0             # dense MLP
+    experts: int = 0         # routed experts (all of them)
+    shared_experts: int = 0
+    router: int = 0
+    norms: int = 0
+
+    @property
+    def total(self) -> int:
+        return (self.attention + self.mlp + self.experts + self.shared_experts + self.router
+                + self.norms)
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    embedding: int
+    position_embedding: int
+    lm_head: int           # 0 when tied to the embedding
+    final_norm: int
+    layers: tuple          # LayerParams per decoder layer
+    vision: int = 0
+    projector: int = 0
+
+    # cached: each is a sum over the layers, asked once per pipeline stage (O(pp x layers))
+    @functools.cached_property
+    def experts(self) -> int:
+        return sum(layer.experts for layer in self.layers)
+
+    @functools.cached_property
+    def decoder(self) -> int:
+        return sum(layer.total for layer in self.layers)
+
+    @functools.cached_property
+    def total(self) -> int:
+        return (self.embedding + self.position_embedding + self.lm_head + self.final_norm
+                + self.decoder + self.vision + self.projector)
+
+    def component_totals(self) -> dict:
+        """Totals by component, the vocabulary of `--explain` and the JSON `params` block."""
+        out = {"embedding": self.embedding + self.position_embedding, "lm_head": self.lm_head,
+               "attention": 0, "mlp": 0, "experts": 0, "shared_experts": 0, "router": 0,
+               "norms": self.final_norm, "vision": self.vision, "projector": self.projector}
+        for layer in self.layers:
+            out["attention"] += layer.attention
+            out["mlp"] += layer.mlp
+            out["experts"] += layer.experts
+            out["shared_experts"] += layer.shared_experts
+            out["router"] += layer.router
+            out["norms"] += layer.norms
+        return out
+
+
+def mlp_params(d: int, ffn: int, gated: bool, bias: bool) -> int:
+    """Parameters of one MLP of width `ffn` (gated: gate, up and down projections)."""
+    if gated:
+        return 3 * d * ffn + ((2 * ffn + d) if bias else 0)
+    return 2 * d * ffn + ((ffn + d) if bias else 0)

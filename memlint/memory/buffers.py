@@ -1,0 +1,114 @@
+"""ZeRO / FSDP communication buffers of a step: DeepSpeed's bucket and prefetch buffers
+(memory/deepspeed_buffers.py) and FSDP's all-gather and reduce-scatter buffers (memory/fsdp.py)
+as Terms of the phase they are live in.
+"""
+from __future__ import annotations
+
+import math
+
+from memlint.memory.model import Model
+from memlint.memory.stages import StagePlan
+from memlint.memory.terms import Term
+
+
+def _term_of(record: dict, prefix: str = "") -> Term:
+    """A Term from the dicts memory/fsdp.py and memory/deepspeed_buffers.py return."""
+    name = record["name"]
+    return Term(name if name.startswith(prefix) else prefix + name, record["component"],
+                int(record["bytes"]), record["formula"], dict(record.get("inputs", {})),
+                record.get("source", ""))
+
+
+def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
+    """Gather and bucket buffers of sharded data parallelism around a step.
+
+    DeepSpeed ZeRO (memory/deepspeed_buffers.py): the gradient-reduction bucket of ZeRO-1/2/3
+    and, under ZeRO-3, the ceiling on gathered parameters (max_live_parameters, prefetch
+    included) plus the small parameters kept unpartitioned (param_persistence_threshold).
+    FSDP2 with one unit per decoder layer plus the root (memory/fsdp.py): the root stays
+    unsharded from forward through backward and one layer's all-gather is prefetched; with
+    reshard_after_forward=False every layer stays unsharded from its forward to its backward
+    (checked against ../shared/calibration/fsdp2-records.json). Parameters are gathered in the
+    compute dtype (bf16 under a MixedPrecisionPolicy). In the middle of backward
+    (`backward_layer`, `backward_recompute`) a unit's backward adds the prefetched unit, its
+    unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
+    """
+    from memlint.memory import fsdp
+
+    par, topo, counts = model.par, model.topo, model.counts
+    if phase == "optimizer" or model.seed:
+        return []
+    layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
+    uses_deepspeed = (model.tr.framework == "deepspeed"
+                      or "deepspeed.config" in model.scenario.extra)
+    if uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
+        return [_term_of(record, "buffers.") for record in _deepspeed_buffers(model, plan,
+                                                                               layer_params)]
+    sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
+    if not sharded or topo.shard <= 1:
+        return []
+    gather = 2 if model.dt.compute == 2 else 4
+    root = 0
+    if plan.first:
+        root += counts.embedding + counts.position_embedding
+    if plan.last:
+        root += counts.final_norm + counts.lm_head
+    root = math.ceil(root / topo.tp)
+    unit = max(layer_params or [0])
+    mid_backward = phase in ("backward_layer", "backward_recompute")
+    if par.reshard_after_forward:
+        records = [fsdp.root_unsharded(root, gather),
+                   fsdp.unit_allgather(unit, gather, prefetched=0)]
+    elif mid_backward:
+        # the last unit resharded after its backward; the others still unsharded
+        records = [fsdp.no_reshard_unsharded(layer_params[:-1], gather, root)]
+    else:
+        records = [fsdp.no_reshard_unsharded(layer_params, gather, root)]
+    if mid_backward:
+        # a unit's backward: the prefetched unit before it, its unsharded grads and the
+        # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
+        records += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+                                              prefetched=1 if par.reshard_after_forward else 0)
+    return [_term_of(record, "buffers.") for record in records if record["bytes"]]
+
+
+def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
+    """DeepSpeed's ZeRO buffers with the sizes its config gives (or DeepSpeed's defaults; an
+    "auto" size is the HF Trainer's: reduce bucket d², prefetch 0.9·d², persistence 10·d)."""
+    from memlint.memory import deepspeed_buffers as ds
+
+    extra = model.scenario.extra
+    d = model.arch.hidden
+
+    def size(key, default, auto):
+        setting = extra.get(f"deepspeed.{key}")
+        value = setting.value if setting is not None else default
+        if value == "auto":
+            return int(auto)
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return int(default)
+
+    def flag(key, default):
+        setting = extra.get(f"deepspeed.{key}")
+        return setting.value if isinstance(getattr(setting, "value", None), bool) else default
+
+    name_of = {4: "fp32", 2: "bf16", 1: "fp8"}  # bytes -> the dtype names of DTYPE_BYTES
+    dtype = name_of.get(model.dt.grad, "bf16")
+    stage = model.par.zero
+    records = [ds.reduce_bucket(stage, size("reduce_bucket_size", ds.DEFAULT_REDUCE_BUCKET, d * d),
+                                dtype, flag("contiguous_gradients", True),
+                                flag("overlap_comm", stage == 3))]
+    if stage >= 3:
+        param_dtype = name_of.get(model.dt.param, "bf16")
+        stage_params = sum(layer_params)
+        records.append(ds.stage3_live_parameters(
+            size("stage3_max_live_parameters", ds.DEFAULT_MAX_LIVE_PARAMETERS, 1e9),
+            param_dtype, total_params=stage_params,
+            largest_module_params=max(layer_params or [0])))
+        norms = [d] * (2 * len(plan.layers) + (1 if plan.last else 0))
+        records.append(ds.stage3_persistent_parameters(
+            norms, model.topo.shard, param_dtype,
+            size("stage3_param_persistence_threshold", ds.DEFAULT_PERSISTENCE_THRESHOLD, 10 * d)))
+    return records

@@ -1,0 +1,99 @@
+"""Logits and loss: the output layer's logits, their fp32 upcast and the loss's gradients at the
+start of the backward (HF's and Megatron's cross-entropy differ: Megatron's is vocab-parallel
+and fused).
+"""
+from __future__ import annotations
+
+import math
+
+from memlint.memory.model import Model
+from memlint.memory.terms import Term
+
+
+def logits_terms(model: Model, phase: str) -> list:
+    """Logits and the loss.
+
+    transformers (ForCausalLMLoss): logits in the compute dtype are held by the model output,
+    upcast to fp32 and log-softmaxed (the fp32 log-probabilities are saved); at the start of the
+    loss backward the log-probabilities, their gradient and the fp32 logits' gradient are alive
+    (3 × 4 B × V per token). Megatron's vocab-parallel cross entropy (and its fused variant)
+    upcasts the logits, keeps the fp32 exp-logits for backward and writes the gradient into that
+    buffer in place; the compute-dtype logits live until the forward returns and the gradient is
+    cast back to the compute dtype at the start of backward: (c + 4) B per logit in both phases
+    (megatron/core/tensor_parallel/cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py).
+    """
+    arch, tr, topo = model.arch, model.tr, model.topo
+    tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
+    vocab = math.ceil(arch.vocab / topo.tp)
+    c = model.dt.compute
+    if tr.framework == "megatron":
+        return _megatron_logits_terms(model, phase, tokens, vocab, c)
+    if tr.framework in ("hf", "fsdp2"):
+        if phase == "backward_start":
+            per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
+        else:
+            per, formula = c + 4, f"logits {c} B + fp32 log-probs 4 B"
+    else:
+        if phase == "backward_start":
+            per, formula = c + 4, f"fp32 softmax/gradient buffer 4 B + gradient cast {c} B"
+        else:
+            per, formula = c + 4, f"logits {c} B + fp32 exp-logits 4 B"
+    value = per * vocab * tokens
+    return [Term("logits", "logits", value,
+                 f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
+                 {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens},
+                 "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py")]
+
+
+def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c: int) -> list:
+    """Megatron's output layer and vocab-parallel cross entropy on the last stage.
+
+    Each loss head (the LM head, plus one per multi-token-prediction layer, `--mtp-num-layers`,
+    whose losses megatron/core/transformer/multi_token_prediction.py computes in the same forward)
+    keeps its fp32 exp-logits / softmax for backward: 4 B per logit
+    (megatron/core/tensor_parallel/cross_entropy.py: `.float()`, exp in place, saved). While the
+    last head's loss is computed its compute-dtype logits are alive too (c B); in backward the
+    fp32 gradient written into the softmax buffer is cast to c B. With
+    `--cross-entropy-loss-fusion` (impl native, megatron/core/fusions/fused_cross_entropy.py) the
+    jit-fused functions return new tensors where the eager path works in place, so the fp32 copy
+    of the logits and the exp-logits are alive together: 4 B more per logit in the forward.
+    `--defer-embedding-wgrad-compute` keeps the output layer's gradient output (c B per logit) and
+    input (c B per hidden value) of up to `--wgrad-deferral-limit` micro-batches (0: all) until the
+    pipeline flush (megatron/core/tensor_parallel/layers.py, grad_output_buffer and
+    embedding_activation_buffer); at the peak the earlier micro-batches' ones are held.
+    """
+    def flag(name, default=None):
+        setting = model.scenario.extra.get("megatron." + name)
+        return default if setting is None else setting.value
+
+    heads = 1 + model.mtp_layers
+    fused = flag("cross-entropy-loss-fusion") is True
+    extra_fused = 4 if fused and phase != "backward_start" else 0
+    per = 4 * heads + c + extra_fused
+    formula = (f"{heads} loss head{'s' if heads > 1 else ''} × fp32 exp-logits 4 B + "
+               + (f"logits {c} B" if phase != "backward_start" else f"gradient cast {c} B")
+               + (" + fused CE fp32 copy 4 B" if extra_fused else ""))
+    terms = [Term("logits", "logits", per * vocab * tokens,
+                  f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
+                  {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
+                   "loss_heads": heads, "fused": fused},
+                  "megatron/core/tensor_parallel/cross_entropy.py; "
+                  "megatron/core/fusions/fused_cross_entropy.py")]
+    if flag("defer-embedding-wgrad-compute") is True:
+        micro = max(1, model.microbatches or 1)
+        try:
+            limit = int(flag("wgrad-deferral-limit", 0) or 0)
+        except (TypeError, ValueError):
+            limit = 0
+        calls = micro * heads
+        held = min(limit if limit > 0 else calls, calls - 1)
+        if held > 0:
+            hidden = model.arch.hidden
+            per_mb = c * vocab * tokens + c * hidden * tokens
+            terms.append(Term("logits.deferred_wgrad", "logits", held * per_mb,
+                              f"{held} deferred micro-batches × (gradient output {c} B × V/tp "
+                              f"{vocab:,} + input {c} B × d {hidden}) × {tokens:,} tokens",
+                              {"held": held, "limit": limit, "microbatches": micro},
+                              "megatron/core/tensor_parallel/layers.py (grad_output_buffer, "
+                              "embedding_activation_buffer)"))
+    return terms

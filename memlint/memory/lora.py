@@ -1,0 +1,58 @@
+"""LoRA and QLoRA: the frozen base's bytes per parameter (quantized bases), QLoRA's
+dequantization buffer, and the LoRA adapters' saved activations in fused layers.
+
+Each function returns `Term`s (or activation items) with formula, inputs and source.
+"""
+from __future__ import annotations
+
+from memlint.memory import activations as act
+from memlint.memory.model import Model
+from memlint.memory.stages import StagePlan
+from memlint.memory.terms import Term
+
+
+def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> float:
+    """Bytes per frozen base parameter.
+
+    nf4 (bitsandbytes, blocksize 64 with double quantization): 0.5 B + an 8-bit absmax per 64
+    weights + an fp32 scale per 256 absmax blocks = 0.5 + 1/64 + 4/16384 B (Dettmers et al. 2023,
+    QLoRA section 3). The seed article counts 0.5 (seed 000 CH 9.4). int8 (LLM.int8): 1 B + an fp32
+    scale per row, ~1 B.
+    """
+    if base_quant == "nf4":
+        return 0.5 if seed else 0.5 + 1 / 64 + 4 / (64 * 256)
+    if base_quant == "int8":
+        return 1.0
+    return float(param_bytes)
+
+
+def dequant_terms(model: Model, plan: StagePlan) -> list:
+    """QLoRA dequantizes one linear at a time to the compute dtype: the largest linear's
+    weight in bf16 (seed 000 CH 9.4: 2·d² per layer for a d×d projection)."""
+    if model.tr.base_quant == "none" or not plan.layers:
+        return []
+    arch = model.arch
+    if model.seed:
+        size = arch.hidden * arch.hidden
+        formula = f"2 B × d² = 2 × {arch.hidden}²"
+    else:
+        widths = [arch.hidden * arch.heads * arch.head_dim, arch.hidden * arch.ffn]
+        if arch.moe is not None:
+            widths.append(arch.hidden * arch.moe.expert_ffn)
+        size = max(widths) // model.topo.tp
+        formula = f"2 B × largest linear {size:,} elements"
+    return [Term("buffers.dequantized_weight", "buffers", 2 * size, formula,
+                 {"elements": size}, "seed 000 CH 9.4; bitsandbytes dequantize per matmul")]
+
+
+def lora_activation_items(model: Model, sh) -> list:
+    """LoRA adapters save their input (shared with the base linear), the rank-r intermediate and,
+    with dropout, the dropped copy of the input (peft `lora.Linear.forward`)."""
+    rank = model.tr.lora_rank
+    c = model.dt.compute
+    targets = 4 if model.tr.lora_targets == "qkvo" else (7 if sh.gated else 6)
+    items = [act.Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
+    if model.tr.lora_dropout > 0:
+        mask = 1 if model.scenario.hardware.device == "cuda" else c
+        items.append(act.Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
+    return items

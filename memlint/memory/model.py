@@ -1,0 +1,213 @@
+"""The resolved facts every term of an estimate reads, computed once per scenario: `Model`.
+
+A `Model` holds the scenario's training and parallelism settings, the architecture and its exact
+parameter counts (memory/params.py), the parallel layout (memory/topology.py), the framework's
+dtypes (memory/states.py), the pipeline stages (`StagePlan`) with the decoder layers each holds,
+LoRA's parameters per layer, the sequence length with any image tokens, the micro-batches per step
+and the multi-token-prediction layers. The term modules (stage_states, stage_activations, logits,
+lora, vision, buffers, optimizer_step, runtime, activation_extras) read it through these public,
+typed attributes and methods.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Optional
+
+from memlint.memory import states
+from memlint.memory.params import (ConfigError, LayerParams, ParamCounts, architecture,
+                                   count_params, lora_params_per_layer)
+from memlint.memory.stages import StagePlan, stage_plans, virtual_chunks
+from memlint.memory.topology import Topology, resolve
+
+
+class EstimateError(ValueError):
+    """The scenario cannot be estimated; `key` names the scenario key at fault."""
+
+    severity = "error"
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+class UnsupportedModel(EstimateError):
+    """A valid model memlint does not count yet (a warning, not an invalid config)."""
+
+    severity = "warning"
+
+
+class Model:
+    """Everything the stage estimates share, computed once (see the module docstring)."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.tr = scenario.training
+        self.par = scenario.parallelism
+        self.assume = scenario.assumptions
+        self.profile = scenario.assumptions.profile
+        self.seed = self.profile == "seed"
+        model = scenario.model
+        unsupported = scenario.extra.get("megatron.unsupported-architecture")
+        if unsupported is not None:
+            raise UnsupportedModel("model", f"no estimate for this architecture: "
+                                            f"{unsupported.value}")
+        if model is None:
+            raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
+        try:
+            self.arch = architecture(model.config)
+        except ConfigError as exc:
+            raise EstimateError(f"model.{exc.key}", str(exc)) from None
+        self.counts: ParamCounts = count_params(self.arch)
+        self.topo: Topology = resolve(scenario)
+        self.dt = states.dtypes(self.tr, self.profile)
+        self.total_override = model.total_params
+        self.expert_override = model.expert_params
+        self.uniform = self.seed or self.total_override is not None
+        if self.par.pp > self.arch.layers:
+            raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
+                                      f"{self.arch.layers} layers: a stage would hold none")
+        self.chunks = virtual_chunks(scenario.extra, self.par, self.arch.layers, self.seed)
+        self.plans = stage_plans(self.arch.layers, self.par, self.chunks)
+        self.lora = self.tr.lora_rank > 0
+        # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
+        self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
+                       and self.tr.recompute_every <= 1 and not self.seed)
+        self.lora_per_layer = (lora_params_per_layer(self.arch, self.tr.lora_rank, self.tr.lora_targets)
+                               if self.lora else [0] * self.arch.layers)
+        if self.seed and self.lora:
+            # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
+            self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
+        self.uses_deepspeed = (self.tr.framework == "deepspeed"
+                               or "deepspeed.config" in scenario.extra)
+        # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; buffers.buffer_terms)
+        self.fsdp_sharded = (not self.uses_deepspeed and not self.seed and self.topo.shard > 1
+                             and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
+        visual = self.tr.images_per_sample * self.visual_tokens_per_image()
+        self.seq = self.tr.seq_len + visual
+        self.microbatches = self._microbatches()
+        self.mtp_layers = self._mtp_layers()
+
+    def visual_tokens_per_image(self) -> int:
+        if self.tr.tokens_per_image:
+            return self.tr.tokens_per_image
+        if self.arch.vision is not None:
+            return self.arch.vision.tokens_per_image
+        return 0
+
+    def mtp_params(self) -> tuple:
+        """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
+        each a decoder layer like the model's last one, plus enorm and hnorm, the eh_proj
+        linear (2d -> d) and the block's final norm (megatron/core/transformer/
+        multi_token_prediction.py MultiTokenPredictionLayer), and under pipeline parallelism
+        the word embedding the MTP stage builds for itself."""
+        last = self.counts.layers[-1]
+        per_norm = 2 * self.arch.hidden if self.arch.norm == "layernorm" else self.arch.hidden
+        dense = last.total - last.experts + 2 * self.arch.hidden * self.arch.hidden \
+            + 3 * per_norm
+        dense, experts = self.mtp_layers * dense, self.mtp_layers * last.experts
+        if self.par.pp > 1 and self.counts.lm_head:
+            # the MTP stage builds its own word embedding (`if self.pre_process or
+            # self.mtp_process: self.embedding = ...`, gpt_model.py); untied models only (a tied
+            # last stage already keeps one for the output layer)
+            dense += self.counts.embedding
+        return dense, experts
+
+    def rank_chunks(self, stage: int) -> Optional[list]:
+        """Layers of each model chunk of one rank (None: an even split)."""
+        if self.chunks is None:
+            return None
+        return self.chunks[stage::self.par.pp]
+
+    def _mtp_layers(self) -> int:
+        """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
+        num_nextn_predict_layers): Megatron builds them on the last stage with their own loss."""
+        if self.tr.framework != "megatron" or self.seed:
+            return 0
+        value = self.scenario.model.config.get("num_nextn_predict_layers") or 0
+        return value if isinstance(value, int) and value > 0 else 0
+
+    def _microbatches(self) -> int:
+        if self.tr.grad_accum:
+            return self.tr.grad_accum
+        if self.tr.global_batch:
+            return max(1, self.tr.global_batch // (self.tr.micro_batch * self.topo.dp))
+        return 0
+
+    def total_params(self) -> int:
+        return self.total_override if self.total_override is not None else self.counts.total
+
+    def expert_params(self) -> int:
+        if self.expert_override is not None:
+            return self.expert_override
+        if self.total_override is not None:
+            return 0
+        return self.counts.experts
+
+    def params_block(self) -> dict:
+        counts = self.counts
+        total = self.total_params()
+        lora = sum(self.lora_per_layer) if self.lora else 0
+        trainable = lora if self.lora else (total if self.tr.train_base else 0)
+        return {"total": total + lora, "trainable": trainable,
+                "embedding": counts.embedding + counts.position_embedding,
+                "lm_head": counts.lm_head, "experts": self.expert_params(),
+                "vision": counts.vision + counts.projector}
+
+    def stage_param_groups(self, plan: StagePlan) -> dict:
+        """{'dense': n, 'experts': n} per GPU of this stage after tp/pp/ep (before ZeRO/FSDP)."""
+        topo = self.topo
+        if self.uniform:
+            total = self.total_params()
+            experts = self.expert_params()
+            share = len(plan.layers) / max(1, self.arch.layers)
+            dense = (total - experts) * share
+            expert_part = experts * share
+            expert_div = topo.tp * topo.ep if self.seed else topo.etp * topo.ep
+            return {"dense": int(round(dense / topo.tp)),
+                    "experts": int(round(expert_part / expert_div))}
+        dense = 0
+        experts = 0
+        for index in plan.layers:
+            layer: LayerParams = self.counts.layers[index]
+            dense += layer.total - layer.experts
+            experts += layer.experts
+        if plan.first:
+            dense += self.counts.embedding + self.counts.position_embedding
+        if plan.last and self.mtp_layers:
+            mtp_dense, mtp_experts = self.mtp_params()
+            dense += mtp_dense
+            experts += mtp_experts
+        if plan.last:
+            dense += self.counts.final_norm
+            if self.counts.lm_head:
+                dense += self.counts.lm_head
+            elif self.par.pp > 1:
+                # tied embeddings under PP: the last stage keeps its own copy of the word
+                # embedding for the output layer (Megatron-LM `setup_embeddings_and_output_layer`)
+                dense += self.counts.embedding
+        return {"dense": math.ceil(dense / topo.tp),
+                "experts": math.ceil(experts / (topo.etp * topo.ep))}
+
+    def vision_params(self, plan: StagePlan) -> int:
+        if not plan.first or self.arch.vision is None:
+            return 0
+        total = self.arch.vision.params + self.arch.vision.projector_params
+        if self.arch.vision.model_type == "megatron_clip":
+            # Megatron's ViT and projection are tensor-parallel layers like the language model's
+            return math.ceil(total / self.topo.tp)
+        return total
+
+    @functools.cached_property
+    def _muon_fraction(self) -> float:
+        counts = self.counts
+        matrices = sum(l.attention + l.mlp + l.experts + l.shared_experts for l in counts.layers)
+        return matrices / max(1, counts.total)
+
+    def muon_matrix_fraction(self) -> float:
+        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
+        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4).
+        Computed once per estimate, not once per stage."""
+        if self.uniform:
+            return 1.0
+        return self._muon_fraction

@@ -1,0 +1,94 @@
+"""The optimizer step's temporaries: what the optimizer implementation allocates beside the
+states while it updates (foreach / fused kernels, the gradient norm, ZeRO's flat buffers).
+"""
+from __future__ import annotations
+
+import math
+
+from memlint.memory.model import Model
+from memlint.memory.stages import StagePlan
+from memlint.memory.states import ceil_div as _ceil_div
+from memlint.memory.terms import Term
+
+
+def optimizer_step_terms(model: Model, plan: StagePlan) -> list:
+    """Temporaries of `optimizer.step()`.
+
+    PyTorch AdamW for-loop (`_single_tensor_adamw`): `exp_avg_sq.sqrt() / bias_correction2_sqrt`
+    makes two temporaries of the current parameter: 2 × the largest parameter. foreach
+    (`_multi_tensor_adamw`): `_foreach_sqrt` of every second moment: 1 × all states' size. fused:
+    none. SGD with momentum: in place. transformers Adafactor: fp32 update and squared-grad
+    temporaries of the current parameter (2 × largest, + 2 more when params are not fp32).
+    Megatron/DeepSpeed fused optimizers work in place.
+    """
+    tr, dt = model.tr, model.dt
+    if tr.framework == "megatron" and dt.master and dt.grad < 4 \
+            and model.par.offload_optimizer == "none" and tr.train_base:
+        # fp16/bf16 main grads: `main_param.grad = main_grad.float()` makes an fp32 copy for
+        # the fp32 master weights, freed at the next zero_grad
+        # (megatron/core/optimizer/optimizer.py and distrib_optimizer.py
+        # _copy_model_grads_to_main_grads)
+        groups = model.stage_param_groups(plan)
+        shard = model.topo.shard if model.par.zero >= 1 else 1
+        expert_shard = model.topo.expert_shard if model.par.zero >= 1 else 1
+        n = _ceil_div(groups["dense"], shard) + _ceil_div(groups["experts"], expert_shard)
+        return [Term("optimizer.fp32_grad_copies", "optimizer", 4 * n,
+                     f"fp32 copies of {dt.grad}-byte main grads: {n:,} × 4 B",
+                     {"params": n, "grad_bytes": dt.grad},
+                     "megatron/core/optimizer/optimizer.py _copy_model_grads_to_main_grads")]
+    if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
+        return []
+    if dt.state_bits:
+        # block-quantized states: fused update kernels (memory/optimizer_quant.py)
+        return []
+    impl = tr.optimizer_impl
+    if impl is None:
+        impl = "foreach" if model.scenario.hardware.device == "cuda" else "for-loop"
+    largest, total = _largest_and_total_trainable(model, plan)
+    shard = model.topo.shard if (model.par.zero >= 1 or model.par.fsdp != "none") else 1
+    if tr.optimizer in ("adamw", "adam", "fp8_adam"):
+        if impl == "fused":
+            return []
+        if impl == "foreach":
+            n = _ceil_div(total, shard)
+            return [Term("optimizer.step_temporaries", "optimizer", n * dt.state,
+                         f"foreach sqrt of all second moments: {n:,} × {dt.state} B",
+                         {"params": n, "impl": impl}, "torch/optim/adamw.py _multi_tensor_adamw")]
+        n = _ceil_div(largest, shard)
+        return [Term("optimizer.step_temporaries", "optimizer", 2 * n * dt.state,
+                     f"for-loop: 2 temporaries of the largest parameter {n:,} × {dt.state} B",
+                     {"params": n, "impl": impl}, "torch/optim/adamw.py _single_tensor_adamw")]
+    if tr.optimizer == "adafactor":
+        copies = 2 if dt.param == 4 else 4
+        n = _ceil_div(largest, shard)
+        return [Term("optimizer.step_temporaries", "optimizer", copies * n * 4,
+                     f"Adafactor: {copies} fp32 temporaries of the largest parameter {n:,}",
+                     {"params": n, "copies": copies}, "transformers optimization.Adafactor.step")]
+    if tr.optimizer == "muon" and impl != "fused":
+        n = _ceil_div(largest, shard)
+        return [Term("optimizer.step_temporaries", "optimizer", 3 * n * dt.state,
+                     f"Newton-Schulz iterates of the largest matrix: 3 × {n:,} × {dt.state} B",
+                     {"params": n}, "Muon (Jordan et al. 2024) newton_schulz5")]
+    return []
+
+
+def _largest_and_total_trainable(model: Model, plan: StagePlan) -> tuple:
+    if model.lora:
+        per = [model.lora_per_layer[i] for i in plan.layers]
+        arch = model.arch
+        largest_linear = model.tr.lora_rank * max(arch.hidden, arch.ffn)
+        return largest_linear, sum(per)
+    counts = model.counts
+    arch = model.arch
+    candidates = []
+    if plan.first:
+        candidates.append(counts.embedding)
+    if plan.last and counts.lm_head:
+        candidates.append(counts.lm_head)
+    if plan.layers:
+        candidates.append(arch.hidden * arch.ffn)
+        if arch.moe is not None:
+            candidates.append(arch.hidden * arch.moe.expert_ffn * 2)
+    largest = math.ceil(max(candidates or [0]) / model.topo.tp)
+    groups = model.stage_param_groups(plan)
+    return largest, groups["dense"] + groups["experts"]

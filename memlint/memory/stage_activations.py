@@ -1,0 +1,297 @@
+"""Saved activations of one pipeline stage: the decoder layers (fused Megatron/TE kernels,
+eager transformers modules, or torchtitan's op-level selective checkpointing; memory/activations.py
+and activations_eager.py give the per-token items), checkpointed layers, multi-token prediction,
+activation offload, the embedding and masks, and the vision encoder (Megatron LLaVA's ViT layer by
+layer, other towers as a whole).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional
+
+from memlint.memory import activations as act
+from memlint.memory import activations_eager as eager
+from memlint.memory import moe_balance, offload
+from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
+                                              embedding_activation_terms)
+from memlint.memory.lora import lora_activation_items
+from memlint.memory.model import Model
+from memlint.memory.stages import StagePlan
+from memlint.memory.terms import Term
+from memlint.memory.vision import vision_activation_terms
+
+
+def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -> list:
+    """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
+    tr, par, topo, arch = model.tr, model.par, model.topo, model.arch
+    layers = len(plan.layers)
+    tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
+    seq_local = math.ceil(model.seq / topo.cp)
+    terms = []
+    if model.assume["activations.model"] == "seed":
+        flash = tr.attention in ("flash", "sdpa")
+        coeff = act.seed_layer_coefficient(model.assume["activations.c_act"],
+                                           model.assume["activations.c_attn_scores"],
+                                           arch.heads, model.seq, arch.hidden, flash)
+        units = act.seed_stage_units(layers, tr.recompute, tr.recompute_every, coeff,
+                                     model.assume["activations.c_act_full_recompute"])
+        tp_div = topo.tp if model.assume["activations.tp_divides"] else 1
+        value = int(round(units * tokens * arch.hidden / tp_div))
+        terms.append(Term(
+            name="activations", component="activations", bytes=value,
+            formula=(f"{units:g} (C_act × layers) × B {tr.micro_batch} × T/cp {seq_local} × "
+                     f"d {arch.hidden}" + (f" / tp {tp_div}" if tp_div > 1 else "")),
+            inputs={"layers": layers, "c_act_sum": units, "micro_batch": tr.micro_batch,
+                    "seq_per_cp": seq_local, "hidden": arch.hidden, "tp": tp_div},
+            source="seed 000 CH 1.4, 2.2, 4.1, 5.2"))
+        if plan.first and model.arch.vision is not None and tr.images_per_sample:
+            terms += vision_activation_terms(model, 1)
+        return terms
+    inflight = 1.0
+    if model.assume["pipeline.inflight_microbatches"]:
+        inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, model.microbatches,
+                                             *schedule_knobs(model),
+                                             chunk_layers=model.rank_chunks(plan.stage))
+    per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False)
+    if tr.recompute == "full":
+        items = act.recompute_items(model.dt.compute, arch.hidden, topo.tp, par.sp)
+        per_layer = sum(i.per_token for i in items)
+        kept = layers
+        full_layers = 0
+    elif tr.recompute == "selective" and tr.recompute_every > 1:
+        full_layers = math.ceil(layers / tr.recompute_every)
+        kept = layers - full_layers
+        per_layer = sum(i.per_token for i in act.recompute_items(
+            model.dt.compute, arch.hidden, topo.tp, par.sp))
+    else:
+        full_layers, kept, per_layer = layers, 0, 0.0
+    stage_tokens = tokens * inflight
+    if full_layers:
+        full_bytes = int(per_layer_full * tokens) * full_layers
+        terms.append(Term(
+            name="activations", component="activations",
+            bytes=int(round(full_bytes * inflight)),
+            formula=(f"{full_layers} layers × {per_layer_full:,.1f} B/token × "
+                     f"{tokens:,} tokens (B {tr.micro_batch} × T/cp {seq_local})"
+                     + (f" × {inflight:g} in-flight micro-batches" if inflight != 1 else "")),
+            inputs={"layers": full_layers, "bytes_per_token_per_layer": per_layer_full,
+                    "tokens": tokens, "inflight": inflight,
+                    "saved": {i.name: round(i.per_token + i.per_token_pair * seq_local, 2)
+                              for i in items_full}},
+            source=activation_source(model)))
+    if kept:
+        terms.append(Term(
+            name="activations.checkpoints", component="activations",
+            bytes=int(round(per_layer * stage_tokens * kept)),
+            formula=(f"{kept} checkpointed layers × {per_layer:g} B/token (layer input) × "
+                     f"{tokens:,} tokens" + (f" × {inflight:g} in flight" if inflight != 1 else "")),
+            inputs={"layers": kept, "bytes_per_token": per_layer, "tokens": tokens,
+                    "inflight": inflight},
+            source="seed 000 CH 5.2; torch.utils.checkpoint keeps each layer's input"))
+        if phase == "backward_recompute":
+            terms.append(Term(
+                name="activations.recomputed_layer", component="activations",
+                bytes=int(per_layer_full * tokens),
+                formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
+                inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
+                source="activation checkpointing re-runs one layer's forward in its backward"))
+    if plan.last and model.mtp_layers and tr.recompute != "full":
+        last = model.arch.layers - 1
+        mtp_plan = StagePlan(plan.stage, (last,), False, True)
+        per_token, _ = layer_bytes_per_token(model, mtp_plan, recompute=False)
+        c = model.dt.compute
+        rep = topo.tp if par.sp else 1
+        # the layer itself, plus the normed embedding and hidden halves and their
+        # concatenation (eh_proj's input): 3 × 2d·c / rep per token
+        extra = 3 * 2 * arch.hidden * c / rep
+        value = int((per_token + extra) * tokens * model.mtp_layers)
+        terms.append(Term(
+            name="activations.mtp", component="activations", bytes=value,
+            formula=(f"{model.mtp_layers} MTP layer(s) × ({per_token:,.1f} B/token (a layer "
+                     f"like the last) + {extra:,.1f} B/token (enorm, hnorm, eh_proj input)) "
+                     f"× {tokens:,} tokens, one micro-batch (the loss runs in the 1F1B "
+                     "steady state)"),
+            inputs={"layers": model.mtp_layers, "bytes_per_token": per_token,
+                    "tokens": tokens},
+            source="megatron/core/transformer/multi_token_prediction.py"))
+    if par.offload_activations:
+        # activation offload (memory/offload.py): offloaded layers are host memory
+        terms, moved = offload.activation_offload(terms, layers,
+                                                  par.offload_activations_layers)
+        if host_out is not None:
+            host_out.extend(moved)
+    terms += autocast_weight_terms(model, plan)
+    terms += attention_mask_terms(model, plan, tr.micro_batch, seq_local)
+    if plan.first:
+        terms += embedding_activation_terms(model, tokens, seq_local, inflight)
+        if model.arch.vision is not None and tr.images_per_sample:
+            if model.arch.vision.model_type == "megatron_clip":
+                terms += megatron_vision_terms(model, inflight)
+            else:
+                terms += vision_activation_terms(model, inflight)
+    return terms
+
+
+def megatron_vision_terms(model: Model, inflight: float) -> list:
+    """Megatron LLaVA's CLIP ViT, layer by layer like the language model (fused items on the
+    ViT's shapes: its config is a copy of the LM's), over B × image tokens, with tensor
+    parallelism but no sequence or context parallelism (pretrain_vlm.py turns them off for
+    the vision model and projection), plus the projection MLP's fc1 output, activation output
+    and input (megatron/core/models/multimodal/llava_model.py)."""
+    tr, topo, vision = model.tr, model.topo, model.arch.vision
+    c = model.dt.compute
+    tokens_per_image = model.visual_tokens_per_image()
+    tokens = tr.micro_batch * tr.images_per_sample * tokens_per_image
+    sh = act.Shapes(d=vision.hidden, dq=vision.hidden, dk=vision.hidden, dv=vision.hidden,
+                    heads=vision.heads, do=vision.hidden, ffn=vision.ffn,
+                    gated=model.arch.gated_mlp, layernorm=vision.norm == "layernorm")
+    flash = flash_for(model, vision.hidden // max(1, vision.heads))
+    items = act.fused_layer_items(
+        sh, c, flash, topo.tp, False, model.arch.hidden_dropout > 0,
+        model.arch.attention_dropout > 0,
+        model.tr.recompute == "selective" and model.tr.recompute_every <= 1,
+        softmax_bytes=softmax_bytes(model, tokens_per_image, vision.heads, flash))
+    per_token = sum(i.per_token + i.per_token_pair * tokens_per_image for i in items)
+    layers_bytes = int(per_token * tokens * vision.layers * inflight)
+    width = (2 if model.arch.gated_mlp else 1) * model.arch.ffn
+    projection = int((c * vision.hidden + 2 * c * width / topo.tp) * tokens * inflight)
+    return [Term("vision.activations", "vision", layers_bytes + projection,
+                 f"{vision.layers} ViT layers × {per_token:,.1f} B/token × {tokens:,} image "
+                 f"tokens (B {tr.micro_batch} × {tokens_per_image}) + projection MLP "
+                 f"{projection:,} B" + (f" × {inflight:g} in flight" if inflight != 1 else ""),
+                 {"layers": vision.layers, "tokens": tokens, "bytes_per_token": per_token,
+                  "saved": {i.name: round(i.per_token + i.per_token_pair * tokens_per_image, 2)
+                            for i in items}},
+                 "Korthikanti et al. 2022 on the ViT's shapes; megatron/core/models/vision/"
+                 "clip_vit_model.py, llava_model.py")]
+
+
+def recompute_modules(model: Model) -> Optional[frozenset]:
+    """Megatron's selective recompute modules (`--recompute-modules`, default core_attn,
+    TransformerConfig.__post_init__); None outside Megatron's selective recompute."""
+    if model.tr.framework != "megatron" or model.tr.recompute != "selective" \
+            or model.tr.recompute_every > 1:
+        return None
+    setting = model.scenario.extra.get("megatron.recompute-modules")
+    if setting is None:
+        return frozenset({"core_attn"})
+    value = setting.value
+    text = " ".join(value) if isinstance(value, (list, tuple)) else str(value)
+    names = frozenset(re.findall(r"[a-z_]+", text))
+    return names or frozenset({"core_attn"})
+
+
+def flash_for(model: Model, head_dim: int) -> bool:
+    """Whether attention runs a flash/fused kernel (no T×T tensors saved)."""
+    return model.tr.attention in ("flash", "sdpa") and not (
+        model.tr.framework == "megatron" and head_dim % 8 and te_spec(model))
+
+
+def te_spec(model: Model) -> bool:
+    setting = model.scenario.extra.get("megatron.transformer-impl")
+    return setting is None or setting.value != "local"
+
+
+def softmax_bytes(model: Model, seq: int, heads: int, flash: bool) -> Optional[float]:
+    """Bytes per attention-score element kept by an unfused softmax (before dropout).
+
+    Megatron's and Transformer Engine's FusedScaleMaskSoftmax run the fused kernel only when
+    16 < T_k <= 16384, T_q and T_k are multiples of 4 and B·heads/tp is a multiple of 4
+    (`is_kernel_available`, megatron/core/fusions/fused_softmax.py): it keeps its c-byte
+    output. Otherwise torch's softmax runs, in fp32 when softmax-in-fp32 is on (TE's unfused
+    attention, --attention-softmax-in-fp32, --apply-query-key-layer-scaling): the fp32
+    probabilities (kept by softmax) and their c-byte cast (kept by the next bmm)."""
+    if flash or model.tr.framework != "megatron":
+        return None
+    c = model.dt.compute
+    batches = model.tr.micro_batch * math.ceil(heads / model.topo.tp)
+    if 16 < seq <= 16384 and seq % 4 == 0 and batches % 4 == 0:
+        return float(c)
+    extra = model.scenario.extra
+    fp32 = te_spec(model) or any(extra.get("megatron." + f) is not None for f in (
+        "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))
+    return float(4 + c) if fp32 else float(c)
+
+
+def schedule_knobs(model: Model) -> tuple:
+    """(micro-batch group size per virtual stage, extra warm-up forwards) of Megatron's
+    interleaved schedule: `--microbatch-group-size-per-virtual-pipeline-stage` (default pp,
+    ModelParallelConfig.__post_init__) and one more with
+    `--overlap-moe-expert-parallel-comm` (schedules.py get_pp_rank_microbatches)."""
+    extra = model.scenario.extra
+    group = extra.get("megatron.microbatch-group-size-per-virtual-pipeline-stage")
+    try:
+        size = int(group.value) if group is not None else None
+    except (TypeError, ValueError):
+        size = None
+    overlap = extra.get("megatron.overlap-moe-expert-parallel-comm")
+    return (size if size and size > 0 else None,
+            1 if overlap is not None and overlap.value is True else 0)
+
+
+def activation_source(model: Model) -> str:
+    if model.op_sac:
+        return "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
+    if model.tr.framework == "hf" or (model.tr.framework == "fsdp2" and model.topo.tp == 1):
+        return ("eager PyTorch modules (transformers), op by op "
+                "(memory/activations_eager.py hf_layer_items)")
+    return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
+
+
+def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
+    """Average bytes per token per layer of this stage (dense and MoE layers differ)."""
+    arch, tr, par, topo = model.arch, model.tr, model.par, model.topo
+    seq_local = math.ceil(model.seq / topo.cp)
+    total = 0.0
+    items_seen = []
+    # transformers modules run eagerly (HF Trainer, accelerate FSDP2); a tensor-parallel FSDP2
+    # run (torchtitan) has TP/SP-sharded activations, which the fused model describes.
+    eager_modules = tr.framework == "hf" or (tr.framework == "fsdp2" and topo.tp == 1)
+    cache: dict = {}
+    for index in plan.layers:
+        moe_layer = bool(arch.moe is not None and index < len(arch.moe_layers)
+                         and arch.moe_layers[index])
+        first = plan.first and index == plan.layers[0]
+        key = (moe_layer, first and eager_modules)
+        if key not in cache:
+            sh = act.shapes(arch, moe_layer)
+            if model.op_sac and not moe_layer:
+                items = act.op_sac_items(sh, model.dt.compute, topo.tp)
+            elif eager_modules:
+                items = eager.hf_layer_items(sh, hf_run(model, first))
+            else:
+                flash = flash_for(model, sh.dq // max(1, sh.heads))
+                items = act.fused_layer_items(
+                    sh, model.dt.compute, flash, topo.tp, par.sp,
+                    arch.hidden_dropout > 0, arch.attention_dropout > 0,
+                    tr.recompute == "selective" and tr.recompute_every <= 1,
+                    gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
+                    softmax_bytes=softmax_bytes(model, seq_local, arch.heads, flash),
+                    modules=recompute_modules(model), moe_layer=moe_layer,
+                    separate_norm1=arch.mla is not None or not te_spec(model))
+                if model.lora:
+                    items = items + lora_activation_items(model, sh)
+            imbalance = float(model.assume.get("moe.routing_imbalance", 1.0))
+            if moe_layer and moe_balance.applies(topo.ep, imbalance):
+                # the busiest expert-parallel rank (memory/moe_balance.py)
+                items = moe_balance.scale_routed(items, imbalance)
+            cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
+        items, per_token = cache[key]
+        total += per_token
+        items_seen = items
+    return total / max(1, len(plan.layers)), items_seen
+
+
+def hf_run(model: Model, first_layer: bool) -> "eager.HFRun":
+    """The transformers run settings of one layer (memory/activations.py HFRun)."""
+    tr, arch = model.tr, model.arch
+    return eager.HFRun(
+        c=model.dt.param if model.dt.autocast else model.dt.compute, autocast=model.dt.autocast,
+        attention=tr.attention, device=model.scenario.hardware.device,
+        dropout_attn=arch.attention_dropout, dropout_hidden=arch.hidden_dropout,
+        base_trainable=not model.lora,
+        lora_rank=tr.lora_rank if model.lora else 0,
+        lora_targets=tr.lora_targets if model.lora else "", lora_dropout=tr.lora_dropout,
+        fused_qkv=arch.fused_qkv, softmax_fp32=arch.model_type != "gpt2",
+        first_frozen_input=model.lora and first_layer)

@@ -1,0 +1,103 @@
+"""Weights, gradients and optimizer states of one pipeline stage, and the host memory their offload
+takes: LoRA over a frozen (possibly quantized) base, a frozen base, or full training with
+Transformer Engine FP8 weights; the vision tower; FSDP CPU offload and paged optimizer states.
+
+The formulas per state are in memory/states.py, fp8.py, offload.py and optimizer_quant.py.
+"""
+from __future__ import annotations
+
+from memlint.memory import fp8, offload, states
+from memlint.memory.lora import frozen_bytes_per_param
+from memlint.memory.model import Model
+from memlint.memory.runtime import compute_capability
+from memlint.memory.stages import StagePlan
+from memlint.memory.vision import vision_state_terms
+
+
+def state_terms(model: Model, plan: StagePlan):
+    """(weights, gradients, optimizer, host) term lists for one stage."""
+    par, topo, dt, tr = model.par, model.topo, model.dt, model.tr
+    groups_raw = model.stage_param_groups(plan)
+    vision = model.vision_params(plan)
+    groups = [states.ShardedCount("dense", groups_raw["dense"], topo.shard)]
+    if groups_raw["experts"]:
+        groups.append(states.ShardedCount("experts", groups_raw["experts"], topo.expert_shard))
+    weights, gradients, optimizer, host = [], [], [], []
+    if model.lora:
+        trainable_count = sum(model.lora_per_layer[i] for i in plan.layers)
+        trainable = [states.ShardedCount("lora", trainable_count, topo.shard)]
+        frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed)
+        weights += states.weight_terms(
+            [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
+            par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
+        weights += states.weight_terms(trainable, dt, par.zero, par.fsdp, par.offload_params)
+        gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
+        optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
+                                            par.offload_optimizer,
+                                            adafactor_factored=trainable_count)
+    elif not tr.train_base:
+        # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
+        # but it has no gradients and no optimizer states
+        weights += states.weight_terms(
+            [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
+            par.fsdp, par.offload_params)
+    else:
+        # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
+        fp8_weights = []
+        weight_groups = groups
+        remainder_bytes = None
+        if (fp8.applies(tr.precision, tr.framework, model.seed) and not model.uniform
+                and par.zero < 3 and par.fsdp == "none"
+                and not fp8.adapter_fp8_weights(tr)):
+            lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
+            transpose = fp8.needs_transpose(
+                compute_capability(model.scenario.hardware.gpu))
+            if fp8.fp8_params(tr):
+                hp = fp8.high_precision_bytes(dt.param)
+                _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], hp, transpose)
+                weight_groups = [states.ShardedCount(
+                    g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
+                    for g in groups]
+                remainder_bytes = hp  # norms, embeddings, output layer, router
+            else:
+                fp8_weights = fp8.fp8_copy_terms(*lin, transpose=transpose)
+        weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
+                                       par.offload_params,
+                                       frozen_bytes_per_param=remainder_bytes) + fp8_weights
+        gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
+        optimizer += states.optimizer_terms(
+            groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
+            muon_matrix_fraction=model.muon_matrix_fraction(),
+            adafactor_factored=adafactor_factored(model, plan))
+    if vision:
+        vision_terms = vision_state_terms(vision, dt, tr.optimizer, topo.shard,
+                                                 par.zero, par.fsdp, model.lora)
+        weights += vision_terms
+    # -- offload (memory/offload.py): FSDP CPUOffloadPolicy moves sharded grads to the host
+    fsdp_offload = offload.fsdp_cpu_offload(par.fsdp, par.offload_params, model.uses_deepspeed)
+    gradients, _ = offload.split_gradients(gradients, fsdp_offload)
+    host += offload.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
+                                       par.offload_params, model.lora, fsdp_offload)
+    # paged optimizer states (memory/optimizer_quant.py) are host memory, not GPU memory
+    host += [t for t in optimizer if t.name.startswith("host.")]
+    optimizer = [t for t in optimizer if not t.name.startswith("host.")]
+    return weights, gradients, optimizer, host
+
+
+def adafactor_factored(model: Model, plan: StagePlan) -> int:
+    """Adafactor's factored second moment: rows + columns of each 2-D parameter (transformers
+    Adafactor, beta1=None), approximated per layer from the architecture."""
+    arch = model.arch
+    d = arch.hidden
+    per_layer = 0
+    dq = arch.heads * arch.head_dim
+    dkv = arch.kv_heads * arch.head_dim
+    per_layer += (d + dq) * 2 + (d + dkv) * 2 + 2 * d
+    per_layer += 3 * (d + arch.ffn) if arch.moe is None else (
+        arch.moe.num_experts * 3 * (d + arch.moe.expert_ffn) + d + arch.moe.num_experts)
+    total = per_layer * len(plan.layers)
+    if plan.first:
+        total += arch.vocab + d
+    if plan.last:
+        total += (arch.vocab + d) if not arch.tied else 0
+    return total
