@@ -49,7 +49,7 @@ def _run(stop: str, special: str = "\\'\"$`"):
                                 re.S)
     return _RUNS[key]
 
-@dataclass
+@dataclass(slots=True)
 class Seg:
     """One piece of a word. kind: lit | var | subst (command/arithmetic substitution)."""
 
@@ -64,7 +64,7 @@ class Seg:
     raw: str = ""                # var/subst: the source text, kept when unresolved
 
 
-@dataclass
+@dataclass(slots=True)
 class Word:
     segs: list
     offset: int
@@ -74,7 +74,7 @@ class Word:
     array_append: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Command:
     words: list
     offset: int
@@ -380,7 +380,7 @@ EXPANSION_BUDGET = 1 << 21
 _BLANKS = re.compile(r"[ \t\n]+|[^ \t\n]+")
 
 
-@dataclass
+@dataclass(slots=True)
 class Value:
     """A variable's value: characters with their source offsets, or an array of such.
 
@@ -399,7 +399,7 @@ class Value:
         return sum(len(f.text) + 1 for f in self.items)
 
 
-@dataclass
+@dataclass(slots=True)
 class Field:
     """One word after expansion: its text, each character's offset, and what it could not know."""
 
@@ -414,7 +414,7 @@ class Field:
         return self.origins[0] if self.origins else self.offset
 
 
-@dataclass
+@dataclass(slots=True)
 class Script:
     text: str
     commands: list
@@ -836,7 +836,7 @@ def assignment(word: Word) -> Optional[tuple]:
 
 # -- running a script statically ---------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Simple:
     """A simple command as the shell would run it: its words after expansion (each with the
     file offsets of its characters) and where it starts. Assignments, `export`, `if`/`case`
@@ -1057,7 +1057,10 @@ def _shell_string(fields: list) -> Optional[tuple]:
     """(index of the shell word, the string field) of `sh -c STRING` anywhere in the command
     (after `srun ...`, `env`, `exec`, ...), when STRING is known."""
     for index in range(len(fields) - 2):
-        name = os.path.basename(fields[index].text)
+        text = fields[index].text
+        if not text.endswith(_SHELLS):
+            continue  # (most words: no path to split)
+        name = os.path.basename(text)
         option = fields[index + 1].text
         if name in _SHELLS and option.startswith("-") and not option.startswith("--") \
                 and "c" in option[1:]:

@@ -121,6 +121,38 @@ def test_suggestions_capped_per_file(repo):
     assert 0 < sum("did you mean" in d["message"] for d in unknown) <= megatron.MAX_HINTS
 
 
+def test_unknown_flags_beyond_the_listed_keep_no_facts(tmp_path):
+    # 30,000 unknown flags took 3.6 s and 117 MiB: a diagnostic, a did-you-mean and a
+    # `megatron.<flag>` fact each. Now: the first MAX_UNKNOWN_LISTED get all of that, the rest are
+    # counted (one summary line), and suggestions stop after MAX_HINTS.
+    flags = " ".join(f"--unknown-flag-{i} 1" for i in range(3000))
+    text = f"torchrun pretrain_gpt.py --num-layers 2 {flags}\n"
+    (tmp_path / "train.sh").write_text(text)
+    partial = megatron.load(str(tmp_path / "train.sh"), text)
+    facts = [k for k in partial.extra if k.startswith("megatron.unknown-flag-")]
+    assert len(facts) == megatron.MAX_UNKNOWN_LISTED
+    unknown = [d for d in partial.diagnostics if d.code == "ML003"]
+    assert len(unknown) == megatron.MAX_UNKNOWN_LISTED + 1
+    assert "2900 more unknown Megatron flags" in unknown[-1].message
+    first = unknown[0]
+    assert (first.line, first.column) == (1, text.index("--unknown-flag-0") + 1)
+    assert "megatron.num-layers" in partial.extra
+
+
+def test_suggest_prefilter_keeps_difflibs_answer():
+    import difflib
+
+    from memlint.adapters.megatron.flags import _ALL_FLAGS
+    from memlint.keys import suggest
+
+    names = ["--num-layer", "--tensor-model-paralel-size", "--seq-lenght", "--unknown-flag-12",
+             "--bf-16", "--micro-batch", "--global_batch_size", "-lr", "--recompute-granularty",
+             "--moe-router-topk-x", "--zzzz"]
+    for name in names:
+        found = difflib.get_close_matches(name, _ALL_FLAGS, n=1, cutoff=0.6)
+        assert suggest(name, _ALL_FLAGS) == (found[0] if found else None), name
+
+
 def test_suggest_skips_hopeless_candidates():
     from memlint.keys import suggest
 

@@ -120,9 +120,14 @@ class Interp:
                 self.diag(INVALID_VALUE, Severity.ERROR, f"{flag}: {exc}", arg.prov, key=flag)
 
     def extras(self) -> None:
+        unknown = 0
         for flag, arg in self.args.items():
             if flag.startswith("--verl-"):
                 continue
+            if flag not in FLAG_BY_NAME and flag not in KNOWN_FLAGS:
+                unknown += 1
+                if unknown > MAX_UNKNOWN_LISTED:
+                    continue  # facts for the unknown flags that are listed, not for thousands
             value = self.values.get(flag)
             if value is None:
                 value = True if not arg.values else (
