@@ -139,6 +139,18 @@ def test_unknown_flags_beyond_the_listed_keep_no_facts(tmp_path):
     assert "megatron.num-layers" in partial.extra
 
 
+def test_repeated_flags_are_listed_up_to_the_cap(tmp_path):
+    words = " ".join(f"--num-layers {i}" for i in range(1, 1001))
+    text = f"torchrun pretrain_gpt.py {words}\n"
+    (tmp_path / "train.sh").write_text(text)
+    partial = megatron.load(str(tmp_path / "train.sh"), text)
+    again = [d for d in partial.diagnostics if "given twice" in d.message
+             or "given again" in d.message]
+    assert len(again) == megatron.MAX_UNKNOWN_LISTED + 1
+    assert again[-1].message.startswith(f"{999 - megatron.MAX_UNKNOWN_LISTED} more flags given")
+    assert partial.settings["model.num_hidden_layers"].value == 1000  # the last one wins
+
+
 def test_suggest_prefilter_keeps_difflibs_answer():
     import difflib
 
@@ -355,6 +367,68 @@ def test_unresolved_substitution_is_one_word():
 
 
 # -- 10. cost independent of the magnitudes in a config -------------------------------------------
+
+STAGE_CASES = [
+    ("llama3-8b", ["pp=8", "world_size=8"]),
+    ("llama3-8b", ["pp=4", "world_size=32", "global_batch=64", "vpp=2"]),
+    ("llama3-8b", ["pp=4", "world_size=4", "first_stage_layers=5", "last_stage_layers=5",
+                   "global_batch=16", "recompute=selective", "recompute_every=2"]),
+    ("mixtral-8x7b", ["pp=4", "world_size=32", "ep=8", "global_batch=256", "recompute=full"]),
+    ("llama3-8b", ["pp=4", "world_size=4", "lora_rank=16", "global_batch=8"]),
+    ("llama3-8b", ["pp=4", "world_size=8", "profile=seed", "zero=1"]),
+    ("llama3-8b", ["model.num_hidden_layers=64", "pp=64", "world_size=64", "global_batch=4"]),
+]
+
+
+@pytest.mark.parametrize("model,sets", STAGE_CASES)
+def test_stage_classes_give_every_stage_its_own_numbers(monkeypatch, model, sets):
+    # estimate() computes each class of stages (same layers, ends, micro-batches in flight) once;
+    # the result must be what computing every stage on its own gives
+    from memlint.memory import estimate as E
+    from memlint.scenario import build, overrides_partial
+
+    scenario, _ = build([overrides_partial(sets, model=model)])
+    shared = E.estimate(scenario).to_dict()
+    monkeypatch.setattr(E, "_stage_class", lambda model, plan: plan.stage)
+    alone = E.estimate(scenario).to_dict()
+    assert shared == alone
+
+
+def test_estimate_work_is_per_stage_class(monkeypatch):
+    # 10,000 layers over pp 10,000 took 24-47 s: one state computation per stage
+    from memlint.memory import estimate as E
+    from memlint.scenario import build, overrides_partial
+
+    calls = [0]
+    real = E.state_terms
+
+    def counted(model, plan):
+        calls[0] += 1
+        return real(model, plan)
+
+    monkeypatch.setattr(E, "state_terms", counted)
+    scenario, _ = build([overrides_partial(["model.num_hidden_layers=10240", "pp=512",
+                                            "world_size=512", "global_batch=4"],
+                                           model="llama3-8b")])
+    with guard():
+        result = E.estimate(scenario)
+    assert len(result.stages) == 512 and calls[0] <= 8
+    assert [s.stage for s in result.stages] == list(range(512))
+
+
+def test_deeper_pipelines_are_no_estimate_not_an_error(repo):
+    from memlint.memory.model import MAX_STAGES
+
+    sets = ["--set", "model.num_hidden_layers=10000", "--set", "pp=10000", "--set",
+            "world_size=10000"]
+    code, out, err = run("estimate", "--model", "llama3-8b", *sets)
+    assert code == 2 and f"up to {MAX_STAGES} stages" in out  # estimate: its job not done
+    (repo / "memlint.toml").write_text('model = "llama3-8b"\npp = 10000\nworld_size = 10000\n'
+                                       '"model.num_hidden_layers" = 10000\n')
+    code, diagnostics = check_json("memlint.toml")
+    found = [d for d in diagnostics if "pipeline stages" in d["message"]]
+    assert code == 0 and found and found[0]["severity"] == "info"
+
 
 def _counting_math(monkeypatch):
     """Count the gcd steps of Pollard's rho (its unit of work) in memlint.planner.factor."""
