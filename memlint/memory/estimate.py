@@ -5,6 +5,8 @@ The flow: resolve the architecture and exact parameter counts (`params`), the pa
 stages (stage 0 carries the embedding and any vision tower, the last stage the LM head and loss),
 then compute each stage's terms in each phase of a step and keep the phase with the most bytes:
 - forward end: weights, optimizer states, persistent gradient buffers, all saved activations;
+- forward softmax (Megatron's unfused attention only): the last layer's softmax running, its
+  live copies of the scores beside everything saved before it (memory/softmax.py);
 - backward start: the same with the loss backward's temporaries (logits gradients);
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
@@ -32,6 +34,7 @@ from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
+from memlint.memory.softmax import softmax_peak_terms
 from memlint.memory.stage_activations import activation_terms, stage_inflight
 from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
@@ -128,6 +131,12 @@ def estimate(scenario) -> Estimate:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer,
                                  workspaces)
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
+            if name == "forward_end":
+                # the last layer's unfused softmax (memory/softmax.py), a moment of its own
+                during = softmax_peak_terms(model, terms, -(-model.seq // model.topo.cp))
+                if during is not None:
+                    phases.append(Phase("forward_softmax", tuple(
+                        during + (allocator_terms(model, during) + runtime if runtime else []))))
             if runtime:
                 terms = terms + allocator_terms(model, terms) + runtime
             phases.append(Phase(name, tuple(terms)))

@@ -21,7 +21,8 @@ COLORS = {"weights": "#0072B2", "gradients": "#CC79A7", "optimizer": "#E69F00",
           "vision": "#F0E442", "runtime": "#999999"}
 CAPACITY_COLOR = "#C00000"
 MARGIN = 0.10            # the low-memory-headroom rule's default margin, drawn as a dashed line
-PHASE_NAMES = {"forward_end": "forward end", "backward_start": "backward start",
+PHASE_NAMES = {"forward_end": "forward end", "forward_softmax": "softmax",
+               "backward_start": "backward start",
                "backward_recompute": "recompute", "optimizer": "optimizer step",
                "backward": "step"}
 
