@@ -512,14 +512,15 @@ class Expander:
     def fields(self, word: Word, split: bool = True) -> list:
         """Bash word expansion: variables, then field splitting of unquoted results."""
         segs = word.segs
-        if all(s.kind == "lit" for s in segs):
+        if len(segs) == 1 and segs[0].kind == "lit":
             # nothing to expand (the lexer already split at blanks): one field, or none for an
             # empty unquoted word; the common case, kept cheap
-            if len(segs) == 1:
-                text, origins = segs[0].text, segs[0].origins
-            else:
-                text = "".join(s.text for s in segs)
-                origins = [o for s in segs for o in s.origins]
+            if segs[0].text or segs[0].quoted:
+                return [Field(segs[0].text, segs[0].origins, word.offset)]
+            return []
+        if all(s.kind == "lit" for s in segs):
+            text = "".join(s.text for s in segs)
+            origins = [o for s in segs for o in s.origins]
             if text or any(s.quoted for s in segs):
                 return [Field(text, origins, word.offset)]
             return []
