@@ -13,7 +13,6 @@ command could not run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Optional
 
@@ -166,6 +165,8 @@ def _run(args) -> int:
     except (EstimateError, ValueError) as exc:
         raise _Usage(str(exc)) from None
     if args.format == "json":
+        import json  # for start-up speed: only the JSON output needs it
+
         print(json.dumps(to_json(result, scenario, args), indent=2))
     elif args.format == "html":
         from memlint.report.html_format import render_plan
