@@ -151,6 +151,17 @@ def test_repeated_flags_are_listed_up_to_the_cap(tmp_path):
     assert partial.settings["model.num_hidden_layers"].value == 1000  # the last one wins
 
 
+def test_stray_words_are_listed_up_to_the_cap(tmp_path):
+    text = "torchrun pretrain_gpt.py --num-layers 2 --bf16 " + " ".join(
+        f"x{i}" for i in range(5000)) + "\n"
+    (tmp_path / "train.sh").write_text(text)
+    partial = megatron.load(str(tmp_path / "train.sh"), text)
+    stray = [d for d in partial.diagnostics if "no flag" in d.message]
+    assert len(stray) == megatron.MAX_UNKNOWN_LISTED + 1
+    assert stray[-1].message.startswith("4900 more words") and stray[-1].severity.label == "warning"
+    assert stray[-1].column == text.index(" x100 ") + 2
+
+
 def test_suggest_prefilter_keeps_difflibs_answer():
     import difflib
 
