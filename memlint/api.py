@@ -29,12 +29,13 @@ from typing import Iterable, Mapping, Optional
 
 from memlint import engine
 from memlint.config import config_for
-from memlint.diagnostics import INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make
+from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make,
+                                 make_internal)
 from memlint.engine import ConfigError, LintConfig
 from memlint.errors import MemlintError, UsageError
 from memlint.ir import Provenance
 from memlint.loaders import MAX_FILE_BYTES
-from memlint.rules import make_internal, registry
+from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
 

@@ -32,6 +32,7 @@ from typing import Optional
 
 from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
+from memlint.loaders import repo_root
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
           "options", "files", "runs", "scenario", "allow-outside-root", "exclude",
@@ -50,26 +51,6 @@ def _read_toml(path: str) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-
-
-def repo_root(path: str) -> str:
-    """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
-    start = os.path.abspath(path)
-    return _root_of(start if os.path.isdir(start) else os.path.dirname(start))
-
-
-@lru_cache(maxsize=256)
-def _root_of(current: str) -> str:
-    """repo_root of a directory; cached, as find_pyproject is, for the life of one run."""
-    probe = current
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")) or os.path.isfile(
-                os.path.join(probe, "pyproject.toml")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return current
-        probe = parent
 
 
 @lru_cache(maxsize=64)

@@ -23,9 +23,9 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 
-from memlint.diagnostics import Diagnostic, Severity
+from memlint.diagnostics import Diagnostic, Severity, make_internal
 from memlint.ir import Provenance
-from memlint.rules import Registry, configure, make_internal
+from memlint.rules import Registry, configure
 from memlint.rules import registry as default_registry
 from memlint.rules.base import Context, Finding, Rule
 

@@ -19,6 +19,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Optional
 
 from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, Diagnostic, Severity, make)
@@ -718,3 +719,23 @@ def suppressions(text: str) -> dict:
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
             found.setdefault(number + 1, set()).update(names)
     return found
+
+
+def repo_root(path: str) -> str:
+    """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
+    start = os.path.abspath(path)
+    return _root_of(start if os.path.isdir(start) else os.path.dirname(start))
+
+
+@lru_cache(maxsize=256)
+def _root_of(current: str) -> str:
+    """repo_root of a directory; cached, as find_pyproject is, for the life of one run."""
+    probe = current
+    while True:
+        if os.path.exists(os.path.join(probe, ".git")) or os.path.isfile(
+                os.path.join(probe, "pyproject.toml")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return current
+        probe = parent

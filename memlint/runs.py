@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
-from memlint.config import config_for, repo_root
+from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
-from memlint.loaders import MAX_FILE_BYTES, read_text
+from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root
 
 # Folders a directory walk never enters (besides hidden ones): environments, caches, build output.
 SKIPPED_DIRS = frozenset({"node_modules", "venv", "__pycache__", "__pypackages__",

@@ -153,7 +153,7 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
         path = os.path.join(base_dir, path)
     if prov.file is not None and not allow_outside_root:
         from memlint.adapters.registry import inside
-        from memlint.config import repo_root
+        from memlint.loaders import repo_root
 
         root = repo_root(prov.file)
         if not inside(path, root):
@@ -300,7 +300,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         hardware_values["gpu"] = "custom"
 
     profile = values["assumptions"].pop("profile", "precise")
-    from memlint.memory.assumptions import profile_defaults
+    from memlint.assumptions import profile_defaults
 
     assumption_values = dict(profile_defaults(profile))
     assumption_values.update(values["assumptions"])
@@ -319,7 +319,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
 
 
 def _assumption_names() -> dict:
-    from memlint.memory.assumptions import ASSUMPTIONS
+    from memlint.assumptions import ASSUMPTIONS
 
     return {name: spec.convert for name, spec in ASSUMPTIONS.items()}
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from memlint.ir import Assumptions, Hardware, Model, Parallelism, Provenance, Scenario, Training
-from memlint.memory.assumptions import profile_defaults
+from memlint.assumptions import profile_defaults
 from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
 
 GiB = 1024**3

@@ -570,8 +570,8 @@ def _within(root: str, path: str) -> bool:
 
 
 def _repo_root(directory: str) -> str:
-    """The repository root above `directory` (memlint.config.repo_root: .git or pyproject.toml)."""
-    from memlint.config import repo_root
+    """The repository root above `directory` (memlint.loaders.repo_root: .git or pyproject.toml)."""
+    from memlint.loaders import repo_root
 
     return repo_root(os.path.join(directory, "_"))
 

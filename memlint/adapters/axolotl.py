@@ -367,7 +367,7 @@ def _loss_and_kernels(data: dict, partial: Partial, prov) -> None:
 
 
 def _deepspeed(target: str, path: str, partial: Partial, where: Provenance) -> None:
-    from memlint.config import repo_root
+    from memlint.loaders import repo_root
 
     # axolotl opens it relative to its working directory (utils/config/__init__.py:
     # os.path.exists(cfg.deepspeed)): the folder the user runs `axolotl train` from

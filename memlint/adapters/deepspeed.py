@@ -33,6 +33,7 @@ from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNO
                                  UNRESOLVED, Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, read_text, suppressions
+from memlint.facts.deepspeed import STAGE3_ALIASED
 
 FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
@@ -623,21 +624,6 @@ _SCENARIO_TABLE: list = [
     (("tensor_parallel", "autotp_size"), "tp", _autotp),
 ]
 
-# ZeRO fields DeepSpeed accepts under two names (pydantic alias + populate_by_name); the extra key
-# uses the documented stage3_ spelling.
-STAGE3_ALIASED = ("prefetch_bucket_size", "param_persistence_threshold",
-                  "model_persistence_threshold", "max_live_parameters", "max_reuse_distance",
-                  "gather_16bit_weights_on_model_save", "module_granularity_threshold",
-                  "use_all_reduce_for_fetch_params", "allgather_sequential")
-
-# ZeRO keys read only by the stage-3 optimizer (DeepSpeedZeroOptimizer_Stage3 /
-# DeepSpeedZeRoOffload); stages 1-2 never receive them (engine.py, _configure_zero_optimizer).
-STAGE3_ONLY = tuple("stage3_" + name for name in STAGE3_ALIASED) + (
-    "stage3_gather_fp16_weights_on_model_save", "sub_group_size", "zero_hpz_partition_size",
-    "zero_quantized_weights", "zero_quantized_nontrainable_weights", "mics_shard_size",
-    "mics_hierarchical_params_gather", "memory_efficient_linear", "override_module_apply",
-    "leaf_module", "zeropp_loco_param", "cpu_offload_param")
-
 DEPRECATED = {
     ("zero_optimization", "cpu_offload"): "zero_optimization.offload_optimizer (device: cpu)",
     ("zero_optimization", "cpu_offload_param"): "zero_optimization.offload_param (device: cpu)",
@@ -890,13 +876,6 @@ def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:
                 # The pipeline engine checkpoints every `interval` layers of a PipelineModule
                 # (runtime/pipe/engine.py): full recomputation, driven by the config itself.
                 partial.set("recompute", "full", where)
-
-
-# Blocks DeepSpeed validates with DeepSpeedConfigModel (non-strict), which drops "auto" values so
-# that the field's default applies. Elsewhere "auto" reaches DeepSpeed as a string.
-AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel",
-                       "compile", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
-                       "hybrid_engine")
 
 
 def _auto_paths(data: Any, path: tuple = ()) -> list:

@@ -494,7 +494,7 @@ def check_deepspeed(partial: Partial, args: dict, base: str) -> None:
     if ds is None:
         return
     from memlint.adapters.registry import _resolve_reference, inside
-    from memlint.config import repo_root
+    from memlint.loaders import repo_root
 
     root = repo_root(base)
     path = _resolve_reference(str(ds.value), base, root)

@@ -18,7 +18,8 @@ import os
 from typing import Optional
 
 from memlint.adapters._neighbours import hydra_launch
-from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
+                                 make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
 
@@ -191,7 +192,6 @@ def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
     try:
         result = module.load(path, text)
     except Exception as exc:  # noqa: BLE001 - an adapter bug is an internal error, not a crash
-        from memlint.rules import make_internal
         import traceback
 
         partial = Partial(source=path, fmt=getattr(module, "FORMAT", "unknown"))
@@ -268,7 +268,7 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
                          allow_outside_root: bool = False, root: Optional[str] = None,
                          _seen: Optional[set] = None, _depth: int = 0) -> list:
     """The file's Partial preceded by those of the files it refers to (recursively)."""
-    from memlint.config import repo_root
+    from memlint.loaders import repo_root
 
     seen = _seen if _seen is not None else set()
     seen.add(os.path.realpath(path))

@@ -807,8 +807,8 @@ def _within(root: str, path: str) -> bool:
 
 
 def _repo_root(path: str) -> str:
-    """The repository root above the file `path` (memlint.config.repo_root)."""
-    from memlint.config import repo_root
+    """The repository root above the file `path` (memlint.loaders.repo_root)."""
+    from memlint.loaders import repo_root
 
     return repo_root(path)
 

@@ -18,7 +18,7 @@ metric by metric with the estimate of the same stage:
 The differences are then split term by term where the two sides can be attributed: model states,
 the step's transients (activations, logits, buffers), the allocator's reserve, and memory outside
 the allocator. `fit_assumptions` turns the measured allocator reserve and the memory outside the
-allocator into values of the runtime assumptions (memlint/memory/assumptions.py), which
+allocator into values of the runtime assumptions (memlint/assumptions.py), which
 `write_assumptions` records in `[tool.memlint.assumptions]` of a pyproject.toml.
 
 Anything that makes a comparison impossible (no memory lines, ranks outside the run, no estimate)

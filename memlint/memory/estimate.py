@@ -11,7 +11,7 @@ then compute each stage's terms in each phase of a step and keep the phase with 
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
 only from the backward on; Megatron's and DeepSpeed's buffers exist all along.
 
-The `seed` profile is the same code with the articles' assumptions (memory/assumptions.py): one
+The `seed` profile is the same code with the articles' assumptions (memlint/assumptions.py): one
 phase holding everything, C_act coefficients, uniform parameter split, no logits or runtime.
 
 Where things are: the facts every term reads (`Model`, memory/model.py), pipeline stages

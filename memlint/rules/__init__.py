@@ -265,8 +265,3 @@ def is_builtin(rule: Rule) -> bool:
 def help_path(rule: Rule) -> Optional[str]:
     """The rule's page in memlint's repository (built-in rules only; plugins document theirs)."""
     return HELP_PATH.format(code=rule.code, name=rule.name) if is_builtin(rule) else None
-
-
-def make_internal(message: str, prov: Optional[Provenance] = None) -> Diagnostic:
-    """An internal-error diagnostic that makes the run exit 2 (a rule or the model failed)."""
-    return make(INTERNAL_ERROR, Severity.ERROR, message, prov, internal=True)

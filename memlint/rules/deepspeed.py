@@ -457,7 +457,7 @@ class Stage3OptionIgnored(Rule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not _parsed(ctx):
             return
-        from memlint.adapters.deepspeed import STAGE3_ONLY
+        from memlint.facts.deepspeed import STAGE3_ONLY
 
         stage = _zero_stage(ctx)
         if stage >= 3:
@@ -508,7 +508,7 @@ class AutoOutsideHfTrainer(Rule):
             return
         if ctx.scenario.training.framework == "hf" or any(f in HF_FORMATS for f in ctx.formats):
             return
-        from memlint.adapters.deepspeed import AUTO_DROPPED_BLOCKS
+        from memlint.facts.deepspeed import AUTO_DROPPED_BLOCKS
 
         dropped = [a for a in autos if a.split(".")[0] in AUTO_DROPPED_BLOCKS]
         kept = [a for a in autos if a not in dropped]
