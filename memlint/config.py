@@ -27,11 +27,14 @@ model = "llama3-8b"
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from typing import Optional
 
 from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
+from memlint.ir import Partial, Provenance
+from memlint.keys import suggest
 from memlint.loaders import repo_root
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
@@ -41,8 +44,10 @@ _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "s
 
 def _read_toml(path: str) -> dict:
     try:
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomllib  # type: ignore[import-not-found]
     except ModuleNotFoundError:  # Python < 3.11
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomli as tomllib  # type: ignore[no-redef]
     try:
         with open(path, "rb") as handle:
@@ -96,8 +101,6 @@ def parse_table(table: dict, source: str) -> LintConfig:
         key = raw_key.replace("_", "-")
         where = f"{source}: [tool.memlint] {raw_key}"
         if key not in _KNOWN:
-            from memlint.keys import suggest
-
             hint = suggest(key, _KNOWN)
             raise ConfigError(f"{where}: unknown setting" + (f"; did you mean {hint!r}?"
                                                                if hint else ""))
@@ -183,7 +186,6 @@ def assumptions_partial(config: LintConfig):
     Values are converted and checked by `memlint.scenario.build`, at the line that sets them."""
     if not config.assumptions:
         return None
-    from memlint.ir import Partial, Provenance
 
     lines = _key_lines(config.source, "tool.memlint.assumptions") if config.source else {}
     partial = Partial(source=config.source or "<config>", fmt="config")
@@ -196,8 +198,6 @@ def assumptions_partial(config: LintConfig):
 
 def _key_lines(path: str, table: str) -> dict:
     """key -> 1-based line of `key = ...` under `[table]` (tomllib gives no positions)."""
-    import re
-
     out: dict = {}
     inside = False
     header = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Optional
 
-from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, Diagnostic, Severity, make)
+from memlint.diagnostics import DUPLICATE_KEY, PARSE_ERROR, Diagnostic, Severity, make
 from memlint.ir import Provenance
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -489,6 +489,7 @@ def _yaml_flow_depth(text: str) -> int:
 
 
 def load_yaml(path: str, text: str) -> Document:
+    # start-up: PyYAML loads only when a YAML file is read
     import yaml
 
     doc = Document(path=path, text=text)
@@ -562,6 +563,7 @@ def _expanded_size(node, memo: dict, depth: int) -> int:
 
 
 def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int) -> Any:
+    # start-up: PyYAML loads only when a YAML file is read
     import yaml
 
     budget[0] -= 1
@@ -648,8 +650,10 @@ def _toml_key_parts(raw: str) -> tuple:
 
 def load_toml(path: str, text: str) -> Document:
     try:
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomllib  # type: ignore[import-not-found]
     except ModuleNotFoundError:  # Python < 3.11
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomli as tomllib  # type: ignore[no-redef]
 
     doc = Document(path=path, text=text)

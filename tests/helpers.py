@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from memlint.ir import Assumptions, Hardware, Model, Parallelism, Provenance, Scenario, Training
 from memlint.assumptions import profile_defaults
-from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+from memlint.memory.result import Estimate
+from memlint.memory.terms import Phase, StageEstimate, Term
 
 GiB = 1024**3
 

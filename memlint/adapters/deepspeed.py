@@ -25,15 +25,16 @@ import functools
 import json
 import os
 import re
+from collections import deque
 from typing import Any, Callable, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
-from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY,
-                                 UNRESOLVED, Severity, make)
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
+                                 Severity, make)
+from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, read_text, suppressions
-from memlint.facts.deepspeed import STAGE3_ALIASED
 
 FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
@@ -92,6 +93,7 @@ def schema() -> dict:
 @functools.lru_cache(maxsize=1)
 def validator():
     """The compiled Draft 2020-12 validator (built once per process)."""
+    # start-up: jsonschema loads only when a DeepSpeed config is validated
     import jsonschema
 
     return jsonschema.Draft202012Validator(schema())
@@ -208,8 +210,6 @@ class SchemaError:
                  "schema_path", "context", "parent")
 
     def __init__(self, validator, validator_value, instance, schema, context=()):
-        from collections import deque
-
         self.validator = validator
         self.validator_value = validator_value
         self.instance = instance
@@ -227,8 +227,6 @@ class SchemaError:
 
     @property
     def absolute_path(self):
-        from collections import deque
-
         out = deque(self.relative_path)
         parent = self.parent
         while parent is not None:

@@ -26,9 +26,10 @@ from typing import Any, Optional
 
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
                                  Severity, make)
-from memlint.keys import MAX_INT
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_json, load_yaml, read_text, suppressions
+from memlint.keys import MAX_INT
+from memlint.keys import to_bool as keys_to_bool
+from memlint.loaders import load_json, load_yaml, read_text, repo_root, suppressions
 
 FORMAT = "hf_trainer"
 
@@ -54,10 +55,9 @@ def to_bool(value: Any) -> Optional[bool]:
     (`--bf16`) is True. None: not a bool."""
     if value is None or value == "":
         return True
-    from memlint.keys import to_bool as strict
 
     try:
-        return strict(value)
+        return keys_to_bool(value)
     except ValueError:
         return {"t": True, "y": True, "f": False, "n": False}.get(str(value).strip().lower())
 
@@ -493,8 +493,8 @@ def check_deepspeed(partial: Partial, args: dict, base: str) -> None:
     ds = partial.extra.get("hf_trainer.deepspeed")
     if ds is None:
         return
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters.registry import _resolve_reference, inside
-    from memlint.loaders import repo_root
 
     root = repo_root(base)
     path = _resolve_reference(str(ds.value), base, root)
@@ -583,6 +583,7 @@ def load(path: str, text: str) -> Partial:
     if not items and partial.references:
         return partial  # `python train.py args.yaml`: the arguments file holds them all
     if script == _LLAMAFACTORY_CLI:
+        # start-up: the shell reader and other adapters load only for a file that needs them
         from memlint.adapters import llamafactory
 
         llamafactory.apply_items(partial, items, path)
@@ -628,6 +629,7 @@ _LAUNCH_OPTIONS = {"nproc_per_node": "per_node", "nproc-per-node": "per_node",
 def _load_script(path: str, text: str) -> tuple:
     """The first command that runs a Python entry point with --flags: its arguments, and the
     launcher's process counts."""
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters import _shell
 
     partial = Partial(source=path, fmt=FORMAT)
@@ -689,6 +691,7 @@ def _literal(word) -> str:
 
 
 def _set_variable(expander, word) -> None:
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters import _shell
 
     name, append, prefix = _shell.assignment(word)

@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.logs import LogReport
+from memlint.logs import LogReport, read
 from memlint.memory.terms import RESERVED_TERMS
 from memlint.memory.topology import resolve
 from memlint.units import fmt
@@ -125,8 +125,6 @@ class Comparison:
 
 def read_log(path: str) -> LogReport:
     """The log's memory readings; a log without any is a CompareError."""
-    from memlint.logs import read
-
     try:
         report = read(path)
     except OSError as exc:
@@ -145,6 +143,7 @@ def _no_lines(report: LogReport) -> str:
 
 def estimate_run(scenario):
     """The estimate of the run, or a CompareError saying why there is none."""
+    # start-up: the memory model loads only when a run is estimated
     from memlint.memory.estimate import EstimateError, estimate
     from memlint.memory.params import ConfigError
 

@@ -18,7 +18,8 @@ Where things are: the facts every term reads (`Model`, memory/model.py), pipelin
 (stages.py), weights/gradients/states (stage_states.py), saved activations
 (stage_activations.py), logits and loss (logits.py), LoRA/QLoRA (lora.py), the vision encoder
 (vision.py), ZeRO/FSDP buffers (buffers.py), optimizer-step temporaries (optimizer_step.py), the
-runtime (runtime.py). `EstimateError` and `UnsupportedModel` are re-exported from memory/model.py.
+runtime (runtime.py); the result is an `Estimate` (result.py). `EstimateError` and `UnsupportedModel`
+are re-exported from memory/model.py.
 """
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ from memlint.memory.logits import logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
+from memlint.memory.result import Estimate
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
 from memlint.memory.stage_activations import activation_terms
 from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
-from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+from memlint.memory.terms import Phase, StageEstimate, Term
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "estimate", "fsdp_layer_freed"]
 
