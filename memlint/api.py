@@ -40,7 +40,7 @@ from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
 
-MODEL_ONLY_FORMATS = ("hf_config", "preset")
+MODEL_ONLY_FORMATS = ("hf_config", "preset", "gpt-neox-model")  # adapters/gpt_neox.py
 
 
 @dataclass

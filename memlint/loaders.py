@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Optional
 
-from memlint.diagnostics import DUPLICATE_KEY, PARSE_ERROR, Diagnostic, Severity, make
+from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Diagnostic, Severity,
+                                 make)
 from memlint.ir import Provenance
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -538,6 +539,21 @@ def load_yaml(path: str, text: str) -> Document:
         doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"invalid YAML: {exc}",
                                     Provenance(path, mark.line + 1 if mark else None,
                                                mark.column + 1 if mark else None, None)))
+    return doc
+
+
+def load_yaml_mapping(path: str, text: str, what: str, diagnostics: list) -> Optional[Document]:
+    """`load_yaml` for a format whose document must be a mapping: the Document, or None when it
+    does not parse or is not a mapping (`diagnostics` gets the parse problems and, for a
+    non-mapping, a schema error at 1:1 naming `what`, e.g. "a gpt-neox config")."""
+    doc = load_yaml(path, text)
+    diagnostics.extend(doc.diagnostics)
+    if doc.data is None:
+        return None
+    if not isinstance(doc.data, dict):
+        diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, f"{what} must be a mapping",
+                                Provenance(path, 1, 1, None)))
+        return None
     return doc
 
 

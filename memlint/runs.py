@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from memlint.adapters import gpt_neox
 from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
 from memlint.config import config_for
 from memlint.engine import LintConfig
@@ -250,7 +251,7 @@ class Planner:
                     continue
                 seen.add(key)
                 partials.append(partial)
-        return partials
+        return gpt_neox.combine(partials)  # deepy.py merges its YAML files into one config
 
     def members(self, partials: list) -> frozenset:
         """Real paths of the run's files: every file loaded, and the model file it names."""

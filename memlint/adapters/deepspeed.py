@@ -713,6 +713,21 @@ def _map(doc: Document, partial: Partial) -> None:
                           prov(source, _dotted(source)))
 
 
+def map_zero_block(doc: Document, partial: Partial) -> None:
+    """The `zero_optimization` block of `doc` as DeepSpeed reads it: `zero` (the stage, or the
+    legacy boolean), offload devices, bucket and stage-3 facts. Shared with the formats that embed
+    the block in their own file (gpt-neox YAML, adapters/gpt_neox.py)."""
+    for source, key, convert in _SCENARIO_TABLE:
+        if source[0] != "zero_optimization":
+            continue
+        try:
+            value = convert(_get(doc.data, source))
+        except _Skip:
+            continue
+        partial.set(key, value, doc.prov(source, _dotted(source)))
+    _map_zero(doc, partial)
+
+
 def _map_zero(doc: Document, partial: Partial) -> None:
     zero = doc.data.get("zero_optimization")
     if not isinstance(zero, dict):

@@ -343,8 +343,13 @@ def _checkpoints(args: dict, partial: Partial, resolved) -> None:
 
 def _model(name: str, prov: Provenance, partial: Partial) -> None:
     """A Hub id, or a local checkpoint folder: a folder that is not on this machine (a path on
-    the cluster the script was written for) is not an error, only a model memlint cannot see."""
-    if name.startswith(("/", "~", "./", "../")) or name.startswith("$"):
+    the cluster the script was written for, or a placeholder such as Chinese-LLaMA-Alpaca-2's
+    `path/to/hf/llama-2/...`) is not an error, only a model memlint cannot see.
+    `from_pretrained` takes any name that is not a Hub id (`org/name`) as a folder."""
+    from memlint.catalog.hub import looks_like_hub_id
+
+    folder_like = name.startswith(("/", "~", "./", "../", "$")) or not looks_like_hub_id(name)
+    if folder_like:
         here = os.path.dirname(os.path.abspath(prov.file)) if prov.file else os.getcwd()
         folder = os.path.join(here, os.path.expanduser(name))
         if not (os.path.isfile(folder) or os.path.isfile(os.path.join(folder, "config.json"))):
@@ -479,6 +484,42 @@ def _fsdp(args: dict, partial: Partial) -> None:
     if "offload" in words:
         partial.set("offload_params", "cpu", item.prov)
         partial.set("offload_optimizer", "cpu", item.prov)
+    _fsdp_config(args, partial)
+
+
+def _fsdp_config(args: dict, partial: Partial) -> None:
+    """`--fsdp_config`: a dict (YAML recipes) or a JSON file's path (launch scripts), which
+    TrainingArguments.__post_init__ json-loads, dropping each key's `fsdp_` prefix
+    (transformers training_args.py). `activation_checkpointing: true` is FSDP's own per-unit
+    recompute (accelerate FullyShardedDataParallelPlugin): what e.g. Liger-Kernel's
+    examples/huggingface/config/fsdp_config.json turns on for its FSDP runs. A file memlint cannot
+    open is not a verdict on anything: its settings are simply not read."""
+    item = args.get("fsdp_config")
+    if item is None or item.unresolved or "fsdp" not in partial.settings:
+        return
+    config, where = item.value, item.prov
+    if isinstance(config, str) and config.strip().lower().endswith(".json"):
+        from memlint.adapters.registry import _resolve_reference, inside
+        from memlint.config import repo_root
+
+        base = item.prov.file or os.path.join(os.getcwd(), "-")
+        root = repo_root(base)
+        path = _resolve_reference(config.strip(), base, root)
+        if not os.path.isfile(path) or not inside(path, root):
+            return
+        text, _ = read_text(path)
+        doc = load_json(path, text, allow_comments=True) if text is not None else None
+        config = doc.data if doc is not None else None
+        if isinstance(config, dict):
+            key = next((k for k in ("activation_checkpointing", "fsdp_activation_checkpointing")
+                        if k in config), None)
+            where = doc.prov((key,), key) if key else where
+    if not isinstance(config, dict):
+        return
+    value = config.get("activation_checkpointing", config.get("fsdp_activation_checkpointing"))
+    if value is True or (isinstance(value, str) and to_bool(value) is True):
+        partial.set("recompute", "full", where)
+        partial.set_extra("recompute.scope", "inside-unit", where)
 
 
 # -- DeepSpeed values the Trainer checks against its own --------------------------------------
@@ -701,7 +742,7 @@ def _set_variable(expander, word) -> None:
     value = expander.assign_value(word, prefix)
     current = expander.env.get(name)
     if append and current is not None and current.items is None:
-        value = _shell.Value(current.text + value.text, current.origins + value.origins,
+        value = _shell.Value(current.text + value.text, [*current.origins, *value.origins],
                              current.unresolved + value.unresolved)
     expander.env[name] = value
 

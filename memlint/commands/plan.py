@@ -202,6 +202,7 @@ def _gib(value: int, units: str) -> str:
 def render_text(result, scenario, args, file=None) -> None:
     # start-up: rich loads only when a table is printed
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     stream = file or sys.stdout
@@ -227,7 +228,8 @@ def render_text(result, scenario, args, file=None) -> None:
     for note in result.notes:
         console.print(f"note: {note}")
     if not result.plans:
-        console.print("[red]no configuration fits[/red]")
+        console.print("[red]no configuration fits[/red]" + (
+            f": {escape(result.reason)}" if result.reason else ""))
         return
     table = Table(title="ranked plans", show_lines=False)
     for col in ("#", "layout", "zero/fsdp", "recompute", "mb×acc", "offload", f"peak {units}",

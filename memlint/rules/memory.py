@@ -42,6 +42,11 @@ def _catalog_largest() -> int:
     return max(gpu.capacity_bytes for gpu in CATALOG)
 
 
+# Defaults that scale the sequence-proportional memory. Whether the states fit without it is
+# asked of the model itself (one token, one sample): the allocator's slack and any buffer sized
+# from the activations shrink with them, which subtracting the two components misses.
+_SEQUENCE_KEYS = {"seq_len", "micro_batch", "recompute"}
+
 # frameworks whose launch config states recompute (absent: the framework's own "none")
 _RECOMPUTE_STATED = ("megatron", "torchtitan")
 
@@ -54,7 +59,9 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
     if not assumed:
         return unread_references(scenario)
     sequence = component(stage, "activations") + component(stage, "logits")
-    states_fit = stage.total_bytes - sequence <= estimate.capacity_bytes or not oom
+    states_fit = (stage.total_bytes - sequence <= estimate.capacity_bytes or not oom
+                  or (_SEQUENCE_KEYS & set(assumed) and _fits_as(ctx, stage, seq_len=1,
+                                                                 micro_batch=1)))
     par = scenario.parallelism
     out = []
     for key, entry in assumed.items():

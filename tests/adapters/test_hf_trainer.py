@@ -325,3 +325,52 @@ def test_huge_numbers_are_not_internal_errors():
     assert partial.settings["lora_rank"].value != int(big)
     assert "checkpoint_interval" not in partial.settings
     assert hf_trainer.to_int(2**60) is None and hf_trainer.to_int("1e400") is None
+
+
+def test_placeholder_model_path_is_not_an_error():
+    """ymcui/Chinese-LLaMA-Alpaca-2 scripts/training/run_sft.sh (fixtures/real-world) passes
+    --model_name_or_path path/to/hf/llama-2/or/merged/llama-2/dir/or/model_id, a placeholder the
+    README says to replace: not a Hub id (`org/name`), so from_pretrained takes it as a folder
+    that is not on this machine. It was an ML004 error ("neither a config.json path nor a known
+    preset"); it is the same info as any other absent local checkpoint."""
+    path = os.path.join(REAL, "ymcui__Chinese-LLaMA-Alpaca-2", "scripts/training/run_sft.sh")
+    partial = load_file(path)
+    assert "model" not in _values(partial)
+    assert any("local checkpoint folder that is not here" in d.message
+               for d in partial.diagnostics)
+    scenario, diags = build([partial])
+    assert not [d for d in diags if d.severity.label == "error"]
+
+
+def test_fsdp_config_file_activation_checkpointing_fits_the_authors_gpus(repo):
+    """linkedin/Liger-Kernel examples/huggingface/README.md: "The default hyperparameters and
+    configurations work on single node with 4xA100 80GB GPUs" (benchmark conditions: "Qwen2-7B,
+    Alpaca Dataset, Max seq len = 512, ..., Gradient Checkpointing = True, Distributed Strategy =
+    FSDP1 on 4 A100s"). run_qwen.sh (fixtures/real-world) passes --fsdp_config
+    config/fsdp_config.json, whose "activation_checkpointing": true (Liger-Kernel
+    examples/huggingface/config/fsdp_config.json, not in the index: written here with that one
+    fact) TrainingArguments json-loads; memlint did not read the file and estimated 221 GiB
+    without recompute. training.py's own max_seq_length default is 512, not a Trainer flag."""
+    import contextlib
+    import io
+    import shutil
+
+    from memlint.cli import main
+
+    src = os.path.join(REAL, "linkedin__Liger-Kernel", "examples/huggingface/run_qwen.sh")
+    shutil.copy(src, repo / "run_qwen.sh")
+    (repo / "config").mkdir()
+    (repo / "config" / "fsdp_config.json").write_text('{"activation_checkpointing": true}\n')
+    partial = load_file("run_qwen.sh")
+    values = _values(partial)
+    assert values["recompute"] == "full" and values["fsdp"] == "full"
+    assert values["world_size"] == 4 and values["micro_batch"] == 48
+    assert partial.extra["recompute.scope"].value == "inside-unit"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check", "run_qwen.sh", "--set", "seq_len=512", "--gpu", "A100-80GB",
+                     "--format", "json"])
+    report = json.loads(out.getvalue())
+    assert code == 0, report["diagnostics"]
+    assert report["estimates"][0]["peak_bytes"] < 80 * 1024**3
+    assert not [d for d in report["diagnostics"] if d["code"] == "ML101"]

@@ -80,3 +80,18 @@ def test_gpu_memory_units_are_strict():
     convert = KEYS["gpu_memory"].convert
     assert convert("48GB") == 48 * 10**9 and convert("48GiB") == 48 * 2**30
     assert convert("48 gib") == lookup("L40S").capacity_bytes
+
+
+def test_states_that_fit_without_the_sequence_keep_it_a_warning(capsys, monkeypatch):
+    """linkedin/Liger-Kernel examples/huggingface/run_qwen.sh (fixtures/real-world): Qwen2-7B,
+    FSDP on 4 GPUs, batch 48, no sequence length (training.py's own max_seq_length, 512, is not a
+    Trainer flag). At memlint's default 4,096 tokens the activations, the logits and the
+    allocator slack sized from them pass 1.5 TB; subtracting only the first two left ~100 GiB
+    of "states", so the OOM stood as an error on a run Liger's benchmark makes. Re-estimated at
+    one token the states are ~25 GiB: the verdict rests on seq_len and is a warning."""
+    monkeypatch.chdir(os.path.join(ROOT, "fixtures", "real-world", "linkedin__Liger-Kernel"))
+    code = main(["check", "examples/huggingface/run_qwen.sh", "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    [ml101] = [d for d in doc["diagnostics"] if d["code"] == "ML101"]
+    assert code == 0 and ml101["severity"] == "warning"
+    assert "seq_len 4096" in ml101["message"]
