@@ -11,6 +11,7 @@ Heavy modules (rich, yaml, jsonschema, the memory model) are imported only when 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import Optional
@@ -394,8 +395,6 @@ def _fewer_collections() -> None:
     for every word of a launch script) and almost no cycles; at the default threshold (700
     allocations) the cycle collector walks the growing heap over and over, 40-60% of the CPU time
     of reading a 30,000-flag script. Collections stay on, only rarer."""
-    import gc
-
     gc.set_threshold(100_000, 50, 100)
 
 

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from memlint.adapters.registry import _resolve_reference, inside
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import Partial, Provenance
@@ -346,6 +347,7 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
     the cluster the script was written for, or a placeholder such as Chinese-LLaMA-Alpaca-2's
     `path/to/hf/llama-2/...`) is not an error, only a model memlint cannot see.
     `from_pretrained` takes any name that is not a Hub id (`org/name`) as a folder."""
+    # start-up: the Hub catalog (a JSON table) loads only when a script names a model
     from memlint.catalog.hub import looks_like_hub_id
 
     folder_like = name.startswith(("/", "~", "./", "../", "$")) or not looks_like_hub_id(name)
@@ -499,9 +501,6 @@ def _fsdp_config(args: dict, partial: Partial) -> None:
         return
     config, where = item.value, item.prov
     if isinstance(config, str) and config.strip().lower().endswith(".json"):
-        from memlint.adapters.registry import _resolve_reference, inside
-        from memlint.config import repo_root
-
         base = item.prov.file or os.path.join(os.getcwd(), "-")
         root = repo_root(base)
         path = _resolve_reference(config.strip(), base, root)
