@@ -21,6 +21,13 @@ from memlint.memory.stages import StagePlan, stage_plans, virtual_chunks
 from memlint.memory.topology import Topology, resolve
 
 
+#: Every pipeline stage is an estimate of its own (its terms, a row of the report), so the work
+#: grows with pp. The deepest published pipelines are far below this: 64 stages for the 1T-parameter
+#: GPT of Narayanan et al. 2021 (Table 1), 16 for Llama 3 405B (Dubey et al. 2024, Table 4). A
+#: deeper one is "no estimate" (a warning-level note), never an error.
+MAX_STAGES = 512
+
+
 class EstimateError(ValueError):
     """The scenario cannot be estimated; `key` names the scenario key at fault."""
 
@@ -64,6 +71,10 @@ class Model:
         self.total_override = model.total_params
         self.expert_override = model.expert_params
         self.uniform = self.seed or self.total_override is not None
+        if self.par.pp > MAX_STAGES:
+            raise UnsupportedModel("pp", f"pp = {self.par.pp:,} pipeline stages: memlint "
+                                         f"estimates pipelines of up to {MAX_STAGES} stages "
+                                         "(each is its own estimate)")
         if self.par.pp > self.arch.layers:
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")

@@ -50,11 +50,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         if plan.first and model.arch.vision is not None and tr.images_per_sample:
             terms += vision_activation_terms(model, 1)
         return terms
-    inflight = 1.0
-    if model.assume["pipeline.inflight_microbatches"]:
-        inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, model.microbatches,
-                                             *schedule_knobs(model),
-                                             chunk_layers=model.rank_chunks(plan.stage))
+    inflight = stage_inflight(model, plan)
     per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False)
     if tr.recompute == "full":
         items = act.recompute_items(model.dt.compute, arch.hidden, topo.tp, par.sp)
@@ -214,6 +210,17 @@ def activation_source(model: Model) -> str:
         return ("eager PyTorch modules (transformers), op by op "
                 "(memory/activations_eager.py hf_layer_items)")
     return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
+
+
+def stage_inflight(model: Model, plan: StagePlan) -> float:
+    """Micro-batches whose activations this stage holds at once (1 unless the pipeline keeps
+    several in flight: memory/activations.py inflight_microbatches)."""
+    if not model.assume["pipeline.inflight_microbatches"]:
+        return 1.0
+    par = model.par
+    return act.inflight_microbatches(plan.stage, par.pp, par.vpp, model.microbatches,
+                                      *schedule_knobs(model),
+                                      chunk_layers=model.rank_chunks(plan.stage))
 
 
 def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
