@@ -11,13 +11,13 @@ Heavy modules (rich, yaml, jsonschema, the memory model) are imported only when 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import Optional
 
 from memlint import __version__
 from memlint.errors import UsageError
-
 
 # ---------------------------------------------------------------------------------------------
 # Argument parsing
@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("rule", metavar="CODE|NAME")
     explain.add_argument("--debug", action="store_true")
 
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.commands import plan
 
     plan.add_parser(sub)
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _max_bytes(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.keys import to_bytes
 
     try:
@@ -173,6 +175,7 @@ def _assignments(args) -> list:
 
 def options_from(args):
     """The parsed command line as memlint.api.Options."""
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.api import Options
     from memlint.diagnostics import Severity
 
@@ -205,9 +208,11 @@ def _units(args, estimates) -> str:
 
 
 def _emit(report, fmt: str) -> None:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint import report as reporters
 
     if fmt == "text":
+        # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.report.text_format import write
 
         write(report, sys.stdout)
@@ -224,6 +229,7 @@ def _print_tracebacks(diagnostics, args) -> None:
 
 
 def cmd_check(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.api import check_paths
     from memlint.report import Report
 
@@ -244,6 +250,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_estimate(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint import engine
     from memlint.api import estimate_paths
     from memlint.report import Report
@@ -275,8 +282,10 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_rules(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     import json
 
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.rules import registry
 
     reg = registry()
@@ -301,6 +310,7 @@ def cmd_rules(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.keys import suggest
     from memlint.rules import help_path, registry
 
@@ -326,6 +336,7 @@ def cmd_explain(args) -> int:
 
 
 def cmd_plan(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.commands import plan
 
     return plan.run(args)
@@ -364,12 +375,14 @@ def _add_fit_compare_parsers(sub) -> None:
 
 def run_scenario(args):
     """(Scenario, LintConfig) of the one run that PATHS, --model and --set describe."""
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.api import scenario_of
 
     return scenario_of(list(args.paths), options_from(args))
 
 
 def cmd_fit(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.commands import fit
 
     scenario, config = run_scenario(args)
@@ -387,6 +400,7 @@ def cmd_fit(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.commands import compare
 
     if not os.path.isfile(args.log):
@@ -418,8 +432,6 @@ def _fewer_collections() -> None:
     for every word of a launch script) and almost no cycles; at the default threshold (700
     allocations) the cycle collector walks the growing heap over and over, 40-60% of the CPU time
     of reading a 30,000-flag script. Collections stay on, only rarer."""
-    import gc
-
     gc.set_threshold(100_000, 50, 100)
 
 
@@ -445,6 +457,7 @@ def main(argv: Optional[list] = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:
+        # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.report import escape_controls
 
         sys.stderr.write(f"memlint: error: {escape_controls(str(exc))}\n")
@@ -456,12 +469,14 @@ def main(argv: Optional[list] = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - never a traceback unless --debug
+        # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.engine import ConfigError
 
         if isinstance(exc, ConfigError):
             sys.stderr.write(f"memlint: error: {exc}\n")
             return 2
         if debug:
+            # start-up: `memlint --version` and usage errors load no pipeline
             import traceback
 
             traceback.print_exc()
@@ -477,6 +492,7 @@ def _sarif_failure(message: str, argv: Optional[list]) -> None:
                                            and words[i + 1] == "sarif")
                  for i, w in enumerate(words))
     if wanted:
+        # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.report.sarif_format import failure_log
 
         sys.stdout.write(failure_log(message))

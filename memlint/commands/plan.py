@@ -81,6 +81,7 @@ def _load_configs(paths: list) -> list:
     if not paths:
         return []
     try:
+        # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.adapters.registry import load_file
     except ImportError:
         raise _Usage("reading config files needs memlint.adapters.registry, which this build "
@@ -93,6 +94,7 @@ def _load_configs(paths: list) -> list:
 
 
 def build_base(args):
+    # start-up: the CLI imports this module; the planner loads only for `plan`
     from memlint.scenario import build, overrides_partial
 
     partials = _load_configs(args.configs)
@@ -132,6 +134,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    # start-up: the CLI imports this module; the planner loads only for `plan`
     from memlint.memory.estimate import EstimateError
     from memlint.planner import search_plans
 
@@ -146,6 +149,7 @@ def _run(args) -> int:
     gpn = args.gpus_per_node or scenario.hardware.gpus_per_node
     if not gpus:
         # No budget given: answer the smallest GPU count first (memlint fit's planner search).
+        # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.commands.fit import smallest_gpus
 
         fewest = smallest_gpus(scenario, args.headroom, gpn, cross_node_tp=args.cross_node_tp,
@@ -169,6 +173,7 @@ def _run(args) -> int:
 
         print(json.dumps(to_json(result, scenario, args), indent=2))
     elif args.format == "html":
+        # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.report.html_format import render_plan
 
         sys.stdout.write(render_plan(result, scenario, scenario.assumptions.get("units", "GiB")))
@@ -178,6 +183,7 @@ def _run(args) -> int:
 
 
 def to_json(result, scenario, args) -> dict:
+    # start-up: the CLI imports this module; the planner loads only for `plan`
     from memlint import __version__
 
     out = {"memlint_version": __version__,
@@ -195,6 +201,7 @@ def _gib(value: int, units: str) -> str:
 
 
 def render_text(result, scenario, args, file=None) -> None:
+    # start-up: rich loads only when a table is printed
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

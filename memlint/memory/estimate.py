@@ -13,14 +13,15 @@ then compute each stage's terms in each phase of a step and keep the phase with 
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
 only from the backward on; Megatron's and DeepSpeed's buffers exist all along.
 
-The `seed` profile is the same code with the articles' assumptions (memory/assumptions.py): one
+The `seed` profile is the same code with the articles' assumptions (memlint/assumptions.py): one
 phase holding everything, C_act coefficients, uniform parameter split, no logits or runtime.
 
 Where things are: the facts every term reads (`Model`, memory/model.py), pipeline stages
 (stages.py), weights/gradients/states (stage_states.py), saved activations
 (stage_activations.py), logits and loss (logits.py), LoRA/QLoRA (lora.py), the vision encoder
 (vision.py), ZeRO/FSDP buffers (buffers.py), optimizer-step temporaries (optimizer_step.py), the
-runtime (runtime.py). `EstimateError` and `UnsupportedModel` are re-exported from memory/model.py.
+runtime (runtime.py); the result is an `Estimate` (result.py). `EstimateError` and `UnsupportedModel`
+are re-exported from memory/model.py.
 """
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ from memlint.memory.logits import logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
+from memlint.memory.result import Estimate
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
 from memlint.memory.softmax import softmax_peak_terms
 from memlint.memory.stage_activations import activation_terms, stage_inflight
 from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
-from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+from memlint.memory.terms import Phase, StageEstimate, Term
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "estimate", "fsdp_layer_freed"]
 

@@ -13,6 +13,7 @@ import html
 
 from memlint import __version__
 from memlint.memory.terms import COMPONENTS
+from memlint.report import Report
 from memlint.units import UNITS, fmt
 
 #: One colour per component (colour-blind-safe Okabe-Ito order, then greys).
@@ -282,8 +283,6 @@ def render(report) -> str:
 
 def render_plan(result, scenario, units: str = "GiB") -> str:
     """`plan --format html`: the ranked layouts, each with its per-stage bars."""
-    from memlint.report import Report
-
     cap = scenario.hardware.gpu_memory
     body = [f"<h1>memlint plan: {_e(scenario.model.name or 'model')} on {result.gpus} × "
             f"{_e(scenario.hardware.gpu)}</h1>",
