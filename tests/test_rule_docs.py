@@ -51,3 +51,23 @@ def test_explain_points_at_the_page(capsys):
 def test_pages_fence_examples_in_their_format(code):
     page = markdown_page(registry().get(code))
     assert "## Example" in page and "```" in page
+
+
+def test_explained_estimates_cite_papers_and_code_not_internal_notes(capsys):
+    """`estimate --explain` prints each term's source: a paper or a framework file, never the
+    section numbers of the articles memlint's model started from."""
+    llava = os.path.join(ROOT, "fixtures", "hf", "llava-1.5-7b-hf.json")
+    runs = [
+        [os.path.join(ROOT, "fixtures", "examples", "llama3-8b-h100.memlint.toml")],
+        ["--model", "llama3-8b", "--set", "profile=seed", "--set", "recompute=full"],
+        ["--model", "llama3-8b", "--set", "lora_rank=16", "--set", "quantization=nf4"],
+        ["--model", llava, "--set", "profile=seed", "--set", "zero=3"],
+        ["--model", llava, "--set", "zero=2", "--set", "offload_optimizer=cpu"],
+    ]
+    for argv in runs:
+        main(["estimate", *argv, "--world-size", "8", "--explain"])
+        out = capsys.readouterr().out
+        assert "source:" in out, argv
+        found = INTERNAL.search(out)
+        assert found is None, f"{argv}: {found.group(0)!r} in:\n" + "\n".join(
+            line for line in out.splitlines() if found.group(0) in line)

@@ -44,10 +44,10 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from memlint.diagnostics import INVALID_VALUE, SCHEMA_ERROR, UNRESOLVED, Severity, make
 from memlint.adapters.registry import find_reference
+from memlint.diagnostics import INVALID_VALUE, SCHEMA_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_yaml, suppressions
+from memlint.loaders import load_yaml, repo_root, suppressions
 
 FORMAT = "axolotl"
 COMMIT = "axolotl-ai-cloud/axolotl@067b021"
@@ -375,8 +375,6 @@ def _loss_and_kernels(data: dict, partial: Partial, prov) -> None:
 
 
 def _deepspeed(target: str, path: str, partial: Partial, where: Provenance) -> None:
-    from memlint.config import repo_root
-
     # axolotl opens it relative to its working directory (utils/config/__init__.py:
     # os.path.exists(cfg.deepspeed)): the folder the user runs `axolotl train` from
     found = find_reference(target, path, repo_root(path))

@@ -24,11 +24,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from memlint.adapters.registry import _resolve_reference, inside
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
                                  Severity, make)
-from memlint.keys import MAX_INT
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_json, load_yaml, read_text, suppressions
+from memlint.keys import MAX_INT
+from memlint.keys import to_bool as keys_to_bool
+from memlint.loaders import load_json, load_yaml, read_text, repo_root, suppressions
 
 FORMAT = "hf_trainer"
 
@@ -54,10 +56,9 @@ def to_bool(value: Any) -> Optional[bool]:
     (`--bf16`) is True. None: not a bool."""
     if value is None or value == "":
         return True
-    from memlint.keys import to_bool as strict
 
     try:
-        return strict(value)
+        return keys_to_bool(value)
     except ValueError:
         return {"t": True, "y": True, "f": False, "n": False}.get(str(value).strip().lower())
 
@@ -377,6 +378,7 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
     the cluster the script was written for, or a placeholder such as Chinese-LLaMA-Alpaca-2's
     `path/to/hf/llama-2/...`) is not an error, only a model memlint cannot see.
     `from_pretrained` takes any name that is not a Hub id (`org/name`) as a folder."""
+    # start-up: the Hub catalog (a JSON table) loads only when a script names a model
     from memlint.catalog.hub import looks_like_hub_id
 
     folder_like = name.startswith(("/", "~", "./", "../", "$")) or not looks_like_hub_id(name)
@@ -535,9 +537,6 @@ def _fsdp_config(args: dict, partial: Partial) -> None:
         return
     config, where = item.value, item.prov
     if isinstance(config, str) and config.strip().lower().endswith(".json"):
-        from memlint.adapters.registry import _resolve_reference, inside
-        from memlint.config import repo_root
-
         base = item.prov.file or os.path.join(os.getcwd(), "-")
         root = repo_root(base)
         path = _resolve_reference(config.strip(), base, root)
@@ -570,8 +569,8 @@ def check_deepspeed(partial: Partial, args: dict, base: str) -> None:
     ds = partial.extra.get("hf_trainer.deepspeed")
     if ds is None:
         return
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters.registry import _resolve_reference, inside
-    from memlint.config import repo_root
 
     root = repo_root(base)
     path = _resolve_reference(str(ds.value), base, root)
@@ -660,6 +659,7 @@ def load(path: str, text: str) -> Partial:
     if not items and partial.references:
         return partial  # `python train.py args.yaml`: the arguments file holds them all
     if script == _LLAMAFACTORY_CLI:
+        # start-up: the shell reader and other adapters load only for a file that needs them
         from memlint.adapters import llamafactory
 
         llamafactory.apply_items(partial, items, path)
@@ -705,6 +705,7 @@ _LAUNCH_OPTIONS = {"nproc_per_node": "per_node", "nproc-per-node": "per_node",
 def _load_script(path: str, text: str) -> tuple:
     """The first command that runs a Python entry point with --flags: its arguments, and the
     launcher's process counts."""
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters import _shell
 
     partial = Partial(source=path, fmt=FORMAT)
@@ -766,6 +767,7 @@ def _literal(word) -> str:
 
 
 def _set_variable(expander, word) -> None:
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters import _shell
 
     name, append, prefix = _shell.assignment(word)
@@ -775,7 +777,7 @@ def _set_variable(expander, word) -> None:
     value = expander.assign_value(word, prefix)
     current = expander.env.get(name)
     if append and current is not None and current.items is None:
-        value = _shell.Value(current.text + value.text, current.origins + value.origins,
+        value = _shell.Value(current.text + value.text, [*current.origins, *value.origins],
                              current.unresolved + value.unresolved)
     expander.env[name] = value
 

@@ -42,7 +42,7 @@ def dequant_terms(model: Model, plan: StagePlan) -> list:
         size = max(widths) // model.topo.tp
         formula = f"2 B × largest linear {size:,} elements"
     return [Term("buffers.dequantized_weight", "buffers", 2 * size, formula,
-                 {"elements": size}, "seed 000 CH 9.4; bitsandbytes dequantize per matmul")]
+                 {"elements": size}, "Dettmers et al. 2023 (QLoRA); bitsandbytes dequantizes per matmul")]
 
 
 def lora_activation_items(model: Model, sh) -> list:

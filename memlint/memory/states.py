@@ -140,7 +140,7 @@ def weight_terms(groups, dt: Dtypes, zero: int, fsdp: str, offload_params: str,
             formula=(f"params {group.params:,} / shard {shard} × {per_param} B"
                      if shard > 1 else f"params {group.params:,} × {per_param} B"),
             inputs={"params": group.params, "shard": shard, "bytes_per_param": per_param},
-            source="seed 000 CH 2-3 (2N/(tp·pp), ZeRO-3 2N/dp)"))
+            source="Narayanan et al. 2021 (weights split over tp·pp: 2N/(tp·pp)); Rajbhandari et al. 2020 (ZeRO-3: 2N/dp)"))
     return terms
 
 
@@ -155,7 +155,7 @@ def gradient_terms(groups, dt: Dtypes, zero: int, fsdp: str) -> list:
             formula=(f"trainable {group.params:,} / shard {shard} × {dt.grad} B" if shard > 1
                      else f"trainable {group.params:,} × {dt.grad} B"),
             inputs={"params": group.params, "shard": shard, "bytes_per_grad": dt.grad},
-            source="seed 000 CH 1.3, CH 3.1 (ZeRO-2 2N/dp)"))
+            source="Rajbhandari et al. 2020 (ZeRO-2 partitions gradients: 2N/dp)"))
     return terms
 
 
@@ -176,7 +176,7 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
                 formula=f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
                 + f" × {dt.master} B (fp32 master)",
                 inputs={"params": group.params, "shard": shard, "bytes": dt.master},
-                source="seed 000 CH 1.2 (master weight 4 B/param)"))
+                source="Micikevicius et al. 2018 (fp32 master weights: 4 B/param)"))
         moments = MOMENTS[optimizer]
         width = dt.moment_width()
         shard_text = f" / shard {shard}" if shard > 1 else ""
@@ -194,7 +194,8 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
         else:
             moment_bytes = dt.moment_bytes(count, moments)
             formula = f"trainable {group.params:,}{shard_text} × {moments} moments × {width}"
-        source = "seed 000 CH 1.2 (AdamW m, v; Muon m; Adafactor factored)"
+        source = ("Loshchilov & Hutter 2019 (AdamW m, v); Jordan et al. 2024 (Muon m); "
+                  "Shazeer & Stern 2018 (Adafactor factored)")
         if dt.state_block:
             source += "; " + oq.SOURCE
         name = "optimizer.moments" + suffix

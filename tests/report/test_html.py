@@ -6,6 +6,7 @@ import os
 import shutil
 import struct
 import subprocess
+import tempfile
 import zlib
 from html.parser import HTMLParser
 
@@ -108,15 +109,25 @@ def _browser():
 
 
 BROWSER = _browser()
+# .ci/run installs Chromium and sets this, so that in CI a missing browser fails instead of skipping
+REQUIRED = os.environ.get("MEMLINT_REQUIRE_BROWSER") == "1"
 needs_browser = pytest.mark.skipif(
-    BROWSER is None, reason="no headless Chromium installed (apt-get install chromium): the "
-    "HTML is checked structurally above, not rendered")
+    BROWSER is None and not REQUIRED, reason="no headless Chromium installed (apt-get install "
+    "chromium): the HTML is checked structurally above, not rendered")
 
 
 def _headless(*args, timeout=90):
-    return subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--disable-dev-shm-usage", "--hide-scrollbars", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    assert BROWSER is not None, "MEMLINT_REQUIRE_BROWSER=1 but no Chromium is installed"
+    # no profile, no background connections: the machine may have no network at all
+    profile = tempfile.mkdtemp(prefix="memlint-chromium-")
+    try:
+        return subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
+                               "--disable-dev-shm-usage", "--hide-scrollbars", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update",
+                               "--disable-sync", "--disable-quic", f"--user-data-dir={profile}",
+                               *args], capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def read_png(path):

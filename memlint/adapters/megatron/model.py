@@ -139,12 +139,42 @@ def llava(it: Interp, anchor: str) -> None:
              f"tokens_per_image {tokens} ((img-h/patch)·(img-w/patch)"
              + (" + class token)" if class_token else ")"))
     text = it.arg("--dataloader-seq-length")
+    text_tokens = v("--seq-length")
     if text is not None and text.values:
         try:
-            it.set("seq_len", int(text.values[0]), "--dataloader-seq-length",
+            text_tokens = int(text.values[0])
+            it.set("seq_len", text_tokens, "--dataloader-seq-length",
                      "seq_len (text tokens: --dataloader-seq-length)")
         except ValueError:
             pass
+    # LLaVAModel's share_embeddings_and_output_weights defaults to False and pretrain_vlm.py
+    # does not pass it: the language model has its own output layer
+    it.set("model.tie_word_embeddings", False, flag,
+           "tie_word_embeddings False (LLaVAModel default; pretrain_vlm.py passes none)")
+    if v("--position-embedding-type", "learned_absolute") == "learned_absolute" \
+            and isinstance(text_tokens, int):
+        positions = _llava_language_positions(it, text_tokens + tokens)
+        it.set("model.learned_positions", positions, flag,
+               f"learned_positions {positions} (LLaVA's language_max_sequence_length: text + "
+               "image tokens + SP/CP padding, pretrain_vlm.py)")
+
+
+def _llava_language_positions(it: Interp, decoder: int) -> int:
+    """pretrain_vlm.py: the language model's learned positions are its
+    language_max_sequence_length, the decoder sequence (text + image tokens) padded for SP / CP
+    (megatron/core/models/multimodal/context_parallel.py get_padding), times the micro batch in
+    the THD layout (cp > 1 with --use-packed-sequence or padding); --max-position-embeddings
+    does not size them."""
+    v = it.value
+    tp, cp = v("--tensor-model-parallel-size", 1) or 1, v("--context-parallel-size", 1) or 1
+    sp = it.on("--sequence-parallel")
+    # model_provider calls get_padding without its FP8 arguments: no FP8 padding here
+    factor = tp * cp * 2 if sp and cp > 1 else cp * 2 if cp > 1 else tp if sp else 1
+    padding = -decoder % factor
+    positions = decoder + padding
+    if cp > 1 and (it.on("--use-packed-sequence") or padding > 0):
+        positions *= v("--micro-batch-size", 1) or 1
+    return positions
 
 
 def dropouts(it: Interp, anchor: str) -> None:

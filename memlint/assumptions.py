@@ -32,15 +32,15 @@ _LIST = [
                "tensors", "DESIGN.md, memory model"),
     Assumption("activations.c_act", non_negative_float,
                "seed: activation bytes per B·T·d per layer with FlashAttention",
-               "seed 000 CH 1.4.2 (Korthikanti et al. 2022)"),
+               "Korthikanti et al. 2022 (34 with FlashAttention)"),
     Assumption("activations.c_act_full_recompute", non_negative_float,
                "seed: activation bytes per B·T·d per layer under full recompute",
-               "seed 000 CH 5.2"),
+               "Chen et al. 2016 (only the layer input is kept: 2 B per element)"),
     Assumption("activations.c_attn_scores", non_negative_float,
                "seed: bytes per B·H·T² per layer when attention scores are materialized",
-               "seed 000 CH 1.4.2 (5·H·T/d term)"),
+               "Korthikanti et al. 2022 (the 5·a·s/h term)"),
     Assumption("activations.tp_divides", to_bool,
-               "whether tensor parallelism divides activations (seed: no, 000 CH 2.1; "
+               "whether tensor parallelism divides activations (seed profile: no; "
                "precise: yes, Korthikanti et al. 2022 Table 2)", "Korthikanti et al. 2022"),
     Assumption("pipeline.inflight_microbatches", to_bool,
                "count the micro-batches a pipeline stage holds at once (1F1B / interleaved)",
@@ -50,7 +50,7 @@ _LIST = [
     Assumption("parallel.ep_in_dp", to_bool,
                "expert parallelism is carved out of data parallelism (Megatron: world = "
                "tp·pp·cp·dp, expert dp = world/(etp·ep·pp)); seed: world = tp·pp·ep·dp",
-               "Megatron-LM parallel_state.py; seed 000 CH 7.2"),
+               "Megatron-LM parallel_state.py"),
     Assumption("runtime.cuda_context_bytes", non_negative_int,
                "CUDA context + cuBLAS/cuDNN workspaces per process", "measured, see memory/runtime.py"),
     Assumption("runtime.nccl_bytes_per_group", non_negative_int,
@@ -69,7 +69,7 @@ _LIST = [
                "allocator); false where PyTorch is configured not to round",
                "aten/src/ATen/core/CachingHostAllocator.h; pytorch/pytorch#95823"),
     Assumption("units", lambda v: _choice(v, ("GiB", "GB")),
-               "default units of the text report", "seed 000 uses decimal GB"),
+               "default units of the text report", "GPU vendors state capacity in decimal GB"),
 ]
 
 ASSUMPTIONS: dict = {a.name: a for a in _LIST}
