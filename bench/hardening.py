@@ -76,6 +76,19 @@ CASES = [
     ("10 4 MB JSON, 1.9M-item array", {"ds_config.json": '{"train_batch_size": 8, "x": ['
                                                          + ",".join(["1"] * 1900000) + "]}"},
      ["check", "ds_config.json"], (0,)),
+    ("10 estimate 10,000 layers, pp 10,000", {}, ["estimate", "--model", "llama3-8b", "--set",
+                                                   "model.num_hidden_layers=10000", "--set",
+                                                   "pp=10000", "--set", "world_size=10000"],
+     (2,)),  # deeper than memory/model.py MAX_STAGES: no estimate, so `estimate` did not its job
+    ("10 estimate 10,240 layers, pp 512", {}, ["estimate", "--model", "llama3-8b", "--set",
+                                               "model.num_hidden_layers=10240", "--set",
+                                               "pp=512", "--set", "world_size=512"], (0, 1)),
+    ("10 plan global batch 2**50", {}, ["plan", "--model", "llama3-8b", "--gpus", "8", "--set",
+                                        "global_batch=1125899906842624"], (0,)),
+    ("11 plan 720,720 GPUs (says why)", {}, ["plan", "--model", "llama3-8b", "--gpus", "720720",
+                                             "--set", "global_batch=1024"], (1,)),
+    ("11 plan 1,009 GPUs (prime)", {}, ["plan", "--model", "llama3-8b", "--gpus", "1009",
+                                        "--set", "global_batch=1024"], (1,)),
     ("11 empty ds_config.json", {"ds_config.json": ""}, ["check", "ds_config.json"], (1,)),
     ("11 world_size 2**53 + 1", {}, ["estimate", "--model", "llama3-8b", "--set",
                                      "world_size=9007199254740993"], (1, 2)),
@@ -99,6 +112,9 @@ def run(files: dict, argv: list) -> tuple:
                 with open(os.path.join(work, name), mode) as handle:
                     handle.write(content)
         env = dict(os.environ, NO_COLOR="1", PYTHONPATH=os.path.dirname(HERE))
+        # bytecode cached, as an installed package has it (pip compiles .pyc at install time):
+        # with PYTHONDONTWRITEBYTECODE every run would compile memlint from source (~0.5 s)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         child = subprocess.Popen(MEMLINT + argv, cwd=work, env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(child.pid, 0)

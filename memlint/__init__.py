@@ -14,6 +14,7 @@ _API = ("check", "estimate", "CheckResult", "MemlintError", "Options")
 
 def __getattr__(name):  # PEP 562: the API's imports cost nothing until it is used
     if name in _API:
+        # start-up: PEP 562, the API loads on first use
         from memlint import api
 
         return getattr(api, name)

@@ -22,19 +22,20 @@ a usage error (exit 2) in every command, like a missing file.
 """
 from __future__ import annotations
 
+import json
 import os
-import traceback
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional
 
 from memlint import engine
-from memlint.config import config_for
-from memlint.diagnostics import INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make
+from memlint.config import assumptions_partial, config_for
+from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make,
+                                 make_internal)
 from memlint.engine import ConfigError, LintConfig
 from memlint.errors import MemlintError, UsageError
 from memlint.ir import Provenance
 from memlint.loaders import MAX_FILE_BYTES
-from memlint.rules import make_internal, registry
+from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
 
@@ -110,8 +111,6 @@ def command_line_partial(options: Options):
 
 def _project_assumptions(config: LintConfig) -> list:
     """[tool.memlint.assumptions] (runtime assumptions fitted by `compare`), as a Partial."""
-    from memlint.config import assumptions_partial
-
     project = assumptions_partial(config)
     return [project] if project else []
 
@@ -201,7 +200,9 @@ def _describes_run(partials: list, options: Options) -> bool:
 
 def _model_config_errors(scenario, anchor) -> list:
     """A model config that cannot be read (missing or bad key) is an error at that key."""
-    from memlint.memory.params import ConfigError as ModelConfigError, architecture
+    # start-up: the memory model loads only when a run is estimated
+    from memlint.memory.params import ConfigError as ModelConfigError
+    from memlint.memory.params import architecture
 
     try:
         architecture(scenario.model.config)
@@ -228,7 +229,9 @@ def _unresolved(scenario, key: str):
 
 def _model_type_warnings(scenario) -> list:
     """ML008: a model_type memlint does not count exactly is read through the generic keys."""
-    from memlint.memory.params import ConfigError as ModelConfigError, architecture
+    # start-up: the memory model loads only when a run is estimated
+    from memlint.memory.params import ConfigError as ModelConfigError
+    from memlint.memory.params import architecture
 
     try:
         arch = architecture(scenario.model.config)
@@ -246,10 +249,12 @@ def _model_type_warnings(scenario) -> list:
 
 def _estimate(scenario, anchor):
     try:
+        # start-up: the memory model loads only when a run is estimated
         from memlint.memory.estimate import EstimateError, estimate
     except ImportError as exc:
         return None, make(MISSING_MODEL, Severity.INFO,
                           f"no memory estimate: the memory model is not available ({exc})", anchor)
+    # start-up: the memory model loads only when a run is estimated
     from memlint.memory.params import ConfigError as ModelConfigError
 
     try:
@@ -270,6 +275,7 @@ def _estimate(scenario, anchor):
                           key=key)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
         failure = make_internal(f"the memory model failed: {type(exc).__name__}: {exc}", anchor)
+        import traceback  # for start-up speed: only a failure needs it
         failure.data["traceback"] = traceback.format_exc()
         return None, failure
 
@@ -367,8 +373,6 @@ def _options(model, settings, select, ignore, fail_on, scenario) -> Options:
         if isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, (list, tuple, dict)):
-            import json
-
             value = json.dumps(value)
         assignments.append(f"{key}={value}")
     return Options(model=model, assignments=tuple(sorted(assignments)),

@@ -27,11 +27,15 @@ model = "llama3-8b"
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from typing import Optional
 
 from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
+from memlint.ir import Partial, Provenance
+from memlint.keys import suggest
+from memlint.loaders import repo_root
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
           "options", "files", "runs", "scenario", "allow-outside-root", "exclude",
@@ -40,8 +44,10 @@ _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "s
 
 def _read_toml(path: str) -> dict:
     try:
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomllib  # type: ignore[import-not-found]
     except ModuleNotFoundError:  # Python < 3.11
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomli as tomllib  # type: ignore[no-redef]
     try:
         with open(path, "rb") as handle:
@@ -50,26 +56,6 @@ def _read_toml(path: str) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-
-
-def repo_root(path: str) -> str:
-    """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
-    start = os.path.abspath(path)
-    return _root_of(start if os.path.isdir(start) else os.path.dirname(start))
-
-
-@lru_cache(maxsize=256)
-def _root_of(current: str) -> str:
-    """repo_root of a directory; cached, as find_pyproject is, for the life of one run."""
-    probe = current
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")) or os.path.isfile(
-                os.path.join(probe, "pyproject.toml")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return current
-        probe = parent
 
 
 @lru_cache(maxsize=64)
@@ -115,8 +101,6 @@ def parse_table(table: dict, source: str) -> LintConfig:
         key = raw_key.replace("_", "-")
         where = f"{source}: [tool.memlint] {raw_key}"
         if key not in _KNOWN:
-            from memlint.keys import suggest
-
             hint = suggest(key, _KNOWN)
             raise ConfigError(f"{where}: unknown setting" + (f"; did you mean {hint!r}?"
                                                                if hint else ""))
@@ -202,7 +186,6 @@ def assumptions_partial(config: LintConfig):
     Values are converted and checked by `memlint.scenario.build`, at the line that sets them."""
     if not config.assumptions:
         return None
-    from memlint.ir import Partial, Provenance
 
     lines = _key_lines(config.source, "tool.memlint.assumptions") if config.source else {}
     partial = Partial(source=config.source or "<config>", fmt="config")
@@ -215,8 +198,6 @@ def assumptions_partial(config: LintConfig):
 
 def _key_lines(path: str, table: str) -> dict:
     """key -> 1-based line of `key = ...` under `[table]` (tomllib gives no positions)."""
-    import re
-
     out: dict = {}
     inside = False
     header = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")

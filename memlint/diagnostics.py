@@ -93,3 +93,8 @@ def make(kind: tuple, severity: Severity, message: str, prov: Optional[Provenanc
     """Build a diagnostic of one of the reserved kinds above."""
     code, name = kind
     return Diagnostic.at(code, name, severity, message, prov, **data)
+
+
+def make_internal(message: str, prov: Optional[Provenance] = None) -> Diagnostic:
+    """An internal-error diagnostic that makes the run exit 2 (a rule or the model failed)."""
+    return make(INTERNAL_ERROR, Severity.ERROR, message, prov, internal=True)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import traceback
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 
-from memlint.diagnostics import Diagnostic, Severity
+from memlint.diagnostics import Diagnostic, Severity, make_internal
 from memlint.ir import Provenance
-from memlint.rules import Registry, configure, make_internal
+from memlint.keys import suggest
+from memlint.rules import Registry, configure
 from memlint.rules import registry as default_registry
 from memlint.rules.base import Context, Finding, Rule
 
@@ -73,8 +73,6 @@ def specificity(selector: str, rule: Rule) -> int:
 
 def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None:
     """Raise ConfigError for a selector that names no rule (with a did-you-mean)."""
-    from memlint.keys import suggest
-
     for selector in selectors:
         text = selector.strip()
         if not text:
@@ -317,6 +315,7 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
                 failure = make_internal(f"rule {rule.code} {rule.name} failed: "
                                         f"{type(exc).__name__}: {exc}",
                                         anchor)
+                import traceback  # for start-up speed: only a failure needs it
                 failure.data["traceback"] = traceback.format_exc()
                 out.append(failure)
                 continue

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Provenance:
     """Where a value was set: file, 1-based line and column, and the key as the source spells it."""
 

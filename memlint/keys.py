@@ -362,6 +362,23 @@ def suggest(name: str, candidates) -> Optional[str]:
     size = len(name)
     if not size or size > MAX_SUGGEST_CHARS:
         return None
-    close = [c for c in candidates if 0.6 * (size + len(c)) <= 2 * min(size, len(c))]
+    # The matches difflib counts are at most the shorter string's length, and each distinct
+    # character of one string that the other lacks is one character that cannot match: both
+    # bounds are set operations (no Python loop over characters), and a candidate that fails
+    # them could not have reached the cutoff, so the answer is difflib's own.
+    chars = set(name)
+    close = []
+    for c in candidates:
+        need = 0.6 * (size + len(c))
+        if need > 2 * min(size, len(c)):
+            continue
+        other = _CHARSETS.get(c)
+        if other is None:
+            other = _CHARSETS[c] = frozenset(c)
+        if need <= 2 * min(size - len(chars - other), len(c) - len(other - chars)):
+            close.append(c)
     found = difflib.get_close_matches(name, close, n=1, cutoff=0.6)
     return found[0] if found else None
+
+
+_CHARSETS: dict = {}  # candidate -> its characters (the candidate lists are fixed tables)

@@ -19,6 +19,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Optional
 
 from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Diagnostic, Severity,
@@ -489,6 +490,7 @@ def _yaml_flow_depth(text: str) -> int:
 
 
 def load_yaml(path: str, text: str) -> Document:
+    # start-up: PyYAML loads only when a YAML file is read
     import yaml
 
     doc = Document(path=path, text=text)
@@ -577,6 +579,7 @@ def _expanded_size(node, memo: dict, depth: int) -> int:
 
 
 def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int) -> Any:
+    # start-up: PyYAML loads only when a YAML file is read
     import yaml
 
     budget[0] -= 1
@@ -663,8 +666,10 @@ def _toml_key_parts(raw: str) -> tuple:
 
 def load_toml(path: str, text: str) -> Document:
     try:
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomllib  # type: ignore[import-not-found]
     except ModuleNotFoundError:  # Python < 3.11
+        # start-up: the TOML parser loads only when a TOML file is read
         import tomli as tomllib  # type: ignore[no-redef]
 
     doc = Document(path=path, text=text)
@@ -734,3 +739,23 @@ def suppressions(text: str) -> dict:
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
             found.setdefault(number + 1, set()).update(names)
     return found
+
+
+def repo_root(path: str) -> str:
+    """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
+    start = os.path.abspath(path)
+    return _root_of(start if os.path.isdir(start) else os.path.dirname(start))
+
+
+@lru_cache(maxsize=256)
+def _root_of(current: str) -> str:
+    """repo_root of a directory; cached, as find_pyproject is, for the life of one run."""
+    probe = current
+    while True:
+        if os.path.exists(os.path.join(probe, ".git")) or os.path.isfile(
+                os.path.join(probe, "pyproject.toml")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return current
+        probe = parent

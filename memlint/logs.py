@@ -28,6 +28,7 @@ Metric names: `allocated` (live tensors when the line was logged), `max_allocate
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -205,8 +206,6 @@ def _oom(line: str, number: int) -> Optional[Reading]:
 
 def read(path: str, max_bytes: int = 64 * MiB) -> LogReport:
     """Read a log file (the last `max_bytes` of it when larger: memory lines repeat)."""
-    import os
-
     size = os.path.getsize(path)
     with open(path, "rb") as handle:
         if size > max_bytes:

@@ -51,6 +51,7 @@ def declared(group: str) -> bool:
 def entry_points(group: str) -> list:
     if not declared(group):
         return []
+    # start-up: entry points are read only when plugins are looked up
     from importlib.metadata import entry_points as _entry_points
 
     return list(_entry_points(group=group))

@@ -29,11 +29,12 @@ from typing import Optional
 
 from memlint.adapters import gpt_neox
 from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
-from memlint.config import config_for, repo_root
+from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
-from memlint.loaders import MAX_FILE_BYTES, read_text
+from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root
+from memlint.scenario import parse_assignment
 
 # Folders a directory walk never enters (besides hidden ones): environments, caches, build output.
 SKIPPED_DIRS = frozenset({"node_modules", "venv", "__pycache__", "__pypackages__",
@@ -415,8 +416,6 @@ def _shown(path: str) -> str:
 
 def _group_partial(group: dict, config: LintConfig) -> Partial:
     """A [[tool.memlint.runs]] group's own `set` and `model`, as a Partial."""
-    from memlint.scenario import parse_assignment
-
     partial = Partial(source=config.source or "<config>", fmt="config")
     for text in group.get("set", ()):
         try:

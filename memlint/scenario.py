@@ -9,15 +9,20 @@ points at the place that set it.
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import fields
 from typing import Any, Iterable, Optional
 
 from memlint import keys as K
+from memlint.adapters.registry import inside
+from memlint.assumptions import ASSUMPTIONS, profile_defaults
+from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import (COMMAND_LINE, Assumptions, Hardware, Model, Parallelism, Partial,
                         Provenance, Scenario, Setting, Training, frozen_mapping)
+from memlint.loaders import repo_root
 
 SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
 
@@ -36,8 +41,6 @@ def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]
 def literal(text: str):
     """A command-line value as the JSON literal it spells (numbers, true/false/null, lists),
     else the string itself: `model.hidden_size=4096` must mean the number, as in config.json."""
-    import json
-
     stripped = text.strip()
     lowered = stripped.lower()
     if lowered in ("true", "false"):
@@ -136,8 +139,8 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
     neither a preset nor an existing path but has the shape of a Hub id resolves through
     `load_hub_model` (HF cache, bundled catalog, then the Hub only if `hub` allows it).
     """
+    # start-up: the HF config reader loads only when a model is given
     from memlint.adapters import hf_config
-    from memlint.catalog import presets
 
     preset = presets.get(name)
     if preset is not None:
@@ -152,9 +155,6 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
     elif base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
     if prov.file is not None and not allow_outside_root:
-        from memlint.adapters.registry import inside
-        from memlint.config import repo_root
-
         root = repo_root(prov.file)
         if not inside(path, root):
             partial = Partial(source=name, fmt="hf_config")
@@ -183,6 +183,7 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
 
 def hub_id(name: str) -> bool:
     """Whether `name` has the shape of a Hugging Face Hub id (org/name or a bare name)."""
+    # start-up: the Hub catalog (a JSON table) loads only when a model name is read
     from memlint.catalog.hub import looks_like_hub_id
 
     return looks_like_hub_id(name)
@@ -193,6 +194,7 @@ def load_hub_model(name: str, prov: Provenance, hub: Optional[bool] = None,
     """A Hub id -> the model's settings, each resolution step named in an info diagnostic; an id
     that resolves nowhere is a warning that says how to resolve it, and gives no model keys (so
     no memory verdict rests on a guessed model)."""
+    # start-up: the HF reader and the Hub catalog load only when a Hub model is read
     from memlint.adapters import hf_config
     from memlint.catalog import hub as hubs
 
@@ -283,10 +285,12 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
 
     hardware_values = values["hardware"]
     if "gpu" in hardware_values and "gpu_memory" not in hardware_values:
+        # start-up: the GPU catalog loads only when a GPU is named
         from memlint.hardware import lookup
 
         gpu = lookup(hardware_values["gpu"])
         if gpu is None:
+            # start-up: the GPU catalog loads only when a GPU is named
             from memlint.hardware import known_names
 
             diagnostics.append(make(
@@ -300,8 +304,6 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         hardware_values["gpu"] = "custom"
 
     profile = values["assumptions"].pop("profile", "precise")
-    from memlint.memory.assumptions import profile_defaults
-
     assumption_values = dict(profile_defaults(profile))
     assumption_values.update(values["assumptions"])
 
@@ -319,8 +321,6 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
 
 
 def _assumption_names() -> dict:
-    from memlint.memory.assumptions import ASSUMPTIONS
-
     return {name: spec.convert for name, spec in ASSUMPTIONS.items()}
 
 

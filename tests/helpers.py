@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from memlint.ir import Assumptions, Hardware, Model, Parallelism, Provenance, Scenario, Training
-from memlint.memory.assumptions import profile_defaults
-from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+from memlint.assumptions import profile_defaults
+from memlint.memory.result import Estimate
+from memlint.memory.terms import Phase, StageEstimate, Term
 
 GiB = 1024**3
 

@@ -35,13 +35,35 @@ class ShellError(Exception):
 
 # -- lexing ----------------------------------------------------------------------------------
 
-@dataclass
+_RUNS: dict = {}
+_FD_REDIRECT = re.compile(r"\d+[<>]")
+_REDIRECT = re.compile(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?")
+_QUOTED_RUN = re.compile(r'[^"\\$`]+')
+
+
+def _following(stop: str):
+    """Blanks, then a run of ordinary characters (group 1): the next plain word on the line."""
+    key = ("following", stop)
+    if key not in _RUNS:
+        _RUNS[key] = re.compile("[ \t\r]+(%s)" % _run(stop).pattern)
+    return _RUNS[key]
+
+
+def _run(stop: str, special: str = "\\'\"$`"):
+    """A pattern for a run of one or more characters that are neither in `stop` nor special."""
+    key = (stop, special)
+    if key not in _RUNS:
+        _RUNS[key] = re.compile("[^%s]+" % re.escape(stop + special) if stop + special else ".+",
+                                re.S)
+    return _RUNS[key]
+
+@dataclass(slots=True)
 class Seg:
     """One piece of a word. kind: lit | var | subst (command/arithmetic substitution)."""
 
     kind: str
     text: str = ""               # lit: the characters; var: name; subst: raw text
-    origins: list = field(default_factory=list)  # lit: offset of each character
+    origins: list = field(default_factory=list)  # lit: offset of each character (or a range)
     quoted: bool = False
     offset: int = 0              # where the piece starts in the file
     op: str = ""                 # var: "", ":-", "-", ":=", "=", ":+", "+", "len", "?" (other)
@@ -50,7 +72,7 @@ class Seg:
     raw: str = ""                # var/subst: the source text, kept when unresolved
 
 
-@dataclass
+@dataclass(slots=True)
 class Word:
     segs: list
     offset: int
@@ -60,7 +82,7 @@ class Word:
     array_append: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Command:
     words: list
     offset: int
@@ -86,6 +108,9 @@ class _Lexer:
         skip_next = False
         heredoc = None    # `<<` or `<<-` just read: the next word is the delimiter
         heredocs: list = []   # (delimiter, strip leading tabs) whose bodies start at the newline
+        stop = self.stop
+        plain = _run(stop)
+        following = _following(stop)
         while i < n:
             c = text[i]
             if c in " \t\r":
@@ -104,16 +129,29 @@ class _Lexer:
             elif c == "#":
                 end = text.find("\n", i)
                 i = n if end < 0 else end
-            elif self.shell and (c in "<>" or (c.isdigit() and re.match(r"\d+[<>]", text[i:i + 3]))):
-                match = re.match(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?", text[i:])
+            elif self.shell and (c in "<>" or (c.isdigit() and _FD_REDIRECT.match(text, i, i + 3))):
+                match = _REDIRECT.match(text, i)
                 op = match.group(0) if match else ""
-                i += match.end() if match else 1
+                i = match.end() if match else i + 1
                 skip_next = not (match and match.group(1))
                 heredoc = op.lstrip("0123456789") if op.lstrip("0123456789") in ("<<", "<<-") \
                     else None
             else:
                 word_start = i
-                word, i = self.word(i, stop=self.stop)
+                run = plain.match(text, i)
+                j = run.end() if run else i
+                if j > i and (j == n or text[j] in stop) and not (j < n and text[j] == "("):
+                    # a word of ordinary characters only (most of a launch script's words)
+                    word = Word([Seg("lit", text[i:j], range(i, j), False, i)], i, text[i:j])
+                    i = j
+                    if not skip_next:
+                        if not current:
+                            start = word.offset
+                        current.append(word)
+                        i = self._plain_words(i, current, stop, following)
+                        continue
+                else:
+                    word, i = self.word(i, stop=stop)
                 if skip_next:
                     skip_next = False
                     if heredoc:
@@ -127,6 +165,27 @@ class _Lexer:
         if current:
             out.append(Command(current, start))
         return out
+
+    def _plain_words(self, i: int, current: list, stop: str, following) -> int:
+        """After a plain word: the plain words that follow it on the line, blank-separated, in
+        one pass (the common shape of a launch command: `--flag value --flag value ...`). Stops
+        before anything else (quotes, `$`, operators, `NAME=(`, a file-descriptor redirection),
+        which the caller's loop reads."""
+        text, n = self.text, self.n
+        while True:
+            match = following.match(text, i)
+            if match is None:
+                return i
+            j = match.end()
+            if j < n and (text[j] not in stop or text[j] == "("):
+                return i  # the word goes on with a quote, `$`, ... or is `NAME=(`
+            w = match.start(1)
+            if text[w] == "#" or (self.shell and text[w].isdigit()
+                                  and _FD_REDIRECT.match(text, w, w + 3)):
+                return i  # a comment, or `2>file`
+            value = match.group(1)
+            current.append(Word([Seg("lit", value, range(w, j), False, w)], w, value))
+            i = j
 
     def _skip_heredocs(self, i: int, heredocs: list) -> int:
         """Past the here-document bodies that start at `i`: each ends at a line that is its
@@ -149,11 +208,17 @@ class _Lexer:
         segs: list = []
 
         def lit(ch: str, at: int, quoted: bool) -> None:
+            """Characters `ch` from offset `at` on (one or a run: runs keep lexing linear and
+            cheap on long words)."""
             if segs and segs[-1].kind == "lit" and segs[-1].quoted == quoted:
-                segs[-1].text += ch
-                segs[-1].origins.append(at)
-            else:
-                segs.append(Seg("lit", ch, [at], quoted, at))
+                last = segs[-1]
+                last.text += ch
+                if not isinstance(last.origins, list):
+                    last.origins = list(last.origins)
+                last.origins.extend(range(at, at + len(ch)))
+            else:  # a range until a second piece joins it: small for long runs
+                segs.append(Seg("lit", ch, range(at, at + len(ch)), quoted, at))
+        plain = _run(stop)
 
         while i < limit:
             c = text[i]
@@ -179,8 +244,8 @@ class _Lexer:
                     raise ShellError("unterminated single quote", i)
                 if close == i + 1:
                     segs.append(Seg("lit", "", [], True, i))
-                for k in range(i + 1, close):
-                    lit(text[k], k, True)
+                else:
+                    lit(text[i + 1:close], i + 1, True)
                 i = close + 1
             elif c == '"':
                 i = self.double_quoted(i + 1, segs, lit, limit)
@@ -191,8 +256,9 @@ class _Lexer:
                 segs.append(Seg("subst", raw=text[i:close], offset=i))
                 i = close
             else:
-                lit(c, i, False)
-                i += 1
+                j = plain.match(text, i, limit).end()  # a run of ordinary characters at once
+                lit(text[i:j], i, False)
+                i = j
         return Word(segs, start, text[start:i]), i
 
     @staticmethod
@@ -247,9 +313,13 @@ class _Lexer:
                 close = self._backtick_end(i, limit)
                 segs.append(Seg("subst", raw=text[i:close], offset=i, quoted=True))
                 i = close
-            else:
+            elif c == "\\":
                 lit(c, i, True)
                 i += 1
+            else:
+                j = _QUOTED_RUN.match(text, i, limit).end()
+                lit(text[i:j], i, True)
+                i = j
         raise ShellError("unterminated double quote", opened)
 
     def _backtick_end(self, i: int, limit: int) -> int:
@@ -346,7 +416,7 @@ EXPANSION_BUDGET = 1 << 21
 _BLANKS = re.compile(r"[ \t\n]+|[^ \t\n]+")
 
 
-@dataclass
+@dataclass(slots=True)
 class Value:
     """A variable's value: characters with their source offsets, or an array of such.
 
@@ -365,7 +435,7 @@ class Value:
         return sum(len(f.text) + 1 for f in self.items)
 
 
-@dataclass
+@dataclass(slots=True)
 class Field:
     """One word after expansion: its text, each character's offset, and what it could not know."""
 
@@ -380,7 +450,7 @@ class Field:
         return self.origins[0] if self.origins else self.offset
 
 
-@dataclass
+@dataclass(slots=True)
 class Script:
     text: str
     commands: list
@@ -477,6 +547,19 @@ class Expander:
 
     def fields(self, word: Word, split: bool = True) -> list:
         """Bash word expansion: variables, then field splitting of unquoted results."""
+        segs = word.segs
+        if len(segs) == 1 and segs[0].kind == "lit":
+            # nothing to expand (the lexer already split at blanks): one field, or none for an
+            # empty unquoted word; the common case, kept cheap
+            if segs[0].text or segs[0].quoted:
+                return [Field(segs[0].text, segs[0].origins, word.offset)]
+            return []
+        if all(s.kind == "lit" for s in segs):
+            text = "".join(s.text for s in segs)
+            origins = [o for s in segs for o in s.origins]
+            if text or any(s.quoted for s in segs):
+                return [Field(text, origins, word.offset)]
+            return []
         b = _Builder(word.offset)
 
         def add(text: str, origins: list, quoted: bool, unresolved: tuple = (),
@@ -652,7 +735,7 @@ class Expander:
                 self.env[name] = self._bounded(name, Value(items=items), word)
                 return
             shift = len(current.text)
-            value = Value(current.text + value.text, current.origins + value.origins,
+            value = Value(current.text + value.text, [*current.origins, *value.origins],
                           current.unresolved + value.unresolved,
                           opaque=current.opaque + tuple((a + shift, b + shift)
                                                         for a, b in value.opaque))
@@ -790,7 +873,7 @@ def assignment(word: Word) -> Optional[tuple]:
 
 # -- running a script statically ---------------------------------------------------------------
 
-@dataclass
+@dataclass(slots=True)
 class Simple:
     """A simple command as the shell would run it: its words after expansion (each with the
     file offsets of its characters) and where it starts. Assignments, `export`, `if`/`case`
@@ -1011,7 +1094,10 @@ def _shell_string(fields: list) -> Optional[tuple]:
     """(index of the shell word, the string field) of `sh -c STRING` anywhere in the command
     (after `srun ...`, `env`, `exec`, ...), when STRING is known."""
     for index in range(len(fields) - 2):
-        name = os.path.basename(fields[index].text)
+        text = fields[index].text
+        if not text.endswith(_SHELLS):
+            continue  # (most words: no path to split)
+        name = os.path.basename(text)
         option = fields[index + 1].text
         if name in _SHELLS and option.startswith("-") and not option.startswith("--") \
                 and "c" in option[1:]:

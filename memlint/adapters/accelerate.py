@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
-                                 make)
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
+                                 Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.keys import suggest
-from memlint.loaders import load_yaml, suppressions
+from memlint.loaders import load_yaml, repo_root, suppressions
 
 FORMAT = "accelerate"
 
@@ -570,9 +570,7 @@ def _within(root: str, path: str) -> bool:
 
 
 def _repo_root(directory: str) -> str:
-    """The repository root above `directory` (memlint.config.repo_root: .git or pyproject.toml)."""
-    from memlint.config import repo_root
-
+    """The repository root above `directory` (memlint.loaders.repo_root: .git or pyproject.toml)."""
     return repo_root(os.path.join(directory, "_"))
 
 
@@ -581,8 +579,6 @@ def load(path: str, text: str) -> Partial:
     try:
         return _Reader(path, text).read()
     except RecursionError:
-        from memlint.diagnostics import PARSE_ERROR
-
         partial = Partial(source=path, fmt=FORMAT)
         partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "input nests too deeply",
                                         Provenance(path, 1, 1, None)))

@@ -25,12 +25,14 @@ import functools
 import json
 import os
 import re
+from collections import deque
 from typing import Any, Callable, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
-from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY,
-                                 UNRESOLVED, Severity, make)
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
+                                 Severity, make)
+from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, read_text, suppressions
 
@@ -91,6 +93,7 @@ def schema() -> dict:
 @functools.lru_cache(maxsize=1)
 def validator():
     """The compiled Draft 2020-12 validator (built once per process)."""
+    # start-up: jsonschema loads only when a DeepSpeed config is validated
     import jsonschema
 
     return jsonschema.Draft202012Validator(schema())
@@ -207,8 +210,6 @@ class SchemaError:
                  "schema_path", "context", "parent")
 
     def __init__(self, validator, validator_value, instance, schema, context=()):
-        from collections import deque
-
         self.validator = validator
         self.validator_value = validator_value
         self.instance = instance
@@ -226,8 +227,6 @@ class SchemaError:
 
     @property
     def absolute_path(self):
-        from collections import deque
-
         out = deque(self.relative_path)
         parent = self.parent
         while parent is not None:
@@ -623,21 +622,6 @@ _SCENARIO_TABLE: list = [
     (("tensor_parallel", "autotp_size"), "tp", _autotp),
 ]
 
-# ZeRO fields DeepSpeed accepts under two names (pydantic alias + populate_by_name); the extra key
-# uses the documented stage3_ spelling.
-STAGE3_ALIASED = ("prefetch_bucket_size", "param_persistence_threshold",
-                  "model_persistence_threshold", "max_live_parameters", "max_reuse_distance",
-                  "gather_16bit_weights_on_model_save", "module_granularity_threshold",
-                  "use_all_reduce_for_fetch_params", "allgather_sequential")
-
-# ZeRO keys read only by the stage-3 optimizer (DeepSpeedZeroOptimizer_Stage3 /
-# DeepSpeedZeRoOffload); stages 1-2 never receive them (engine.py, _configure_zero_optimizer).
-STAGE3_ONLY = tuple("stage3_" + name for name in STAGE3_ALIASED) + (
-    "stage3_gather_fp16_weights_on_model_save", "sub_group_size", "zero_hpz_partition_size",
-    "zero_quantized_weights", "zero_quantized_nontrainable_weights", "mics_shard_size",
-    "mics_hierarchical_params_gather", "memory_efficient_linear", "override_module_apply",
-    "leaf_module", "zeropp_loco_param", "cpu_offload_param")
-
 DEPRECATED = {
     ("zero_optimization", "cpu_offload"): "zero_optimization.offload_optimizer (device: cpu)",
     ("zero_optimization", "cpu_offload_param"): "zero_optimization.offload_param (device: cpu)",
@@ -905,13 +889,6 @@ def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:
                 # The pipeline engine checkpoints every `interval` layers of a PipelineModule
                 # (runtime/pipe/engine.py): full recomputation, driven by the config itself.
                 partial.set("recompute", "full", where)
-
-
-# Blocks DeepSpeed validates with DeepSpeedConfigModel (non-strict), which drops "auto" values so
-# that the field's default applies. Elsewhere "auto" reaches DeepSpeed as a string.
-AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel",
-                       "compile", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
-                       "hybrid_engine")
 
 
 def _auto_paths(data: Any, path: tuple = ()) -> list:

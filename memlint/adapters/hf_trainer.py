@@ -24,11 +24,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from memlint.adapters.registry import _resolve_reference, inside
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
                                  Severity, make)
-from memlint.keys import MAX_INT
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_json, load_yaml, read_text, suppressions
+from memlint.keys import MAX_INT
+from memlint.keys import to_bool as keys_to_bool
+from memlint.loaders import load_json, load_yaml, read_text, repo_root, suppressions
 
 FORMAT = "hf_trainer"
 
@@ -54,10 +56,9 @@ def to_bool(value: Any) -> Optional[bool]:
     (`--bf16`) is True. None: not a bool."""
     if value is None or value == "":
         return True
-    from memlint.keys import to_bool as strict
 
     try:
-        return strict(value)
+        return keys_to_bool(value)
     except ValueError:
         return {"t": True, "y": True, "f": False, "n": False}.get(str(value).strip().lower())
 
@@ -315,6 +316,7 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         item = args.get(name)
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
+    _liger_loss(args, partial, trainer)
     if assumed:
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -322,6 +324,36 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
             f" defaults assumed (no file gives them): " + "; ".join(assumed), anchor,
             key="defaults", assumed=list(assumed)))
     return args
+
+
+# Arguments of preference / RL trainers (TRL DPOConfig, ORPOConfig, KTOConfig, GRPOConfig;
+# open-instruct's dpo_tune): these trainers compute the log-probabilities from the logits
+# themselves (model called without labels), so a fused loss kernel does not spare the logits.
+_PREFERENCE_ARGS = ("beta", "max_prompt_length", "num_generations", "max_completion_length",
+                    "dpo_beta", "pref_beta", "reward_funcs")
+
+
+def _liger_loss(args: dict, partial: Partial, trainer: str) -> None:
+    """Liger's fused linear cross entropy computes the loss chunk by chunk from the hidden states
+    and never materializes the logits (liger_kernel/ops/fused_linear_cross_entropy.py: chunks of
+    next_power_of_2(BT / ceil(V / H)) tokens, the gradients of the input and the LM head
+    accumulated in place): the logits term is dropped (`logits.enabled`, as axolotl's Liger /
+    Cut-Cross-Entropy plugins do). Who turns it on: transformers Trainer `use_liger_kernel`
+    (`_apply_liger_kernel_to_instance`, fused_linear_cross_entropy on by default), TRL's
+    `use_liger` (SFTConfig before TRL 0.16, AutoLigerKernelForCausalLM), LLaMA-Factory's
+    `enable_liger_kernel` for the pt and sft stages only (model_utils/liger_kernel.py:
+    `require_logits` turns it off for the others). The loss only runs fused when the model is
+    called with labels: a preference or RL trainer (`_PREFERENCE_ARGS`) keeps its logits."""
+    item = next((args[n] for n in ("use_liger_kernel", "use_liger", "enable_liger_kernel")
+                 if n in args and not args[n].unresolved and to_bool(args[n].value)), None)
+    if item is None or any(name in args for name in _PREFERENCE_ARGS):
+        return
+    if trainer == "llamafactory":
+        stage = args.get("stage")
+        if str(stage.value if stage is not None else "sft").strip().lower() not in ("pt", "sft"):
+            return
+    partial.set("logits.enabled", False, item.prov)
+    partial.set_extra("loss.fused", "liger-flce", item.prov)
 
 
 def _checkpoints(args: dict, partial: Partial, resolved) -> None:
@@ -346,6 +378,7 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
     the cluster the script was written for, or a placeholder such as Chinese-LLaMA-Alpaca-2's
     `path/to/hf/llama-2/...`) is not an error, only a model memlint cannot see.
     `from_pretrained` takes any name that is not a Hub id (`org/name`) as a folder."""
+    # start-up: the Hub catalog (a JSON table) loads only when a script names a model
     from memlint.catalog.hub import looks_like_hub_id
 
     folder_like = name.startswith(("/", "~", "./", "../", "$")) or not looks_like_hub_id(name)
@@ -463,7 +496,12 @@ def _optimizer(args: dict, partial: Partial, table: dict, anchor: Provenance, as
     if impl:
         partial.set("optimizer_impl", impl, prov)
     if eight_bit:
-        partial.set("optimizer_state_dtype", "fp8", prov)  # 1 byte per moment (bitsandbytes)
+        # bitsandbytes 8-bit optimizers: uint8 moments plus one fp32 absmax per 256-element
+        # block, updated by a fused kernel (memory/optimizer_quant.py)
+        partial.set("optimizer_state_dtype", "int8", prov)
+    if name.startswith("paged_"):
+        # bitsandbytes Paged*: states in CUDA unified memory (optimizer.py get_state_buffer)
+        partial.set("optimizer_paged", True, prov)
 
 
 def _fsdp(args: dict, partial: Partial) -> None:
@@ -499,9 +537,6 @@ def _fsdp_config(args: dict, partial: Partial) -> None:
         return
     config, where = item.value, item.prov
     if isinstance(config, str) and config.strip().lower().endswith(".json"):
-        from memlint.adapters.registry import _resolve_reference, inside
-        from memlint.config import repo_root
-
         base = item.prov.file or os.path.join(os.getcwd(), "-")
         root = repo_root(base)
         path = _resolve_reference(config.strip(), base, root)
@@ -534,8 +569,8 @@ def check_deepspeed(partial: Partial, args: dict, base: str) -> None:
     ds = partial.extra.get("hf_trainer.deepspeed")
     if ds is None:
         return
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters.registry import _resolve_reference, inside
-    from memlint.config import repo_root
 
     root = repo_root(base)
     path = _resolve_reference(str(ds.value), base, root)
@@ -624,6 +659,7 @@ def load(path: str, text: str) -> Partial:
     if not items and partial.references:
         return partial  # `python train.py args.yaml`: the arguments file holds them all
     if script == _LLAMAFACTORY_CLI:
+        # start-up: the shell reader and other adapters load only for a file that needs them
         from memlint.adapters import llamafactory
 
         llamafactory.apply_items(partial, items, path)
@@ -669,6 +705,7 @@ _LAUNCH_OPTIONS = {"nproc_per_node": "per_node", "nproc-per-node": "per_node",
 def _load_script(path: str, text: str) -> tuple:
     """The first command that runs a Python entry point with --flags: its arguments, and the
     launcher's process counts."""
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters import _shell
 
     partial = Partial(source=path, fmt=FORMAT)
@@ -730,6 +767,7 @@ def _literal(word) -> str:
 
 
 def _set_variable(expander, word) -> None:
+    # start-up: the shell reader and other adapters load only for a file that needs them
     from memlint.adapters import _shell
 
     name, append, prefix = _shell.assignment(word)
@@ -739,7 +777,7 @@ def _set_variable(expander, word) -> None:
     value = expander.assign_value(word, prefix)
     current = expander.env.get(name)
     if append and current is not None and current.items is None:
-        value = _shell.Value(current.text + value.text, current.origins + value.origins,
+        value = _shell.Value(current.text + value.text, [*current.origins, *value.origins],
                              current.unresolved + value.unresolved)
     expander.env[name] = value
 

@@ -17,10 +17,12 @@ import importlib
 import os
 from typing import Optional
 
+from memlint import plugins as _plugins
 from memlint.adapters._neighbours import hydra_launch
-from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
+from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
+                                 make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
-from memlint.loaders import MAX_FILE_BYTES, read_text, suppressions
+from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root, suppressions
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
@@ -66,9 +68,7 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
     found = [m for m in (_import(n, True, problems) for n in BUILTIN_ADAPTERS) if m]
     if plugins:
         try:
-            from memlint.plugins import entry_points
-
-            entries = sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name)
+            entries = sorted(_plugins.entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name)
         except Exception as exc:  # noqa: BLE001
             entries = []
             problems.append(f"cannot list {ENTRY_POINT_GROUP} entry points: {exc}")
@@ -134,9 +134,8 @@ def _candidates(path: str):
             module = _import_cached(name, problems)
             if module is not None:
                 yield module
-    from memlint.plugins import declared
 
-    if declared(ENTRY_POINT_GROUP):
+    if _plugins.declared(ENTRY_POINT_GROUP):
         yield from adapters()[0]  # plugins come between the built-ins and the fallback
         return
     for name in FALLBACK_ADAPTERS:
@@ -193,7 +192,7 @@ def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
     try:
         result = module.load(path, text)
     except Exception as exc:  # noqa: BLE001 - an adapter bug is an internal error, not a crash
-        from memlint.rules import make_internal
+        # start-up: traceback loads only when an adapter fails
         import traceback
 
         partial = Partial(source=path, fmt=getattr(module, "FORMAT", "unknown"))
@@ -270,8 +269,6 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
                          allow_outside_root: bool = False, root: Optional[str] = None,
                          _seen: Optional[set] = None, _depth: int = 0) -> list:
     """The file's Partial preceded by those of the files it refers to (recursively)."""
-    from memlint.config import repo_root
-
     seen = _seen if _seen is not None else set()
     seen.add(os.path.realpath(path))
     root = root or repo_root(path)

@@ -28,11 +28,11 @@ from typing import Any, Callable, Optional
 
 from memlint import keys as K
 from memlint.adapters import _shell
+from memlint.catalog import presets
 from memlint.catalog import torchtitan as catalog
-from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity,
-                                 make)
+from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_toml, suppressions
+from memlint.loaders import load_toml, read_text, repo_root, suppressions
 
 FORMAT = "torchtitan"
 
@@ -350,7 +350,6 @@ def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str
     config = catalog.lookup(model_name, flavor_name)
     if config is not None:
         preset = catalog.preset_name(model_name, flavor_name)
-        from memlint.catalog import presets
 
         presets.register(preset, config)
         partial.set("model", preset, prov)
@@ -807,9 +806,7 @@ def _within(root: str, path: str) -> bool:
 
 
 def _repo_root(path: str) -> str:
-    """The repository root above the file `path` (memlint.config.repo_root)."""
-    from memlint.config import repo_root
-
+    """The repository root above the file `path` (memlint.loaders.repo_root)."""
     return repo_root(path)
 
 
@@ -897,7 +894,6 @@ def _load_script(path: str, text: str, partial: Partial) -> None:
                                             prov, key="CONFIG_FILE"))
         else:
             partial.references.append(found)
-            from memlint.loaders import read_text
 
             body, problems = read_text(found)
             if body is not None:
@@ -919,7 +915,6 @@ def _load_script(path: str, text: str, partial: Partial) -> None:
                 "read", prov, key="CONFIG"))
         else:
             partial.references.append(registry)
-            from memlint.loaders import read_text
 
             body, problems = read_text(registry)
             partial.diagnostics.extend(problems)

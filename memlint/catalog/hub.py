@@ -185,6 +185,7 @@ def catalog_lookup(name: str) -> tuple[Optional[dict], str]:
 
 
 def close_matches(name: str, n: int = 3) -> list:
+    # start-up: difflib loads only when a suggestion is made
     import difflib
 
     ids = [entry["id"] for entry in entries()]
@@ -221,6 +222,7 @@ def hub_fetch(name: str, revision: Optional[str] = None,
     if _truthy(env.get("HF_HUB_OFFLINE")) or _truthy(env.get("TRANSFORMERS_OFFLINE")):
         return None, "the Hub was not asked: offline mode is on (HF_HUB_OFFLINE)"
     try:
+        # start-up: optional dependency (the hub extra), only with --hub
         from huggingface_hub import hf_hub_download
     except ImportError:
         return None, ("the Hub was not asked: huggingface_hub is not installed "

@@ -18,7 +18,7 @@ metric by metric with the estimate of the same stage:
 The differences are then split term by term where the two sides can be attributed: model states,
 the step's transients (activations, logits, buffers), the allocator's reserve, and memory outside
 the allocator. `fit_assumptions` turns the measured allocator reserve and the memory outside the
-allocator into values of the runtime assumptions (memlint/memory/assumptions.py), which
+allocator into values of the runtime assumptions (memlint/assumptions.py), which
 `write_assumptions` records in `[tool.memlint.assumptions]` of a pyproject.toml.
 
 Anything that makes a comparison impossible (no memory lines, ranks outside the run, no estimate)
@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.logs import LogReport
+from memlint.logs import LogReport, read
 from memlint.memory.terms import RESERVED_TERMS
 from memlint.memory.topology import resolve
 from memlint.units import fmt
@@ -125,8 +125,6 @@ class Comparison:
 
 def read_log(path: str) -> LogReport:
     """The log's memory readings; a log without any is a CompareError."""
-    from memlint.logs import read
-
     try:
         report = read(path)
     except OSError as exc:
@@ -145,6 +143,7 @@ def _no_lines(report: LogReport) -> str:
 
 def estimate_run(scenario):
     """The estimate of the run, or a CompareError saying why there is none."""
+    # start-up: the memory model loads only when a run is estimated
     from memlint.memory.estimate import EstimateError, estimate
     from memlint.memory.params import ConfigError
 

@@ -26,9 +26,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from memlint import __version__
 from memlint.ir import Training
 from memlint.memory.estimate import EstimateError, estimate
 from memlint.memory.topology import resolve
+from memlint.planner import search_plans
+from memlint.planner.search import FRAMEWORKS
 from memlint.units import fmt
 
 #: The low-memory-headroom rule's default margin (memlint/rules/memory.py, ML102).
@@ -165,8 +168,6 @@ class FitResult:
         return next((a for a in self.answers if a.question == question), None)
 
     def to_dict(self) -> dict:
-        from memlint import __version__
-
         sc = self.scenario
         return {"memlint_version": __version__, "model": sc.model.name if sc.model else None,
                 "gpu": {"name": sc.hardware.gpu, "capacity_bytes": sc.hardware.gpu_memory},
@@ -271,8 +272,6 @@ def fit_micro_batch(runs: _Runs) -> Answer:
 def cp_options(scenario) -> list:
     """The run's cp, then every larger power of two the world size allows (tp·pp·cp divides
     it) in a framework with context parallelism (the planner's framework table)."""
-    from memlint.planner.search import FRAMEWORKS
-
     par = scenario.parallelism
     options = [par.cp]
     frame = FRAMEWORKS.get(scenario.training.framework, {})
@@ -387,8 +386,6 @@ def smallest_gpus(scenario, headroom: float, gpus_per_node: Optional[int] = None
                   **plan_options) -> Answer:
     """The fewest GPUs on which the planner finds a layout with the headroom. GPU counts tried:
     the divisors of a node, then whole nodes; the planner's best layout at each."""
-    from memlint.planner import search_plans
-
     gpn = gpus_per_node or scenario.hardware.gpus_per_node
     small = [d for d in range(1, gpn + 1) if gpn % d == 0]
     limit = MAX_DP

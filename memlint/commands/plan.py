@@ -13,7 +13,6 @@ command could not run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Optional
 
@@ -82,6 +81,7 @@ def _load_configs(paths: list) -> list:
     if not paths:
         return []
     try:
+        # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.adapters.registry import load_file
     except ImportError:
         raise _Usage("reading config files needs memlint.adapters.registry, which this build "
@@ -94,6 +94,7 @@ def _load_configs(paths: list) -> list:
 
 
 def build_base(args):
+    # start-up: the CLI imports this module; the planner loads only for `plan`
     from memlint.scenario import build, overrides_partial
 
     partials = _load_configs(args.configs)
@@ -133,6 +134,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    # start-up: the CLI imports this module; the planner loads only for `plan`
     from memlint.memory.estimate import EstimateError
     from memlint.planner import search_plans
 
@@ -147,6 +149,7 @@ def _run(args) -> int:
     gpn = args.gpus_per_node or scenario.hardware.gpus_per_node
     if not gpus:
         # No budget given: answer the smallest GPU count first (memlint fit's planner search).
+        # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.commands.fit import smallest_gpus
 
         fewest = smallest_gpus(scenario, args.headroom, gpn, cross_node_tp=args.cross_node_tp,
@@ -166,8 +169,11 @@ def _run(args) -> int:
     except (EstimateError, ValueError) as exc:
         raise _Usage(str(exc)) from None
     if args.format == "json":
+        import json  # for start-up speed: only the JSON output needs it
+
         print(json.dumps(to_json(result, scenario, args), indent=2))
     elif args.format == "html":
+        # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.report.html_format import render_plan
 
         sys.stdout.write(render_plan(result, scenario, scenario.assumptions.get("units", "GiB")))
@@ -177,6 +183,7 @@ def _run(args) -> int:
 
 
 def to_json(result, scenario, args) -> dict:
+    # start-up: the CLI imports this module; the planner loads only for `plan`
     from memlint import __version__
 
     out = {"memlint_version": __version__,
@@ -194,7 +201,9 @@ def _gib(value: int, units: str) -> str:
 
 
 def render_text(result, scenario, args, file=None) -> None:
+    # start-up: rich loads only when a table is printed
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     stream = file or sys.stdout
@@ -220,7 +229,8 @@ def render_text(result, scenario, args, file=None) -> None:
     for note in result.notes:
         console.print(f"note: {note}")
     if not result.plans:
-        console.print("[red]no configuration fits[/red]")
+        console.print("[red]no configuration fits[/red]" + (
+            f": {escape(result.reason)}" if result.reason else ""))
         return
     table = Table(title="ranked plans", show_lines=False)
     for col in ("#", "layout", "zero/fsdp", "recompute", "mb×acc", "offload", f"peak {units}",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from memlint.memory import deepspeed_buffers as ds
+from memlint.memory import fsdp
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
@@ -33,8 +35,6 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     (`backward_layer`, `backward_recompute`) a unit's backward adds the prefetched unit, its
     unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
     """
-    from memlint.memory import fsdp
-
     par, topo, counts = model.par, model.topo, model.counts
     if phase == "optimizer" or model.seed:
         return []
@@ -75,8 +75,6 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
     """DeepSpeed's ZeRO buffers with the sizes its config gives (or DeepSpeed's defaults; an
     "auto" size is the HF Trainer's: reduce bucket d², prefetch 0.9·d², persistence 10·d)."""
-    from memlint.memory import deepspeed_buffers as ds
-
     extra = model.scenario.extra
     d = model.arch.hidden
 

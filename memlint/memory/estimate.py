@@ -5,22 +5,27 @@ The flow: resolve the architecture and exact parameter counts (`params`), the pa
 stages (stage 0 carries the embedding and any vision tower, the last stage the LM head and loss),
 then compute each stage's terms in each phase of a step and keep the phase with the most bytes:
 - forward end: weights, optimizer states, persistent gradient buffers, all saved activations;
+- forward softmax (Megatron's unfused attention only): the last layer's softmax running, its
+  live copies of the scores beside everything saved before it (memory/softmax.py);
 - backward start: the same with the loss backward's temporaries (logits gradients);
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
 only from the backward on; Megatron's and DeepSpeed's buffers exist all along.
 
-The `seed` profile is the same code with the articles' assumptions (memory/assumptions.py): one
+The `seed` profile is the same code with the articles' assumptions (memlint/assumptions.py): one
 phase holding everything, C_act coefficients, uniform parameter split, no logits or runtime.
 
 Where things are: the facts every term reads (`Model`, memory/model.py), pipeline stages
 (stages.py), weights/gradients/states (stage_states.py), saved activations
 (stage_activations.py), logits and loss (logits.py), LoRA/QLoRA (lora.py), the vision encoder
 (vision.py), ZeRO/FSDP buffers (buffers.py), optimizer-step temporaries (optimizer_step.py), the
-runtime (runtime.py). `EstimateError` and `UnsupportedModel` are re-exported from memory/model.py.
+runtime (runtime.py); the result is an `Estimate` (result.py). `EstimateError` and `UnsupportedModel`
+are re-exported from memory/model.py.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from memlint.memory import inputs
 from memlint.memory.buffers import buffer_terms
@@ -29,11 +34,13 @@ from memlint.memory.logits import logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
+from memlint.memory.result import Estimate
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
-from memlint.memory.stage_activations import activation_terms
+from memlint.memory.softmax import softmax_peak_terms
+from memlint.memory.stage_activations import activation_terms, stage_inflight
 from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
-from memlint.memory.terms import Estimate, Phase, StageEstimate, Term
+from memlint.memory.terms import Phase, StageEstimate, Term
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "estimate", "fsdp_layer_freed"]
 
@@ -83,12 +90,30 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
     return terms
 
 
+def _stage_class(model: Model, plan: StagePlan) -> tuple:
+    """Everything a stage's terms read besides the model: first/last, each of its layers' kind
+    (parameter counts, MoE or dense, LoRA parameters) in order, and the micro-batches it holds in
+    flight. Stages of one class have the same terms, so they are computed once: 10,000 stages of
+    one layer each took 24-47 s (issue 19); the cost is now per class, not per stage."""
+    moe, lora, layers = model.arch.moe_layers, model.lora_per_layer, model.counts.layers
+    kinds = tuple((layers[i], moe[i] if i < len(moe) else None, lora[i] if model.lora else 0)
+                  for i in plan.layers)
+    inflight = None if model.seed else stage_inflight(model, plan)
+    return plan.first, plan.last, kinds, inflight
+
+
 def estimate(scenario) -> Estimate:
     model = Model(scenario)
     stages = []
     runtime = [] if model.seed else runtime_terms(model)
     workspaces = workspace_terms(model)
+    classes: dict = {}
     for plan in model.plans:
+        key = _stage_class(model, plan)
+        done = classes.get(key)
+        if done is not None:
+            stages.append(replace(done, stage=plan.stage))
+            continue
         weights, gradients, optimizer, host = state_terms(model, plan)
         if model.par.offload_activations and not model.seed:
             # the host side of activation offload (memory/offload.py), at the end of forward
@@ -108,12 +133,19 @@ def estimate(scenario) -> Estimate:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer,
                                  workspaces)
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
+            if name == "forward_end":
+                # the last layer's unfused softmax (memory/softmax.py), a moment of its own
+                during = softmax_peak_terms(model, terms, -(-model.seq // model.topo.cp))
+                if during is not None:
+                    phases.append(Phase("forward_softmax", tuple(
+                        during + (allocator_terms(model, during) + runtime if runtime else []))))
             if runtime:
                 terms = terms + allocator_terms(model, terms) + runtime
             phases.append(Phase(name, tuple(terms)))
         peak = max(phases, key=lambda p: p.total)
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
                                     terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))
+        classes[key] = stages[-1]
     notes = [model.dt.note]
     notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     if model.seed:

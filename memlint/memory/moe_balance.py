@@ -1,4 +1,4 @@
-"""MoE routing imbalance: the named assumption `moe.routing_imbalance` (memory/assumptions.py).
+"""MoE routing imbalance: the named assumption `moe.routing_imbalance` (memlint/assumptions.py).
 
 With expert parallelism each rank holds ep-th of the routed experts, and the tokens a rank's
 experts receive in one micro-batch are k · tokens / ep only if the router balances them

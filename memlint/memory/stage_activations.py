@@ -17,6 +17,7 @@ from memlint.memory.activation_extras import (attention_mask_terms, autocast_wei
                                               embedding_activation_terms)
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
+from memlint.memory.softmax import softmax_bytes, te_spec
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 from memlint.memory.vision import vision_activation_terms
@@ -49,11 +50,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         if plan.first and model.arch.vision is not None and tr.images_per_sample:
             terms += vision_activation_terms(model, 1)
         return terms
-    inflight = 1.0
-    if model.assume["pipeline.inflight_microbatches"]:
-        inflight = act.inflight_microbatches(plan.stage, par.pp, par.vpp, model.microbatches,
-                                             *schedule_knobs(model),
-                                             chunk_layers=model.rank_chunks(plan.stage))
+    inflight = stage_inflight(model, plan)
     per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False)
     if tr.recompute == "full":
         items = act.recompute_items(model.dt.compute, arch.hidden, topo.tp, par.sp)
@@ -190,32 +187,6 @@ def flash_for(model: Model, head_dim: int) -> bool:
         model.tr.framework == "megatron" and head_dim % 8 and te_spec(model))
 
 
-def te_spec(model: Model) -> bool:
-    setting = model.scenario.extra.get("megatron.transformer-impl")
-    return setting is None or setting.value != "local"
-
-
-def softmax_bytes(model: Model, seq: int, heads: int, flash: bool) -> Optional[float]:
-    """Bytes per attention-score element kept by an unfused softmax (before dropout).
-
-    Megatron's and Transformer Engine's FusedScaleMaskSoftmax run the fused kernel only when
-    16 < T_k <= 16384, T_q and T_k are multiples of 4 and B·heads/tp is a multiple of 4
-    (`is_kernel_available`, megatron/core/fusions/fused_softmax.py): it keeps its c-byte
-    output. Otherwise torch's softmax runs, in fp32 when softmax-in-fp32 is on (TE's unfused
-    attention, --attention-softmax-in-fp32, --apply-query-key-layer-scaling): the fp32
-    probabilities (kept by softmax) and their c-byte cast (kept by the next bmm)."""
-    if flash or model.tr.framework != "megatron":
-        return None
-    c = model.dt.compute
-    batches = model.tr.micro_batch * math.ceil(heads / model.topo.tp)
-    if 16 < seq <= 16384 and seq % 4 == 0 and batches % 4 == 0:
-        return float(c)
-    extra = model.scenario.extra
-    fp32 = te_spec(model) or any(extra.get("megatron." + f) is not None for f in (
-        "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))
-    return float(4 + c) if fp32 else float(c)
-
-
 def schedule_knobs(model: Model) -> tuple:
     """(micro-batch group size per virtual stage, extra warm-up forwards) of Megatron's
     interleaved schedule: `--microbatch-group-size-per-virtual-pipeline-stage` (default pp,
@@ -239,6 +210,17 @@ def activation_source(model: Model) -> str:
         return ("eager PyTorch modules (transformers), op by op "
                 "(memory/activations_eager.py hf_layer_items)")
     return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
+
+
+def stage_inflight(model: Model, plan: StagePlan) -> float:
+    """Micro-batches whose activations this stage holds at once (1 unless the pipeline keeps
+    several in flight: memory/activations.py inflight_microbatches)."""
+    if not model.assume["pipeline.inflight_microbatches"]:
+        return 1.0
+    par = model.par
+    return act.inflight_microbatches(plan.stage, par.pp, par.vpp, model.microbatches,
+                                      *schedule_knobs(model),
+                                      chunk_layers=model.rank_chunks(plan.stage))
 
 
 def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):

@@ -1,4 +1,4 @@
-"""The Estimate: per pipeline stage, the named Terms whose sum is that stage's peak.
+"""Terms and their sums per phase and per pipeline stage (the Estimate is in memory/result.py).
 
 Every number memlint prints is a sum of `Term`s; each carries its formula, the inputs substituted
 into it, and a one-line source, so `--explain` can show the derivation and tests can pin it.
@@ -6,8 +6,7 @@ into it, and a one-line source, so `--explain` can show the derivation and tests
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Optional
+from typing import Optional
 
 # The fixed component vocabulary of the JSON output (DESIGN.md).
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "vision",
@@ -103,57 +102,3 @@ class StageEstimate:
                 "terms": [t.to_dict() for t in self.terms],
                 "phases": {p.name: p.total for p in self.phases},
                 "host_terms": [t.to_dict() for t in self.host_terms]}
-
-
-@dataclass(frozen=True)
-class Estimate:
-    profile: str
-    sources: tuple
-    params: dict          # total, trainable, embedding, lm_head, experts, vision (+ more)
-    gpu_name: str
-    capacity_bytes: int
-    stages: tuple         # StageEstimate per pipeline stage
-    notes: tuple = ()     # assumptions worth telling the user (strings)
-    # verdict inputs no file gave: ({"key", "value", "source"}, ...), memory/inputs.py
-    assumed: tuple = ()
-    # the scenario estimated, for what is derived on demand (host, checkpoint): the planner
-    # estimates thousands of layouts and never asks for them
-    scenario: Any = field(default=None, repr=False, compare=False)
-
-    @cached_property
-    def host(self) -> tuple:
-        """Host RAM and NVMe per kind of node (memory/host.py NodeEstimate), worst first."""
-        from memlint.memory.host_nodes import node_estimates  # host_nodes.py imports this module
-
-        return () if self.scenario is None else node_estimates(self.scenario, self)
-
-    @cached_property
-    def checkpoint(self):
-        """One checkpoint's size and how many are kept (memory/checkpoint.py)."""
-        from memlint.memory.checkpoint import checkpoint_estimate  # it imports this module
-
-        return None if self.scenario is None else checkpoint_estimate(self.scenario, self)
-
-    @property
-    def peak_bytes(self) -> int:
-        return max(stage.total_bytes for stage in self.stages)
-
-    @property
-    def fits(self) -> bool:
-        """Whether every stage's peak is within one GPU's capacity (no headroom kept)."""
-        return self.peak_bytes <= self.capacity_bytes
-
-    @property
-    def peak_stage(self) -> StageEstimate:
-        return max(self.stages, key=lambda s: (s.total_bytes, -s.stage))
-
-    def to_dict(self) -> dict:
-        return {"sources": list(self.sources), "profile": self.profile,
-                "params": dict(self.params),
-                "gpu": {"name": self.gpu_name, "capacity_bytes": self.capacity_bytes},
-                "stages": [s.to_dict() for s in self.stages],
-                "peak_bytes": self.peak_bytes,
-                "notes": list(self.notes),
-                "assumed": [dict(a) for a in self.assumed],
-                "host": [n.to_dict() for n in self.host],
-                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None}

@@ -4,6 +4,7 @@ activations (HF towers as a whole; Megatron LLaVA's CLIP ViT is in memory/stage_
 from __future__ import annotations
 
 from memlint.memory.model import Model
+from memlint.memory.states import MOMENTS
 from memlint.memory.states import ceil_div as _ceil_div
 from memlint.memory.terms import Term
 
@@ -15,8 +16,6 @@ def vision_state_terms(params: int, dt, optimizer: str, shard: int, zero: int, f
                        lora: bool) -> list:
     """ViT + projector on stage 0, replicated across TP (seed 000 CH 8.3-8.4): weights, and when
     trained, gradients and optimizer states (sharded by ZeRO/FSDP like the rest)."""
-    from memlint.memory.states import MOMENTS
-
     terms = []
     w_shard = shard if (zero >= 3 or fsdp in ("full", "hybrid")) else 1
     terms.append(Term("vision.weights", "vision", _ceil_div(params, w_shard) * dt.param,

@@ -99,11 +99,51 @@ class PlanResult:
     gpus: int
     gpus_per_node: int
     notes: list = field(default_factory=list)
+    reason: Optional[str] = None   # why no configuration fits (None when one does)
 
     def to_dict(self) -> dict:
-        return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node,
-                "search": self.stats.to_dict(), "notes": list(self.notes),
-                "plans": [p.to_dict() for p in self.plans]}
+        out = {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node,
+               "search": self.stats.to_dict(), "notes": list(self.notes),
+               "plans": [p.to_dict() for p in self.plans]}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+def _gib(value: float) -> str:
+    return f"{value / 2**30:,.1f} GiB"
+
+
+def why_none(stats: search.Stats, gpus: int, base_scenario) -> str:
+    """Why the search found no plan, from what cut its candidates: no layout whose data-parallel
+    size divides the global batch (a prime or awkward GPU count), memory bounds, the m >= pp rule,
+    or estimates over the GPU."""
+    gb = base_scenario.training.global_batch
+    cap = base_scenario.hardware.gpu_memory
+    parts = []
+    if stats.no_batch:
+        sizes = ", ".join(f"{d:,}" for d in sorted(stats.batch_mismatch, reverse=True))
+        more = ", ..." if stats.no_batch > len(stats.batch_mismatch) else ""
+        if stats.no_batch == stats.layouts:
+            return (f"no split of {gpus:,} GPUs into tp × pp × cp × dp has a data-parallel size "
+                    f"dp that divides the global batch {gb:,} (dp would be {sizes}{more}); use "
+                    "a GPU count that leaves such a dp, or a global batch divisible by one of "
+                    "these")
+        parts.append(f"{stats.no_batch:,} of {stats.layouts:,} layouts have a data-parallel size "
+                     f"that does not divide the global batch {gb:,} (dp {sizes}{more})")
+    memory = stats.pruned_states + stats.pruned_bound
+    if memory:
+        parts.append(f"{memory:,} candidates need more than the GPU's {_gib(cap)} by a lower "
+                     "bound of their memory")
+    if stats.pruned_rules:
+        parts.append(f"{stats.pruned_rules:,} have fewer micro-batches per step than pipeline "
+                     "stages (m < pp; --allow-bubble lifts this rule)")
+    if stats.estimated:
+        parts.append(f"the {stats.estimated:,} estimated need more than {_gib(cap)} (the "
+                     f"smallest peak is {_gib(stats.lowest_peak or 0)})")
+    if not parts:
+        return f"no layout of the searched options uses all {gpus:,} GPUs"
+    return "; ".join(parts)
 
 
 def search_plans(base_scenario, gpus: int, gpus_per_node: int = 8, top_k: Optional[int] = 10, *,
@@ -136,7 +176,7 @@ def search_plans(base_scenario, gpus: int, gpus_per_node: int = 8, top_k: Option
     elif not allow_bubble:
         notes.append("pipelines need at least pp micro-batches per step (m >= pp)")
     return PlanResult(plans=plans, stats=stats, gpus=gpus, gpus_per_node=gpus_per_node,
-                      notes=notes)
+                      notes=notes, reason=None if plans else why_none(stats, gpus, base_scenario))
 
 
 def plan(base_scenario, gpus: int, gpus_per_node: int = 8, top_k: Optional[int] = 10,

@@ -36,6 +36,7 @@ from memlint.memory.estimate import estimate
 from memlint.memory.params import architecture, count_params
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
+from memlint.planner.factor import divisors
 
 #: Searched-key options by framework. `zero`: stages; `fsdp`: sharding modes; `uneven_pp`.
 FRAMEWORKS = {
@@ -61,16 +62,13 @@ FRAMEWORKS = {
 #: TP4+PP4+ZeRO2"); under profile=seed the framework's list is widened to that.
 SEED_ZERO = (0, 1, 2, 3)
 RECOMPUTE = (("none", 1), ("selective", 2), ("selective", 4), ("full", 1))
+#: Data-parallel sizes named when none divides the global batch.
+MAX_LISTED = 6
 #: Micro batches tried when no global batch is known.
 DEFAULT_MICRO = (1, 2, 4, 8)
 #: Keys compared to the starting configuration ("nearest = fewest changed keys").
 DISTANCE_KEYS = ("tp", "pp", "cp", "ep", "zero", "fsdp", "dp_replicate", "recompute",
                  "recompute_every", "micro_batch", "offload_optimizer", "offload_params")
-
-
-def divisors(n: int) -> list:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 def uneven_split(layers: int, pp: int) -> Optional[tuple]:
@@ -111,6 +109,11 @@ class Stats:
     estimated: int = 0          # estimate() calls
     fitting: int = 0
     seconds: float = 0.0
+    # why nothing fits, when nothing does (memlint.planner.why_none)
+    layouts: int = 0            # (tp, pp, cp, ep) layouts whose product divides the GPUs
+    no_batch: int = 0           # ... of them cut because dp does not divide the global batch
+    batch_mismatch: list = field(default_factory=list)  # their dp sizes that do not divide gb
+    lowest_peak: Optional[int] = None   # the smallest peak estimated (bytes)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -416,8 +419,13 @@ def enumerate_candidates(space: Space, stats: Stats, prune: bool = True,
                     etp = space.base.parallelism.etp or tp
                     if space.ep_in_dp and ep > 1 and (dp * cp * tp) % (etp * ep):
                         continue  # Megatron: ep·etp must divide dp·cp·tp
+                    stats.layouts += 1
                     micros = space.micro_options(dp)
                     if micros is None:
+                        stats.no_batch += 1
+                        if len(stats.batch_mismatch) < MAX_LISTED and \
+                                dp not in stats.batch_mismatch:
+                            stats.batch_mismatch.append(dp)
                         continue
                     out.extend(_layout(space, stats, prune, near, capacity, tp, pp, split, cp,
                                        ep, dp, micros, recompute_opts, gb))
@@ -541,6 +549,8 @@ def run_estimates(candidates: list, stats: Stats, capacity: int, headroom: float
         stats.estimated += 1
         e = estimate(cand.scenario)
         peak = e.peak_bytes
+        if stats.lowest_peak is None or peak < stats.lowest_peak:
+            stats.lowest_peak = peak
         if peak > capacity:
             continue
         stats.fitting += 1

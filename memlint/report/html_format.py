@@ -13,6 +13,7 @@ import html
 
 from memlint import __version__
 from memlint.memory.terms import COMPONENTS
+from memlint.report import Report
 from memlint.units import UNITS, fmt
 
 #: One colour per component (colour-blind-safe Okabe-Ito order, then greys).
@@ -21,7 +22,8 @@ COLORS = {"weights": "#0072B2", "gradients": "#CC79A7", "optimizer": "#E69F00",
           "vision": "#F0E442", "runtime": "#999999"}
 CAPACITY_COLOR = "#C00000"
 MARGIN = 0.10            # the low-memory-headroom rule's default margin, drawn as a dashed line
-PHASE_NAMES = {"forward_end": "forward end", "backward_start": "backward start",
+PHASE_NAMES = {"forward_end": "forward end", "forward_softmax": "softmax",
+               "backward_start": "backward start",
                "backward_recompute": "recompute", "optimizer": "optimizer step",
                "backward": "step"}
 
@@ -281,8 +283,6 @@ def render(report) -> str:
 
 def render_plan(result, scenario, units: str = "GiB") -> str:
     """`plan --format html`: the ranked layouts, each with its per-stage bars."""
-    from memlint.report import Report
-
     cap = scenario.hardware.gpu_memory
     body = [f"<h1>memlint plan: {_e(scenario.model.name or 'model')} on {result.gpus} × "
             f"{_e(scenario.hardware.gpu)}</h1>",
@@ -292,7 +292,9 @@ def render_plan(result, scenario, units: str = "GiB") -> str:
             f'{result.stats.fitting} fit</p>']
     body += [f'<p class="meta">note: {_e(n)}</p>' for n in result.notes]
     if not result.plans:
-        body.append('<p><span class="verdict bad">no configuration fits</span></p>')
+        body.append('<p><span class="verdict bad">no configuration fits</span>'
+                    + (f": {_e(result.reason)}" if getattr(result, "reason", None) else "")
+                    + '</p>')
         return _page("memlint plan", body)
     rows = []
     for p in result.plans:

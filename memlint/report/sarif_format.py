@@ -16,14 +16,13 @@ import os
 import pathlib
 
 from memlint import __version__
+from memlint.rules.docs import markdown_page
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def _rule_entry(rule) -> dict:
-    from memlint.rules.docs import markdown_page
-
     sections = rule.sections()
     summary = sections.get("summary") or rule.name
     entry = {

@@ -214,6 +214,7 @@ def write(report, stream) -> None:
     if not report.color:
         stream.write(render(report))
         return
+    # start-up: rich loads only when a table is printed
     from rich.console import Console
     from rich.text import Text
 

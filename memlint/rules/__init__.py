@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from memlint import plugins as _plugins
 from memlint.diagnostics import INTERNAL_ERROR, Diagnostic, Severity, make
 from memlint.ir import Provenance
 from memlint.rules.base import DOC_SECTIONS, Rule
@@ -67,8 +69,6 @@ def doc_examples(rule: Rule) -> list:
     A checkable snippet is headed `Bad (FILENAME):` or `Good (FILENAME; --set k=v ...):`, where
     FILENAME (e.g. memlint.toml, ds_config.json) picks the adapter, followed by an indented block.
     """
-    import textwrap
-
     doc_lines = rule.doc.splitlines()
     starts = [i for i, line in enumerate(doc_lines) if line.strip() == "Example:"]
     if not starts:
@@ -218,9 +218,7 @@ class Registry:
 
     def load_plugins(self) -> None:
         try:
-            from memlint.plugins import entry_points
-
-            found = entry_points(ENTRY_POINT_GROUP)
+            found = _plugins.entry_points(ENTRY_POINT_GROUP)
         except Exception as exc:  # noqa: BLE001
             self._problem(f"cannot list {ENTRY_POINT_GROUP} entry points: {exc}")
             return
@@ -265,8 +263,3 @@ def is_builtin(rule: Rule) -> bool:
 def help_path(rule: Rule) -> Optional[str]:
     """The rule's page in memlint's repository (built-in rules only; plugins document theirs)."""
     return HELP_PATH.format(code=rule.code, name=rule.name) if is_builtin(rule) else None
-
-
-def make_internal(message: str, prov: Optional[Provenance] = None) -> Diagnostic:
-    """An internal-error diagnostic that makes the run exit 2 (a rule or the model failed)."""
-    return make(INTERNAL_ERROR, Severity.ERROR, message, prov, internal=True)

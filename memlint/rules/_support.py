@@ -19,6 +19,7 @@ def size(ctx, nbytes: int) -> str:
 
 def estimate_of(scenario):
     """The memory model on `scenario` (imported lazily: it is optional at rule-import time)."""
+    # start-up: the memory model loads only when a run is estimated
     from memlint.memory.estimate import estimate
 
     return estimate(scenario)

@@ -61,6 +61,7 @@ class Rule:
 
     @property
     def doc(self) -> str:
+        # start-up: inspect loads only when rule documentation is built
         import inspect
 
         return inspect.cleandoc(self.__doc__ or "")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from memlint.diagnostics import Severity
+from memlint.facts.deepspeed import AUTO_DROPPED_BLOCKS, STAGE3_ONLY
+from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 
 _TRIPLE = (("global_batch", "train_batch_size"),
@@ -44,7 +46,6 @@ def _data_parallel(ctx: Context) -> Optional[int]:
     par = scenario.parallelism
     if par.world_size is None and par.dp is None:
         return None
-    from memlint.memory.topology import resolve
 
     dp = resolve(scenario).dp
     sp = ctx.extra("deepspeed.sequence_parallel_size")
@@ -457,7 +458,6 @@ class Stage3OptionIgnored(Rule):
     def check(self, ctx: Context) -> Iterable[Finding]:
         if not _parsed(ctx):
             return
-        from memlint.adapters.deepspeed import STAGE3_ONLY
 
         stage = _zero_stage(ctx)
         if stage >= 3:
@@ -508,7 +508,6 @@ class AutoOutsideHfTrainer(Rule):
             return
         if ctx.scenario.training.framework == "hf" or any(f in HF_FORMATS for f in ctx.formats):
             return
-        from memlint.adapters.deepspeed import AUTO_DROPPED_BLOCKS
 
         dropped = [a for a in autos if a.split(".")[0] in AUTO_DROPPED_BLOCKS]
         kept = [a for a in autos if a not in dropped]

@@ -14,6 +14,7 @@ import os
 import sys
 import textwrap
 
+from memlint.rules import registry
 from memlint.rules.base import DOC_SECTIONS, Rule
 
 DOCS_DIR = "docs/rules"
@@ -125,8 +126,6 @@ def pages(rules) -> dict:
 
 def builtin_rules() -> list:
     """The built-in rules only (an installed plugin must not change the repository's docs)."""
-    from memlint.rules import registry
-
     return list(registry(plugins=False))
 
 

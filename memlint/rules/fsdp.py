@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from memlint.diagnostics import Severity
+from memlint.memory.fsdp import recompute_allgather_traffic
+from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
-
+from memlint.units import fmt
 
 
 def _par(ctx: Context):
@@ -36,6 +38,7 @@ def _layer_params(ctx: Context) -> Optional[list]:
     if model is None or not model.config:
         return None
     try:
+        # start-up: the memory model loads only when a run is estimated
         from memlint.memory.params import architecture, count_params
 
         return [layer.total for layer in count_params(architecture(model.config)).layers]
@@ -44,8 +47,6 @@ def _layer_params(ctx: Context) -> Optional[list]:
 
 
 def _fmt(nbytes: int) -> str:
-    from memlint.units import fmt
-
     return fmt(nbytes, "GiB")
 
 
@@ -127,9 +128,6 @@ class FullRecomputeDoubleAllgather(Rule):
                    "backward (3 all-gathers per step instead of 2)")
         data = {}
         if layers:
-            from memlint.memory.fsdp import recompute_allgather_traffic
-            from memlint.memory.topology import resolve
-
             shard = resolve(scenario).shard
             traffic = recompute_allgather_traffic(layers, _compute_bytes(ctx), shard)
             if traffic["bytes"] > 0:

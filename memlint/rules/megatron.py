@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from memlint.diagnostics import Severity
+from memlint.keys import to_int
 from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 
@@ -27,8 +28,6 @@ def _has(ctx: Context, flag: str) -> bool:
 
 def _int(value) -> Optional[int]:
     """A flag's value as a whole number within the scenario keys' bounds, else None."""
-    from memlint.keys import to_int
-
     if value is None:
         return None
     try:
@@ -39,6 +38,7 @@ def _int(value) -> Optional[int]:
 
 def _count(config, name: str) -> int:
     """A positive whole number from the model config, else 0 (the config may be anything)."""
+    # start-up: the memory model loads only when a run is estimated
     from memlint.memory.params import MAX_CONFIG_INT
 
     value = config.get(name)

@@ -36,6 +36,7 @@ _FALLBACK_KEYS = ("gpu", "gpu_memory", "model", "world_size")
 
 
 def _catalog_largest() -> int:
+    # start-up: the GPU catalog loads only when this rule needs it
     from memlint.hardware import CATALOG
 
     return max(gpu.capacity_bytes for gpu in CATALOG)
@@ -504,6 +505,7 @@ _LEARNED_TABLE_KEYS = {"bert": "max_position_embeddings"}
 def _positions(config) -> tuple:
     """(kind, limit, key): 'learned' with the table's rows, 'rope' with the trained length, or
     (None, None, None) when the config names neither."""
+    # start-up: the memory model loads only when a run is estimated
     from memlint.memory.params import architecture
 
     model_type = str(config.get("model_type", "") or "")

@@ -8,7 +8,8 @@ costs measured for ZeRO-Offload (Ren et al. 2021) and ZeRO-Infinity (Rajbhandari
 from __future__ import annotations
 
 from memlint.diagnostics import Severity
-from memlint.rules._support import (component, size, stage_label, try_estimate, with_parallelism)
+from memlint.memory.topology import resolve
+from memlint.rules._support import component, size, stage_label, try_estimate, with_parallelism
 from memlint.rules.base import Finding, Rule
 
 
@@ -16,6 +17,7 @@ def _num_experts(scenario):
     if scenario.model is None:
         return None
     try:
+        # start-up: the memory model loads only when a run is estimated
         from memlint.memory.params import architecture
 
         arch = architecture(scenario.model.config)
@@ -28,7 +30,6 @@ def _topology_ok(scenario) -> bool:
     """Whether the layout is valid, judged only when the GPU count is actually known."""
     if not (scenario.is_set("world_size") or scenario.is_set("dp")):
         return True
-    from memlint.memory.topology import resolve
 
     return not resolve(scenario).problems
 

@@ -134,3 +134,23 @@ def test_here_document_bodies_are_data_not_shell():
     words = [[w.raw for w in c.words] for c in _shell._Lexer(text).commands()]
     assert words == [["cat"], ["cat"],   # redirections are not words
                      ["torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "2"]]
+
+
+def test_origins_of_every_character_survive_runs_and_quotes():
+    # Issue 19 (3): the lexer takes runs of ordinary characters at once; every character of a
+    # field must still point at the offset it came from, through quotes, escapes and variables.
+    text = 'X="b c"\necho ab\'cd\'"e$X"f\\ g plain-word --k=v\n'
+    script = _shell.parse(text)
+    fields = [f for cmd in _shell.Interpreter().run(script) for f in cmd.fields]
+    assert [f.text for f in fields] == ["echo", "abcdeb cf g", "plain-word", "--k=v"]
+    for f in fields:
+        assert len(f.origins) == len(f.text)
+        assert all(text[o] == ch for o, ch in zip(f.origins, f.text)), f.text
+
+
+def test_many_redirections_and_heredocs_lex_in_one_pass():
+    # `2>x` was matched against a copy of the rest of the text (quadratic in the script size)
+    text = "cmd 2>err >out <in --flag 1\n" * 2000 + "cat <<EOF\nbody\nEOF\nlast --a 1\n"
+    words = [[w.raw for w in c.words] for c in _shell._Lexer(text).commands()]
+    assert words[:2] == [["cmd", "--flag", "1"]] * 2 and len(words) == 2002
+    assert words[-1] == ["last", "--a", "1"]

@@ -121,6 +121,61 @@ def test_suggestions_capped_per_file(repo):
     assert 0 < sum("did you mean" in d["message"] for d in unknown) <= megatron.MAX_HINTS
 
 
+def test_unknown_flags_beyond_the_listed_keep_no_facts(tmp_path):
+    # 30,000 unknown flags took 3.6 s and 117 MiB: a diagnostic, a did-you-mean and a
+    # `megatron.<flag>` fact each. Now: the first MAX_UNKNOWN_LISTED get all of that, the rest are
+    # counted (one summary line), and suggestions stop after MAX_HINTS.
+    flags = " ".join(f"--unknown-flag-{i} 1" for i in range(3000))
+    text = f"torchrun pretrain_gpt.py --num-layers 2 {flags}\n"
+    (tmp_path / "train.sh").write_text(text)
+    partial = megatron.load(str(tmp_path / "train.sh"), text)
+    facts = [k for k in partial.extra if k.startswith("megatron.unknown-flag-")]
+    assert len(facts) == megatron.MAX_UNKNOWN_LISTED
+    unknown = [d for d in partial.diagnostics if d.code == "ML003"]
+    assert len(unknown) == megatron.MAX_UNKNOWN_LISTED + 1
+    assert "2900 more unknown Megatron flags" in unknown[-1].message
+    first = unknown[0]
+    assert (first.line, first.column) == (1, text.index("--unknown-flag-0") + 1)
+    assert "megatron.num-layers" in partial.extra
+
+
+def test_repeated_flags_are_listed_up_to_the_cap(tmp_path):
+    words = " ".join(f"--num-layers {i}" for i in range(1, 1001))
+    text = f"torchrun pretrain_gpt.py {words}\n"
+    (tmp_path / "train.sh").write_text(text)
+    partial = megatron.load(str(tmp_path / "train.sh"), text)
+    again = [d for d in partial.diagnostics if "given twice" in d.message
+             or "given again" in d.message]
+    assert len(again) == megatron.MAX_UNKNOWN_LISTED + 1
+    assert again[-1].message.startswith(f"{999 - megatron.MAX_UNKNOWN_LISTED} more flags given")
+    assert partial.settings["model.num_hidden_layers"].value == 1000  # the last one wins
+
+
+def test_stray_words_are_listed_up_to_the_cap(tmp_path):
+    text = "torchrun pretrain_gpt.py --num-layers 2 --bf16 " + " ".join(
+        f"x{i}" for i in range(5000)) + "\n"
+    (tmp_path / "train.sh").write_text(text)
+    partial = megatron.load(str(tmp_path / "train.sh"), text)
+    stray = [d for d in partial.diagnostics if "no flag" in d.message]
+    assert len(stray) == megatron.MAX_UNKNOWN_LISTED + 1
+    assert stray[-1].message.startswith("4900 more words") and stray[-1].severity.label == "warning"
+    assert stray[-1].column == text.index(" x100 ") + 2
+
+
+def test_suggest_prefilter_keeps_difflibs_answer():
+    import difflib
+
+    from memlint.adapters.megatron.flags import _ALL_FLAGS
+    from memlint.keys import suggest
+
+    names = ["--num-layer", "--tensor-model-paralel-size", "--seq-lenght", "--unknown-flag-12",
+             "--bf-16", "--micro-batch", "--global_batch_size", "-lr", "--recompute-granularty",
+             "--moe-router-topk-x", "--zzzz"]
+    for name in names:
+        found = difflib.get_close_matches(name, _ALL_FLAGS, n=1, cutoff=0.6)
+        assert suggest(name, _ALL_FLAGS) == (found[0] if found else None), name
+
+
 def test_suggest_skips_hopeless_candidates():
     from memlint.keys import suggest
 
@@ -320,6 +375,132 @@ def test_unresolved_substitution_is_one_word():
     words = _shell.parse("cmd $X").commands[0].words
     fields = [f for w in words for f in expander.fields(w)]
     assert [f.text for f in fields] == ["cmd", "$(python -c 'print(1 2)')"]
+
+
+# -- 10. cost independent of the magnitudes in a config -------------------------------------------
+
+STAGE_CASES = [
+    ("llama3-8b", ["pp=8", "world_size=8"]),
+    ("llama3-8b", ["pp=4", "world_size=32", "global_batch=64", "vpp=2"]),
+    ("llama3-8b", ["pp=4", "world_size=4", "first_stage_layers=5", "last_stage_layers=5",
+                   "global_batch=16", "recompute=selective", "recompute_every=2"]),
+    ("mixtral-8x7b", ["pp=4", "world_size=32", "ep=8", "global_batch=256", "recompute=full"]),
+    ("llama3-8b", ["pp=4", "world_size=4", "lora_rank=16", "global_batch=8"]),
+    ("llama3-8b", ["pp=4", "world_size=8", "profile=seed", "zero=1"]),
+    ("llama3-8b", ["model.num_hidden_layers=64", "pp=64", "world_size=64", "global_batch=4"]),
+]
+
+
+@pytest.mark.parametrize("model,sets", STAGE_CASES)
+def test_stage_classes_give_every_stage_its_own_numbers(monkeypatch, model, sets):
+    # estimate() computes each class of stages (same layers, ends, micro-batches in flight) once;
+    # the result must be what computing every stage on its own gives
+    from memlint.memory import estimate as E
+    from memlint.scenario import build, overrides_partial
+
+    scenario, _ = build([overrides_partial(sets, model=model)])
+    shared = E.estimate(scenario).to_dict()
+    monkeypatch.setattr(E, "_stage_class", lambda model, plan: plan.stage)
+    alone = E.estimate(scenario).to_dict()
+    assert shared == alone
+
+
+def test_estimate_work_is_per_stage_class(monkeypatch):
+    # 10,000 layers over pp 10,000 took 24-47 s: one state computation per stage
+    from memlint.memory import estimate as E
+    from memlint.scenario import build, overrides_partial
+
+    calls = [0]
+    real = E.state_terms
+
+    def counted(model, plan):
+        calls[0] += 1
+        return real(model, plan)
+
+    monkeypatch.setattr(E, "state_terms", counted)
+    scenario, _ = build([overrides_partial(["model.num_hidden_layers=10240", "pp=512",
+                                            "world_size=512", "global_batch=4"],
+                                           model="llama3-8b")])
+    with guard():
+        result = E.estimate(scenario)
+    assert len(result.stages) == 512 and calls[0] <= 8
+    assert [s.stage for s in result.stages] == list(range(512))
+
+
+def test_deeper_pipelines_are_no_estimate_not_an_error(repo):
+    from memlint.memory.model import MAX_STAGES
+
+    sets = ["--set", "model.num_hidden_layers=10000", "--set", "pp=10000", "--set",
+            "world_size=10000"]
+    code, out, err = run("estimate", "--model", "llama3-8b", *sets)
+    assert code == 2 and f"up to {MAX_STAGES} stages" in out  # estimate: its job not done
+    (repo / "memlint.toml").write_text('model = "llama3-8b"\npp = 10000\nworld_size = 10000\n'
+                                       '"model.num_hidden_layers" = 10000\n')
+    code, diagnostics = check_json("memlint.toml")
+    found = [d for d in diagnostics if "pipeline stages" in d["message"]]
+    assert code == 0 and found and found[0]["severity"] == "info"
+
+
+def _counting_math(monkeypatch):
+    """Count the gcd steps of Pollard's rho (its unit of work) in memlint.planner.factor."""
+    import math
+    import types
+
+    from memlint.planner import factor
+
+    calls = [0]
+
+    def gcd(a, b):
+        calls[0] += 1
+        return math.gcd(a, b)
+
+    monkeypatch.setattr(factor, "math", types.SimpleNamespace(gcd=gcd))
+    return calls
+
+
+def test_divisors_by_factoring(monkeypatch):
+    from memlint.planner.factor import divisors, factorize
+
+    for n in range(1, 400):
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+    calls = _counting_math(monkeypatch)
+    assert divisors(2**50) == [2**k for k in range(51)]
+    assert divisors(2**53 - 111) == [1, 2**53 - 111]  # a prime: no trial division to 9.5e7
+    semiprime = 94906249 * 94906247  # two 27-bit primes, the hardest case below 2**53
+    assert factorize(semiprime) == {94906247: 1, 94906249: 1}
+    assert calls[0] < 2000  # about n**(1/4) / 128 gcd steps, not sqrt(n) divisions
+
+
+def test_plan_cost_does_not_grow_with_the_global_batch(monkeypatch):
+    from memlint.planner import search_plans
+    from memlint.planner import search
+    from memlint.scenario import build, overrides_partial
+
+    base, _ = build([overrides_partial(["global_batch=1125899906842624", "gpu=H100-80GB"],
+                                       model="llama3-8b")])
+    with guard():
+        result = search_plans(base, 8, 8, 3)
+    assert result.plans and result.reason is None
+    space = search.Space(base, 8, 8)
+    assert space.micro_options(8) == [2**k for k in range(48)]  # 2**47 per replica
+
+
+@pytest.mark.parametrize("gpus,dp", [(720720, "720,720"), (1009, "1,009")])
+def test_plan_says_why_no_layout_uses_all_gpus(repo, gpus, dp):
+    code, out, err = run("plan", "--model", "llama3-8b", "--gpus", str(gpus), "--set",
+                         "global_batch=1024")
+    assert code == 1 and "no configuration fits: no split of" in " ".join(out.split())
+    assert f"dp would be {dp}" in " ".join(out.split())
+    code, out, err = run("plan", "--model", "llama3-8b", "--gpus", str(gpus), "--set",
+                         "global_batch=1024", "--format", "json")
+    assert code == 1 and "divides the global batch 1,024" in json.loads(out)["reason"]
+
+
+def test_plan_says_when_memory_is_the_reason(repo):
+    code, out, err = run("plan", "--model", "llama3-70b", "--gpus", "8", "--set",
+                         "global_batch=8", "--set", "gpu=A100-40GB", "--format", "json")
+    reason = json.loads(out)["reason"]
+    assert code == 1 and "lower bound of their memory" in reason
 
 
 # -- 11. small ones ----------------------------------------------------------------------------

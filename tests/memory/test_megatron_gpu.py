@@ -314,8 +314,13 @@ def test_llava_vision_tower_and_tokens():
     result = estimate(sc)
     first = result.stages[0]
     weights = first.term("vision.weights")
-    assert weights.inputs["params"] == -(-(arch.vision.params + arch.vision.projector_params)
-                                         // 4)          # tensor-parallel like the LM
+    # tensor-parallel like the LM, except what every rank holds whole: conv1, class token, 577
+    # positions, ln_pre, per layer two LayerNorms and the proj / fc2 biases, the projection's
+    # fc2 bias (Megatron RowParallelLinear adds its bias after the reduction)
+    whole = 3 * 14 * 14 * d + d + 577 * d + 2 * d + 12 * (2 * 2 * d + 2 * d) + d
+    assert arch.vision.tp_replicated == whole
+    total = arch.vision.params + arch.vision.projector_params
+    assert weights.inputs["params"] == -(-(total - whole) // 4) + whole
     assert first.term("vision.activations").inputs["tokens"] == 576
 
 
@@ -339,6 +344,60 @@ def test_llava_language_model_has_its_own_output_layer_and_positions():
                            entry="pretrain_vlm.py")
     # 1806 -> 1808 (16 | 1808), padding > 0 puts it in the THD layout: x micro batch 2
     assert padded.model.config["learned_positions"] == 1808 * 2
+
+
+CALIBRATION = os.path.join(ROOT, "..", "shared", "calibration", "gpu-megatron-ci", "configs")
+
+
+@pytest.mark.skipif(not os.path.isdir(CALIBRATION), reason="../shared/calibration absent")
+def test_llava_peak_is_the_last_layers_unfused_softmax():
+    """Megatron CI multimodal_llava_mcore_te_tp1_pp1 (8 x H100, measured max allocated
+    15,774,200,832 B on the last rank): head size 624/12 = 52 is no multiple of 8, so Transformer
+    Engine runs UnfusedDotProductAttention; T = 1024 text + 577 image tokens = 1601 is no multiple
+    of 8, so its softmax is torch's, in fp32. While the last layer's softmax runs, the bf16
+    scores, their fp32 copy and the masked copy live beside the fp32 probabilities and their bf16
+    cast: 4 x 12 heads x 1601^2 elements x 10 B, more than the logits that come later."""
+    path = os.path.join(CALIBRATION, "multimodal-llava__multimodal_llava_mcore_te_tp1_pp1.yaml")
+    partial = M.load_path(path, entry="pretrain_vlm.py")
+    scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB"])])
+    last = estimate(scenario).stages[-1]
+    assert last.phase == "forward_softmax"
+    live = last.term("activations.softmax_live")
+    assert live.inputs["path"] == "torch-fp32" and live.inputs["bytes_per_element"] == 10
+    assert live.inputs["elements"] == 4 * 12 * 1601 * 1601
+    assert not [t for t in last.terms if t.component == "logits"]
+    assert abs(last.allocated_bytes - 15774200832) / 15774200832 < 0.02
+
+
+def test_softmax_paths_follow_the_kernels_conditions():
+    from memlint.memory.model import Model
+    from memlint.memory.softmax import live_bytes, softmax_path
+
+    te = Model(args_scenario(LLAVA))           # TE spec, bf16, micro batch 1, tp 4: 4 heads
+    assert softmax_path(te, 2048, 16, flash=True) is None
+    assert softmax_path(te, 2048, 16, flash=False) == "fused"
+    assert softmax_path(te, 2044, 16, flash=False) == "torch-fp32"   # TE wants T % 8 == 0
+    local = Model(args_scenario(LLAVA + "--transformer-impl local\n"))
+    assert softmax_path(local, 2044, 16, flash=False) == "fused"     # Megatron's: T % 4 == 0
+    assert softmax_path(local, 2043, 16, flash=False) == "torch"
+    assert [live_bytes(te, p) for p in ("fused", "torch-fp32", "torch")] == [2, 10, 4]
+
+
+def test_norms_biases_and_positions_are_whole_on_every_tp_rank():
+    """Megatron CI multimodal_llava_mcore_te_tp4_sp_cp2's language model at tp 4: per layer the
+    qkv/proj/fc1/fc2 matrices and the column-parallel biases split four ways; the two fused
+    LayerNorms (weight and bias), the proj and fc2 biases, the final norm and the 1808 learned
+    positions stay whole: 44,153,856 parameters per rank (embedding and untied output layer of
+    8,704 padded tokens split too)."""
+    sc = args_scenario(LLAVA + "--sequence-parallel --context-parallel-size 2 "
+                       "--use-packed-sequence\n", entry="pretrain_vlm.py")
+    d, ffn, layers = 1024, 4096, 12
+    split = 3 * d * d + 3 * d + d * d + d * ffn + ffn + ffn * d
+    whole = 2 * 2 * d + 2 * d
+    embedding = 8704 * d // 4
+    expected = layers * (split // 4 + whole) + 2 * embedding + 2 * d + 1808 * d
+    first = estimate(sc).stages[0]
+    assert first.term("weights").inputs["params"] == expected == 44_153_856
 
 
 # -- selective recompute modules, pipeline layout, MTP ---------------------------------------

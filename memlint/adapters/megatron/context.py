@@ -54,6 +54,7 @@ class Interp:
         seen: dict = {}
         hints = MAX_HINTS  # did-you-mean costs milliseconds each: a few per file
         unknown, first_unlisted = 0, None
+        repeated, first_repeat = 0, None   # flags given again with another value
         severity = Severity.ERROR if self.strict else Severity.WARNING
         for arg in self.read.args:
             spec = FLAG_BY_NAME.get(arg.flag)
@@ -70,10 +71,14 @@ class Interp:
                               f"{MEGATRON_VERSION}){tail}", arg.prov, key=arg.flag)
             previous = seen.get(arg.flag)
             if previous is not None and previous.values != arg.values:
-                self.diag(INVALID_VALUE, Severity.INFO,
-                          f"{arg.flag} is given twice (also at line {previous.prov.line}); "
-                          f"argparse keeps the last: {' '.join(arg.values) or '(switch)'}",
-                          arg.prov)
+                repeated += 1
+                if repeated <= MAX_UNKNOWN_LISTED:
+                    self.diag(INVALID_VALUE, Severity.INFO,
+                              f"{arg.flag} is given twice (also at line {previous.prov.line}); "
+                              f"argparse keeps the last: {' '.join(arg.values) or '(switch)'}",
+                              arg.prov)
+                else:
+                    first_repeat = first_repeat or arg
             seen[arg.flag] = arg
             self.args[arg.flag] = arg
         if first_unlisted is not None:
@@ -81,6 +86,11 @@ class Interp:
                       f"{unknown - MAX_UNKNOWN_LISTED} more unknown Megatron flags from "
                       f"{first_unlisted.flag} on (only the first {MAX_UNKNOWN_LISTED} are listed)",
                       first_unlisted.prov, key=first_unlisted.flag)
+        if first_repeat is not None:
+            self.diag(INVALID_VALUE, Severity.INFO,
+                      f"{repeated - MAX_UNKNOWN_LISTED} more flags given again with another value "
+                      f"from {first_repeat.flag} on (only the first {MAX_UNKNOWN_LISTED} are "
+                      "listed); argparse keeps the last of each", first_repeat.prov)
         fork = any(marker in self.args for marker in FORK_MARKERS)
         for flag, arg in self.args.items():
             spec = FLAG_BY_NAME.get(flag)
@@ -120,9 +130,14 @@ class Interp:
                 self.diag(INVALID_VALUE, Severity.ERROR, f"{flag}: {exc}", arg.prov, key=flag)
 
     def extras(self) -> None:
+        unknown = 0
         for flag, arg in self.args.items():
             if flag.startswith("--verl-"):
                 continue
+            if flag not in FLAG_BY_NAME and flag not in KNOWN_FLAGS:
+                unknown += 1
+                if unknown > MAX_UNKNOWN_LISTED:
+                    continue  # facts for the unknown flags that are listed, not for thousands
             value = self.values.get(flag)
             if value is None:
                 value = True if not arg.values else (

@@ -264,6 +264,9 @@ def _dest_of(flag: str) -> set:
 
 
 _ALL_FLAGS = tuple(FLAG_BY_NAME) + tuple(sorted(KNOWN_FLAGS))
-MAX_HINTS = 20
+# Did-you-mean costs a few milliseconds per unknown flag (difflib over the flag table): the first
+# MAX_HINTS unknown flags of a file get one (a file with more is a fork's script or not a typo),
+# and the first MAX_UNKNOWN_LISTED get a diagnostic of their own, the rest one summary line.
+MAX_HINTS = 8
 MAX_UNKNOWN_LISTED = 100
 KNOWN_DESTS = frozenset(d for f in KNOWN_FLAGS for d in _dest_of(f)) | frozenset(FLAG_BY_DEST)

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from memlint.adapters import _shell
-from memlint.adapters.megatron.flags import FLAG_BY_NAME, KNOWN_FLAGS, MEMORY_ENV
+from memlint.adapters.megatron.flags import (FLAG_BY_NAME, KNOWN_FLAGS, MAX_UNKNOWN_LISTED,
+                                             MEMORY_ENV)
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Provenance
 
 
-@dataclass
+@dataclass(slots=True)
 class Arg:
     flag: str
     values: list
@@ -42,6 +43,8 @@ _NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
 
 
 def _is_flag(text: str) -> bool:
+    if text.startswith("--"):
+        return True  # (no number starts with two dashes: the common case without the pattern)
     return text.startswith("-") and len(text) > 1 and not _NUMBER.match(text)
 
 
@@ -49,10 +52,15 @@ def split_argv(words: list, read: Read) -> None:
     """Group argv words (text, prov, unresolved) into Args; `--flag=value` is split."""
     i = 0
     n = len(words)
+    strays, first_stray, stray_known = 0, None, False
     while i < n:
         text, prov, unresolved = words[i]
         if not _is_flag(text):
-            if unresolved:
+            strays += 1
+            if strays > MAX_UNKNOWN_LISTED:  # one line for the rest: bounded output
+                first_stray = first_stray or (text, prov)
+                stray_known = stray_known or not unresolved
+            elif unresolved:
                 read.diagnostics.append(make(
                     UNRESOLVED, Severity.INFO,
                     f"{describe(unresolved)}: the words it expands to are unknown; flags it may "
@@ -84,6 +92,13 @@ def split_argv(words: list, read: Read) -> None:
             j += 1
         read.args.append(Arg(flag, values, prov, provs, tuple(unres)))
         i = j
+    if first_stray is not None:
+        read.diagnostics.append(make(
+            INVALID_VALUE if stray_known else UNRESOLVED,
+            Severity.WARNING if stray_known else Severity.INFO,
+            f"{strays - MAX_UNKNOWN_LISTED} more words that follow no flag taking a value, from "
+            f"{first_stray[0][:80]!r} on (only the first {MAX_UNKNOWN_LISTED} are listed)",
+            first_stray[1]))
 
 
 def describe(unresolved: tuple) -> str:
@@ -168,17 +183,17 @@ def read_script(path: str, text: str) -> Read:
     interpreter = _shell.Interpreter(env)
     best, score = None, 0
     for command in interpreter.run(script):
-        fields = [(f.text, prov(f.origin), f.unresolved) for f in command.fields]
-        entry = _entry_index(fields)
+        texts = [f.text for f in command.fields]
+        entry = _entry_index(texts)
         if entry is None:
             continue
-        after = fields[entry + 1:]
+        after = texts[entry + 1:]
         # The launch is the command with the most Megatron flags: a data-preparation
         # `python tools/x.py --input ...` before it is a helper, not the training run.
-        known = sum(1 for t, _, _ in after if t.split("=", 1)[0] in KNOWN_FLAGS)
-        flags = sum(1 for t, _, _ in after if t.startswith("--"))
+        known = sum(1 for t in after if t.split("=", 1)[0] in KNOWN_FLAGS)
+        flags = sum(1 for t in after if t.startswith("--"))
         if flags and (best is None or known > score):
-            best, score = (fields, entry, command.offset), known
+            best, score = (command, entry), known
     for offset, message in interpreter.notes:
         read.diagnostics.append(make(UNRESOLVED, Severity.INFO, message, prov(offset)))
     for name in MEMORY_ENV:
@@ -191,7 +206,10 @@ def read_script(path: str, text: str) -> Read:
             "no Megatron launch command found (a command running a .py entry point with --flags); "
             "nothing was read from this script", Provenance(path, 1, 1, None)))
         return read
-    fields, entry, offset = best
+    command, entry = best
+    offset = command.offset
+    # positions only for the launch command's words (Provenance objects are the cost per word)
+    fields = [(f.text, prov(f.origin), f.unresolved) for f in command.fields]
     read.entry = (fields[entry][0], fields[entry][1])
     read.anchor = prov(offset, "launch command")
     _launcher_words(fields[:entry], read, whole=False)
@@ -233,8 +251,8 @@ def _sbatch_env(text: str, script) -> dict:
     return env
 
 
-def _entry_index(fields: list) -> Optional[int]:
-    for index, (text, _, _) in enumerate(fields):
+def _entry_index(texts: list) -> Optional[int]:
+    for index, text in enumerate(texts):
         if text.endswith(".py") and not text.startswith("-"):
             return index
     return None

@@ -1,0 +1,25 @@
+"""DeepSpeed facts (DeepSpeed v0.19.6, deepspeedai/DeepSpeed@edaa722): which ZeRO keys only the
+stage-3 optimizer reads, which take a second (aliased) name, and which config blocks drop "auto"
+values. Read by the DeepSpeed adapter and the DeepSpeed rules."""
+from __future__ import annotations
+
+# ZeRO fields DeepSpeed accepts under two names (pydantic alias + populate_by_name); the extra key
+# uses the documented stage3_ spelling.
+STAGE3_ALIASED = ("prefetch_bucket_size", "param_persistence_threshold",
+                  "model_persistence_threshold", "max_live_parameters", "max_reuse_distance",
+                  "gather_16bit_weights_on_model_save", "module_granularity_threshold",
+                  "use_all_reduce_for_fetch_params", "allgather_sequential")
+
+# ZeRO keys read only by the stage-3 optimizer (DeepSpeedZeroOptimizer_Stage3 /
+# DeepSpeedZeRoOffload); stages 1-2 never receive them (engine.py, _configure_zero_optimizer).
+STAGE3_ONLY = tuple("stage3_" + name for name in STAGE3_ALIASED) + (
+    "stage3_gather_fp16_weights_on_model_save", "sub_group_size", "zero_hpz_partition_size",
+    "zero_quantized_weights", "zero_quantized_nontrainable_weights", "mics_shard_size",
+    "mics_hierarchical_params_gather", "memory_efficient_linear", "override_module_apply",
+    "leaf_module", "zeropp_loco_param", "cpu_offload_param")
+
+# Blocks DeepSpeed validates with DeepSpeedConfigModel (non-strict), which drops "auto" values so
+# that the field's default applies. Elsewhere "auto" reaches DeepSpeed as a string.
+AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel",
+                       "compile", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
+                       "hybrid_engine")
