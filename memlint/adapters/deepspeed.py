@@ -394,6 +394,12 @@ def _leaf_errors(error) -> list:
     return [error]
 
 
+def schema_diagnostics(doc: Document) -> list:
+    """What memlint's DeepSpeed schema finds in `doc` (any object with data and prov): for the
+    formats that embed DeepSpeed blocks in their own file (gpt-neox YAML)."""
+    return _schema_diagnostics(doc)
+
+
 def _schema_diagnostics(doc: Document) -> list:
     if conforms(doc.data):
         return []

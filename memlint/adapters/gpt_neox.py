@@ -23,6 +23,7 @@ logic it mirrors); everything memlint cannot model is an info or a warning.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -399,8 +400,20 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
                 "zero_optimization[\"stage\"] and stops with a KeyError (arguments.py "
                 "calculate_derived)")
         else:
-            deepspeed.map_zero_block(_View({"zero_optimization": cfg["zero_optimization"]}),
-                                     partial)
+            view = _View({"zero_optimization": cfg["zero_optimization"]})
+            deepspeed.map_zero_block(view, partial)
+            # DeepSpeed validates the block with pydantic (extra keys forbidden) since v0.7;
+            # the DeeperSpeed of an older gpt-neox ignored what it did not know: a warning
+            for found in deepspeed.schema_diagnostics(view):
+                message = found.message
+                if "drop the quotes" in message:   # YAML, not JSON: PyYAML reads 1e6 as text
+                    message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
+                        " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
+                        "without a dot as text: write the digits)")
+                diags.append(dataclasses.replace(
+                    found, severity=min(found.severity, Severity.WARNING),
+                    message=message + "; a warning only: the dict-based DeepSpeed of older "
+                    "gpt-neox versions ignored it"))
         stage = zero.get("stage")
         if _is_int(get("moe_num_experts")) and get("moe_num_experts") > 1 and _is_int(stage) \
                 and stage >= 2:

@@ -355,3 +355,17 @@ def test_broken_flow_mapping_is_a_parse_error_at_its_line():
     PyYAML, which NeoXArgs.from_ymls uses, stops at line 4."""
     partial = load(real("finetuning_configs/6-9B.yml"))
     assert [(d.code, d.line) for d in errors(partial)] == [("ML001", 4)]
+
+
+def test_zero_block_typos_are_warnings_from_the_deepspeed_schema():
+    """configs/13B-zero3.yml (2021): 'stage3_param_persitance_threshold' (a typo) and
+    sub_group_size 1e6 (text to PyYAML) in zero_optimization. Today's DeepSpeed refuses both
+    (pydantic, extra keys forbidden); the DeepSpeed of that gpt-neox ignored them: warnings at
+    their lines, never errors."""
+    path = real("13B-zero3.yml")
+    partial = load(path)
+    assert not errors(partial)
+    found = {(d.code, d.line) for d in partial.diagnostics
+             if d.severity == Severity.WARNING and "zero_optimization" in d.message}
+    assert ("ML003", line_of(path, "stage3_param_persitance_threshold")) in found
+    assert ("ML002", line_of(path, '"sub_group_size"')) in found
