@@ -174,7 +174,7 @@ def test_nearest_to_a_starting_configuration():
     as few keys as possible."""
     base = scenario(["seq_len=4096", "global_batch=16", "gpu_memory=40GiB", "tp=1", "pp=1",
                      "micro_batch=2"], "llama3-8b")
-    from memlint.commands.plan import near_settings
+    from memlint.planner import near_settings
     plans = search_plans(base, 16, 8, 5, near=near_settings(base)).plans
     assert plans
     distances = [len(p.changed) for p in plans]
