@@ -84,6 +84,7 @@ def test_mutated_real_configs(family, workdir, monkeypatch):
     _mutated(family, workdir, monkeypatch, FULL)
 
 
+@pytest.mark.slow  # fuzzing, like the full runs above: ~3 s per family
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_mutated_real_configs_sample(family, workdir, monkeypatch):
     _mutated(family, workdir, monkeypatch, SAMPLE)

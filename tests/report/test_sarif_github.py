@@ -78,6 +78,7 @@ def _validate(doc: dict) -> None:
     assert github_problems(doc) == []
 
 
+@pytest.mark.slow  # every fixture of the repository, twice: ~10 s
 def test_every_fixture_alone_and_with_a_command_line_scenario(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     alone = _sarif(capsys, "fixtures")
