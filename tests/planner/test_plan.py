@@ -92,8 +92,8 @@ SMALL = [
                  marks=pytest.mark.slow),
     pytest.param("llama3-8b", ["seq_len=4096", "global_batch=16", "gpu_memory=24GiB",
                                "framework=fsdp2"], 8, {}, marks=pytest.mark.slow),
-    ("llama3-8b", ["seq_len=2048", "global_batch=8", "gpu_memory=40GiB", "framework=deepspeed"],
-     8, {}),
+    pytest.param("llama3-8b", ["seq_len=2048", "global_batch=8", "gpu_memory=40GiB",
+                               "framework=deepspeed"], 8, {}, marks=pytest.mark.slow),
     # MoE brute force: 20-60 s each (every layout estimated), in the slow suite CI runs
     pytest.param("mixtral-8x7b", ["seq_len=4096", "global_batch=16", "gpu_memory=80GiB"], 32, {},
                  marks=pytest.mark.slow),
