@@ -84,7 +84,7 @@ def split_argv(words: list, read: Read) -> None:
             if want == 0 or (want == 1 and values):
                 break
             nxt, nprov, nunres = words[j]
-            if _is_flag(nxt):
+            if nxt[:2] == "--" or _is_flag(nxt):
                 break
             values.append(nxt)
             provs.append(nprov)
