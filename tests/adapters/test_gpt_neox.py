@@ -355,3 +355,13 @@ def test_broken_flow_mapping_is_a_parse_error_at_its_line():
     PyYAML, which NeoXArgs.from_ymls uses, stops at line 4."""
     partial = load(real("finetuning_configs/6-9B.yml"))
     assert [(d.code, d.line) for d in errors(partial)] == [("ML001", 4)]
+
+
+def test_a_numeric_key_is_an_unknown_key_not_a_crash():
+    """Fuzz-found (CI, slurm_125M.yml mutated): a YAML key that parses as a number (`-1:`)
+    made the provenance label join an int: an internal error instead of an unknown-key warning."""
+    text = ('{"num-layers": 2, "hidden-size": 64, "num-attention-heads": 4, "seq-length": 128,\n'
+            ' "max-position-embeddings": 128, -1: 3}\n')
+    partial = gpt_neox.load("neox.yml", text)
+    unknown = [d for d in partial.diagnostics if d.code == "ML003"]
+    assert unknown and "-1" in unknown[0].message and unknown[0].line == 2
