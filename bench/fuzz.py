@@ -39,7 +39,9 @@ def _init(include_shared: bool) -> None:
 
     _CORPUS = mutate.corpus(include_shared)
     _WORKDIR = tempfile.mkdtemp(prefix="memlint-fuzz-")
-    from memlint import cli  # noqa: F401 - imported before the limit: modules are not inputs
+    from memlint import cli  # imported before the limit: modules are not inputs
+
+    cli._fewer_collections()  # as `memlint` run from a shell does (cli.main with argv None)
 
     _limit_memory()
 

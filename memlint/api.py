@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional
 
@@ -280,6 +279,7 @@ def _estimate(scenario, anchor):
                           key=key)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
         failure = make_internal(f"the memory model failed: {type(exc).__name__}: {exc}", anchor)
+        import traceback  # for start-up speed: only a failure needs it
         failure.data["traceback"] = traceback.format_exc()
         return None, failure
 

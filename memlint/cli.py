@@ -70,8 +70,45 @@ def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
+def _terminal_width() -> int:
+    """The terminal's columns as shutil.get_terminal_size() gives them (COLUMNS, then the
+    terminal of stdout, then 80), without importing shutil (and its bz2/lzma) at start-up."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """For start-up speed: argparse builds a formatter for every add_argument call (to check the
+    metavar), each asking shutil for the terminal size; the width is looked up once."""
+
+    width: Optional[int] = None
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        if width is None:
+            if _Formatter.width is None:
+                _Formatter.width = _terminal_width() - 2
+            width = _Formatter.width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser with the formatter above (the subcommands' parsers are of this class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="memlint",
         description="Lint LLM training configs for out-of-memory and launch-time errors.")
     parser.add_argument("--version", action="version", version=f"memlint {__version__}")

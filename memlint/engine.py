@@ -19,7 +19,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import traceback
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 
@@ -316,6 +315,7 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
                 failure = make_internal(f"rule {rule.code} {rule.name} failed: "
                                         f"{type(exc).__name__}: {exc}",
                                         anchor)
+                import traceback  # for start-up speed: only a failure needs it
                 failure.data["traceback"] = traceback.format_exc()
                 out.append(failure)
                 continue

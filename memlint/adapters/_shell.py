@@ -41,6 +41,14 @@ _REDIRECT = re.compile(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?")
 _QUOTED_RUN = re.compile(r'[^"\\$`]+')
 
 
+def _following(stop: str):
+    """Blanks, then a run of ordinary characters (group 1): the next plain word on the line."""
+    key = ("following", stop)
+    if key not in _RUNS:
+        _RUNS[key] = re.compile("[ \t\r]+(%s)" % _run(stop).pattern)
+    return _RUNS[key]
+
+
 def _run(stop: str, special: str = "\\'\"$`"):
     """A pattern for a run of one or more characters that are neither in `stop` nor special."""
     key = (stop, special)
@@ -102,6 +110,7 @@ class _Lexer:
         heredocs: list = []   # (delimiter, strip leading tabs) whose bodies start at the newline
         stop = self.stop
         plain = _run(stop)
+        following = _following(stop)
         while i < n:
             c = text[i]
             if c in " \t\r":
@@ -135,6 +144,12 @@ class _Lexer:
                     # a word of ordinary characters only (most of a launch script's words)
                     word = Word([Seg("lit", text[i:j], range(i, j), False, i)], i, text[i:j])
                     i = j
+                    if not skip_next:
+                        if not current:
+                            start = word.offset
+                        current.append(word)
+                        i = self._plain_words(i, current, stop, following)
+                        continue
                 else:
                     word, i = self.word(i, stop=stop)
                 if skip_next:
@@ -150,6 +165,27 @@ class _Lexer:
         if current:
             out.append(Command(current, start))
         return out
+
+    def _plain_words(self, i: int, current: list, stop: str, following) -> int:
+        """After a plain word: the plain words that follow it on the line, blank-separated, in
+        one pass (the common shape of a launch command: `--flag value --flag value ...`). Stops
+        before anything else (quotes, `$`, operators, `NAME=(`, a file-descriptor redirection),
+        which the caller's loop reads."""
+        text, n = self.text, self.n
+        while True:
+            match = following.match(text, i)
+            if match is None:
+                return i
+            j = match.end()
+            if j < n and (text[j] not in stop or text[j] == "("):
+                return i  # the word goes on with a quote, `$`, ... or is `NAME=(`
+            w = match.start(1)
+            if text[w] == "#" or (self.shell and text[w].isdigit()
+                                  and _FD_REDIRECT.match(text, w, w + 3)):
+                return i  # a comment, or `2>file`
+            value = match.group(1)
+            current.append(Word([Seg("lit", value, range(w, j), False, w)], w, value))
+            i = j
 
     def _skip_heredocs(self, i: int, heredocs: list) -> int:
         """Past the here-document bodies that start at `i`: each ends at a line that is its
@@ -512,14 +548,15 @@ class Expander:
     def fields(self, word: Word, split: bool = True) -> list:
         """Bash word expansion: variables, then field splitting of unquoted results."""
         segs = word.segs
-        if all(s.kind == "lit" for s in segs):
+        if len(segs) == 1 and segs[0].kind == "lit":
             # nothing to expand (the lexer already split at blanks): one field, or none for an
             # empty unquoted word; the common case, kept cheap
-            if len(segs) == 1:
-                text, origins = segs[0].text, segs[0].origins
-            else:
-                text = "".join(s.text for s in segs)
-                origins = [o for s in segs for o in s.origins]
+            if segs[0].text or segs[0].quoted:
+                return [Field(segs[0].text, segs[0].origins, word.offset)]
+            return []
+        if all(s.kind == "lit" for s in segs):
+            text = "".join(s.text for s in segs)
+            origins = [o for s in segs for o in s.origins]
             if text or any(s.quoted for s in segs):
                 return [Field(text, origins, word.offset)]
             return []
@@ -958,7 +995,10 @@ class Interpreter:
             self._assign(word, where)
         if not rest:
             return
-        fields = [_moved(f, origin) for word in rest for f in self.expander.fields(word)]
+        expand = self.expander.fields
+        fields = [f for word in rest for f in expand(word)]
+        if origin is not None:
+            fields = [_moved(f, origin) for f in fields]
         if not fields:
             return
         shell = _shell_string(fields)

@@ -129,13 +129,20 @@ def _truthy(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("true", "auto", "yes", "1")
 
 
-def _state_settings(bits: Optional[int]) -> dict:
-    """Scenario settings for a quantized optimizer state: 8-bit states are one byte per moment
-    element (`optimizer_state_dtype` of one byte); 4-bit ones are counted at one byte too until
-    the scenario keys say half a byte (an over-estimate of the moments, never an under-one)."""
-    if bits in (4, 8):
-        return {"optimizer_state_dtype": "fp8"}
-    return {}
+def _state_settings(spec: "Opt") -> dict:
+    """Scenario settings for an optimizer's states: bitsandbytes and torchao 8-bit / 4-bit
+    optimizers keep block-quantized moments (`int8` / `int4`: codes plus one fp32 scale per
+    block, updated by fused kernels; memory/optimizer_quant.py), torchao AdamWFp8 plain fp8
+    moments; bitsandbytes Paged* optimizers keep them in CUDA unified memory
+    (`optimizer_paged`)."""
+    out = {}
+    if spec.bits == 8:
+        out["optimizer_state_dtype"] = "fp8" if "Fp8" in spec.origin else "int8"
+    elif spec.bits == 4:
+        out["optimizer_state_dtype"] = "int4"
+    if spec.paged:
+        out["optimizer_paged"] = True
+    return out
 
 
 def load(path: str, text: str) -> Partial:
@@ -242,7 +249,7 @@ def _optimizer(data: dict, partial: Partial, prov, default) -> None:
     partial.set("optimizer", spec.optimizer, where)
     if spec.impl:
         partial.set("optimizer_impl", spec.impl, where)
-    for key, value in _state_settings(spec.bits).items():
+    for key, value in _state_settings(spec).items():
         partial.set(key, value, where)
     if spec.bits or spec.paged:
         partial.set_extra("optimizer.bits", spec.bits or 32, where)
@@ -251,7 +258,8 @@ def _optimizer(data: dict, partial: Partial, prov, default) -> None:
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
             f"optimizer {name!r} ({spec.origin}) keeps its states in paged memory that "
-            "bitsandbytes moves to the host under pressure; the estimate keeps them on the GPU",
+            "the CUDA driver moves to the host under pressure; they are counted as host memory, "
+            "not in the GPU verdict",
             where, key="optimizer"))
 
 

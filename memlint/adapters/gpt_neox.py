@@ -64,6 +64,7 @@ DEFAULTS = {
     "use_bias_in_attn_linear": (True, f"{_ARGS}/neox_args.py NeoXArgsModel"),
     "use_bias_in_mlp": (True, f"{_ARGS}/neox_args.py NeoXArgsModel"),
     "tokenizer_type": ("GPT2BPETokenizer", f"{_ARGS}/neox_args.py NeoXArgsTokenizer"),
+    "moe_top_k": (1, f"{_ARGS}/neox_args.py NeoXArgsMoE"),
     "gradient_accumulation_steps": (1, f"{_ARGS}/deepspeed_args.py NeoXArgsDeepspeedConfig"),
     "checkpoint_activations": (False, f"{_ARGS}/neox_args.py NeoXArgsModel"),
     "zero_stage": (0, f"{_ARGS}/arguments.py ZERO_DEFAULTS"),
@@ -101,7 +102,8 @@ INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads"
               "max_position_embeddings", "make_vocab_size_divisible_by", "model_parallel_size",
               "pipe_parallel_size", "intermediate_size", "mlp_multiple_of",
               "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-              "train_batch_size", "checkpoint_num_layers", "moe_num_experts", "num_gpus",
+              "train_batch_size", "checkpoint_num_layers", "moe_num_experts", "moe_top_k",
+              "moe_expert_interval", "num_gpus",
               "num_nodes", "global_num_gpus")
 BOOL_FIELDS = ("sequence_parallel", "checkpoint_activations", "partition_activations",
                "no_weight_tying", "gpt_j_residual", "use_bias_in_attn_linear",
@@ -169,10 +171,10 @@ def detect(path: str, text: str) -> bool:
 class _Value:
     value: Any
     doc: Document
-    key: str            # as the file spells it
+    key: Any            # as the file spells it (YAML may make it a number)
 
     def prov(self, sub: tuple = ()) -> Provenance:
-        return self.doc.prov((self.key,) + sub, ".".join([self.key, *map(str, sub)]))
+        return self.doc.prov((self.key,) + sub, ".".join(map(str, (self.key, *sub))))
 
 
 class _View:
@@ -590,10 +592,22 @@ def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> Non
 
     experts = num("moe_num_experts")
     if _is_int(experts) and experts > 1:
-        partial.diagnostics.append(make(
-            UNRESOLVED, Severity.WARNING, f"moe_num_experts {experts}: the experts are not "
-            "counted by memlint's gpt-neox reader (each MoE layer is counted as one dense MLP)",
-            where("moe_num_experts"), key="moe_num_experts"))
+        # megatron/model/moe.py, moe_mlp.py: on every moe_expert_interval-th layer, experts of
+        # w1/w2 (w3 too when gated) without biases, each intermediate_size wide, else 4h
+        # (8h/3 when gated) rounded up to 256; split over the model-parallel ranks (counted
+        # like experts sharded over tp)
+        size = num("intermediate_size")
+        width = size if _is_int(size) and size > 0 else (
+            int(2 * hidden * 4 / 3) if gated else 4 * hidden)
+        if not (_is_int(size) and size > 0):
+            width = 256 * -(-width // 256)
+        interval = num("moe_expert_interval")
+        model("num_local_experts", experts, "moe_num_experts")
+        top_k = num("moe_top_k")
+        model("num_experts_per_tok", top_k if _is_int(top_k) and top_k > 0 else 1, "moe_top_k")
+        model("moe_intermediate_size", width, "intermediate_size")
+        model("moe_layer_freq", interval if _is_int(interval) and interval > 0 else 1,
+              "moe_expert_interval")
 
 
 def _ffn(cfg: dict, num, hidden: int, gated: bool) -> int:

@@ -316,6 +316,7 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         item = args.get(name)
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
+    _liger_loss(args, partial, trainer)
     if assumed:
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -323,6 +324,36 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
             f" defaults assumed (no file gives them): " + "; ".join(assumed), anchor,
             key="defaults", assumed=list(assumed)))
     return args
+
+
+# Arguments of preference / RL trainers (TRL DPOConfig, ORPOConfig, KTOConfig, GRPOConfig;
+# open-instruct's dpo_tune): these trainers compute the log-probabilities from the logits
+# themselves (model called without labels), so a fused loss kernel does not spare the logits.
+_PREFERENCE_ARGS = ("beta", "max_prompt_length", "num_generations", "max_completion_length",
+                    "dpo_beta", "pref_beta", "reward_funcs")
+
+
+def _liger_loss(args: dict, partial: Partial, trainer: str) -> None:
+    """Liger's fused linear cross entropy computes the loss chunk by chunk from the hidden states
+    and never materializes the logits (liger_kernel/ops/fused_linear_cross_entropy.py: chunks of
+    next_power_of_2(BT / ceil(V / H)) tokens, the gradients of the input and the LM head
+    accumulated in place): the logits term is dropped (`logits.enabled`, as axolotl's Liger /
+    Cut-Cross-Entropy plugins do). Who turns it on: transformers Trainer `use_liger_kernel`
+    (`_apply_liger_kernel_to_instance`, fused_linear_cross_entropy on by default), TRL's
+    `use_liger` (SFTConfig before TRL 0.16, AutoLigerKernelForCausalLM), LLaMA-Factory's
+    `enable_liger_kernel` for the pt and sft stages only (model_utils/liger_kernel.py:
+    `require_logits` turns it off for the others). The loss only runs fused when the model is
+    called with labels: a preference or RL trainer (`_PREFERENCE_ARGS`) keeps its logits."""
+    item = next((args[n] for n in ("use_liger_kernel", "use_liger", "enable_liger_kernel")
+                 if n in args and not args[n].unresolved and to_bool(args[n].value)), None)
+    if item is None or any(name in args for name in _PREFERENCE_ARGS):
+        return
+    if trainer == "llamafactory":
+        stage = args.get("stage")
+        if str(stage.value if stage is not None else "sft").strip().lower() not in ("pt", "sft"):
+            return
+    partial.set("logits.enabled", False, item.prov)
+    partial.set_extra("loss.fused", "liger-flce", item.prov)
 
 
 def _checkpoints(args: dict, partial: Partial, resolved) -> None:
@@ -465,7 +496,12 @@ def _optimizer(args: dict, partial: Partial, table: dict, anchor: Provenance, as
     if impl:
         partial.set("optimizer_impl", impl, prov)
     if eight_bit:
-        partial.set("optimizer_state_dtype", "fp8", prov)  # 1 byte per moment (bitsandbytes)
+        # bitsandbytes 8-bit optimizers: uint8 moments plus one fp32 absmax per 256-element
+        # block, updated by a fused kernel (memory/optimizer_quant.py)
+        partial.set("optimizer_state_dtype", "int8", prov)
+    if name.startswith("paged_"):
+        # bitsandbytes Paged*: states in CUDA unified memory (optimizer.py get_state_buffer)
+        partial.set("optimizer_paged", True, prov)
 
 
 def _fsdp(args: dict, partial: Partial) -> None:

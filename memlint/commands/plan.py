@@ -13,7 +13,6 @@ command could not run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Optional
 
@@ -139,6 +138,8 @@ def _run(args) -> int:
                            cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
                            allow_bubble=args.allow_bubble)
     if args.format == "json":
+        import json  # for start-up speed: only the JSON output needs it
+
         print(json.dumps(to_json(result, scenario, args), indent=2))
     elif args.format == "html":
         # start-up: the CLI imports this module; the planner loads only for `plan`

@@ -80,6 +80,9 @@ class Vision:
     spatial_merge_size: int = 1   # qwen2_vl: 2x2 patches merged into one LM token
     temporal_patch_size: int = 1  # qwen2_vl: frames per 3-D patch
     norm: str = "layernorm"       # layernorm | rmsnorm
+    # of params + projector_params, those every tensor-parallel rank holds whole (patch
+    # embedding, positions, class token, norms, row-parallel biases); 0 where not known
+    tp_replicated: int = 0
 
 
 NOMINAL_QWEN_IMAGE = 448

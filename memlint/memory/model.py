@@ -172,26 +172,46 @@ class Model:
                     "experts": int(round(expert_part / expert_div))}
         dense = 0
         experts = 0
+        whole = 0   # held whole by every tensor-parallel rank (tp_replicated)
         for index in plan.layers:
             layer: LayerParams = self.counts.layers[index]
             dense += layer.total - layer.experts
             experts += layer.experts
+            whole += self.tp_replicated(layer)
         if plan.first:
             dense += self.counts.embedding + self.counts.position_embedding
+            whole += self.counts.position_embedding
         if plan.last and self.mtp_layers:
             mtp_dense, mtp_experts = self.mtp_params()
             dense += mtp_dense
             experts += mtp_experts
         if plan.last:
             dense += self.counts.final_norm
+            whole += self.counts.final_norm
             if self.counts.lm_head:
                 dense += self.counts.lm_head
             elif self.par.pp > 1:
                 # tied embeddings under PP: the last stage keeps its own copy of the word
                 # embedding for the output layer (Megatron-LM `setup_embeddings_and_output_layer`)
                 dense += self.counts.embedding
-        return {"dense": math.ceil(dense / topo.tp),
+        if topo.tp <= 1:
+            whole = 0
+        return {"dense": math.ceil((dense - whole) / topo.tp) + whole,
                 "experts": math.ceil(experts / (topo.etp * topo.ep))}
+
+    def tp_replicated(self, layer: LayerParams) -> int:
+        """A layer's parameters that tensor parallelism does not split: its norms (and q/k
+        norms), the router, and the biases of the row-parallel output projections (attention
+        output, MLP fc2), which each rank adds after the reduction (Megatron-LM
+        RowParallelLinear, TopKRouter; torchtitan's TP plans keep norms replicated too)."""
+        arch, d = self.arch, self.arch.hidden
+        qk = 0
+        if arch.qk_norm == "head":
+            qk = 2 * arch.head_dim
+        elif arch.qk_norm == "full":
+            qk = d + (d // max(1, arch.heads)) * arch.kv_heads
+        row_bias = (d if arch.output_bias else 0) + (d if arch.mlp_bias and layer.mlp else 0)
+        return layer.norms + layer.router + qk + row_bias
 
     def vision_params(self, plan: StagePlan) -> int:
         if not plan.first or self.arch.vision is None:
@@ -199,7 +219,8 @@ class Model:
         total = self.arch.vision.params + self.arch.vision.projector_params
         if self.arch.vision.model_type == "megatron_clip":
             # Megatron's ViT and projection are tensor-parallel layers like the language model's
-            return math.ceil(total / self.topo.tp)
+            whole = self.arch.vision.tp_replicated if self.topo.tp > 1 else 0
+            return math.ceil((total - whole) / self.topo.tp) + whole
         return total
 
     @functools.cached_property

@@ -165,10 +165,15 @@ def _megatron_vision(r: ConfigReader, lm: dict) -> Vision:
     tower = 3 * patch * patch * d + d + positions * d + per_norm \
         + layers * (attention + mlp + 2 * per_norm)
     projector = mlp_params(d, ffn, gated, bias)
+    # whole on every tensor-parallel rank: conv1, class token, positions, ln_pre, and per layer
+    # its norms and the row-parallel (proj, fc2) biases; the projection's fc2 bias
+    row_biases = 2 * d if bias else 0
+    replicated = 3 * patch * patch * d + d + positions * d + per_norm \
+        + layers * (2 * per_norm + row_biases) + (d if bias else 0)
     return Vision(hidden=d, layers=layers, heads=lm["heads"], ffn=ffn, patch_size=patch,
                   image_size=height, tokens_per_image=tokens, params=tower,
                   projector_params=projector, model_type="megatron_clip",
-                  norm=lm.get("norm", "layernorm"))
+                  norm=lm.get("norm", "layernorm"), tp_replicated=replicated)
 
 
 def _deepseek_moe(r: ConfigReader, fam: str, layers: int):

@@ -334,3 +334,34 @@ def test_a_document_that_is_not_a_mapping_is_an_error_at_line_1(tmp_path):
     path = write(tmp_path, "list.yml", '- "num_layers": 2\n- "pipe_parallel_size": 1\n')
     partial = load(path)
     assert [(d.code, d.line, d.column) for d in errors(partial)] == [("ML002", 1, 1)]
+
+
+def test_dropless_moe_experts_are_counted():
+    """configs/125M-dmoe.yml: moe_num_experts 8 on every layer (moe_expert_interval 1), top-1
+    (moe_top_k default), experts 4h wide without biases (megatron/model/moe_mlp.py
+    ParallelGroupedMLP): 12 layers x 8 experts x 2 x 1024 x 4096 expert weights."""
+    partial = load(real("125M-dmoe.yml"))
+    got = values(partial)
+    assert got["model.num_local_experts"] == 8 and got["model.num_experts_per_tok"] == 1
+    assert got["model.moe_intermediate_size"] == 4096 and got["model.moe_layer_freq"] == 1
+    assert not errors(partial)
+    scenario, _diags = build([partial])
+    counts = count_params(architecture(scenario.model.config))
+    assert counts.experts == 12 * 8 * 2 * 1024 * 4096
+
+
+def test_broken_flow_mapping_is_a_parse_error_at_its_line():
+    """configs/finetuning_configs/6-9B.yml at 0966f31: a comma missing after "load" (line 3);
+    PyYAML, which NeoXArgs.from_ymls uses, stops at line 4."""
+    partial = load(real("finetuning_configs/6-9B.yml"))
+    assert [(d.code, d.line) for d in errors(partial)] == [("ML001", 4)]
+
+
+def test_a_numeric_key_is_an_unknown_key_not_a_crash():
+    """Fuzz-found (CI, slurm_125M.yml mutated): a YAML key that parses as a number (`-1:`)
+    made the provenance label join an int: an internal error instead of an unknown-key warning."""
+    text = ('{"num-layers": 2, "hidden-size": 64, "num-attention-heads": 4, "seq-length": 128,\n'
+            ' "max-position-embeddings": 128, -1: 3}\n')
+    partial = gpt_neox.load("neox.yml", text)
+    unknown = [d for d in partial.diagnostics if d.code == "ML003"]
+    assert unknown and "-1" in unknown[0].message and unknown[0].line == 2

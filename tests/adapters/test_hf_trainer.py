@@ -150,7 +150,7 @@ def test_trl_recipes():
     assert (dpo["lora_rank"], dpo["lora_targets"], dpo["base_quant"]) == (16, "all-linear", "nf4")
     assert dpo["seq_len"] == 1024 and dpo["optimizer"] == "adamw"
     orpo = _values(load_file(os.path.join(base, "llama3-8b/orpo/config_v1.0.yaml")))
-    assert orpo["optimizer_state_dtype"] == "fp8"  # adamw_bnb_8bit: one byte per moment
+    assert orpo["optimizer_state_dtype"] == "int8"  # adamw_bnb_8bit: uint8 moments + fp32 absmax per 256
     assert orpo["attention"] == "flash"
 
 
@@ -374,3 +374,67 @@ def test_fsdp_config_file_activation_checkpointing_fits_the_authors_gpus(repo):
     assert code == 0, report["diagnostics"]
     assert report["estimates"][0]["peak_bytes"] < 80 * 1024**3
     assert not [d for d in report["diagnostics"] if d["code"] == "ML101"]
+
+
+def _check_json(owner: str, rel: str, *extra) -> tuple:
+    from helpers import check_json
+
+    return check_json(os.path.join(REAL, owner), rel, *extra)
+
+
+def _weights(report) -> int:
+    return report["estimates"][0]["stages"][0]["components"]["weights"]
+
+
+def test_llamafactory_lora_example_against_the_readme_hardware_table():
+    """hiyouga/LLaMA-Factory README.md, "Hardware Requirement" (* estimated): "Freeze/LoRA/GaLore/
+    APOLLO/BAdam | 16 | 16GB (7B) ... | `2x`GB". examples/train_lora/llama3_lora_sft.yaml
+    (Llama-3-8B, LoRA, bf16, cutoff_len 2048, batch 1): the frozen bf16 base is the table's
+    2x GB (16.06 GB for 8.03B); the whole step (activations at 2,048 tokens, 128,256-entry
+    logits in fp32, runtime) needs more than that, and fits a 24 GB RTX 4090 on its own."""
+    code, report = _check_json("hiyouga__LLaMA-Factory", "examples/train_lora/llama3_lora_sft.yaml",
+                               "--gpu", "RTX-4090", "--world-size", "1")
+    assert code == 0 and not [d for d in report["diagnostics"] if d["code"] == "ML101"]
+    assert abs(_weights(report) - 2 * 8.03e9) / (2 * 8.03e9) < 0.01
+    assert report["estimates"][0]["peak_bytes"] <= 24 * 1024**3
+
+
+def test_llamafactory_qlora_example_against_the_readme_hardware_table():
+    """Same table: "QLoRA | 4 | 6GB (7B) ... | `x/2`GB". examples/train_qlora/llama3_lora_sft_otfq.yaml
+    (quantization_bit 4, bitsandbytes NF4): the base is x/2 GB (4.1 GB for 8.03B: NF4 codes plus
+    their block scales) and the run fits a 16 GB GPU (V100-16GB)."""
+    code, report = _check_json("hiyouga__LLaMA-Factory",
+                               "examples/train_qlora/llama3_lora_sft_otfq.yaml",
+                               "--gpu", "V100-16GB", "--world-size", "1")
+    assert code == 0 and not [d for d in report["diagnostics"] if d["code"] == "ML101"]
+    assert abs(_weights(report) - 8.03e9 / 2) / (8.03e9 / 2) < 0.06
+    assert report["estimates"][0]["peak_bytes"] <= 16 * 1024**3
+
+
+def test_open_r1_olympiccoder_7b_fits_the_node_its_header_names():
+    """huggingface/open-r1 recipes/OlympicCoder-7B/sft/config_v00.00.yaml, first line: "# Config
+    for 1 node of 8 H100s with DeepSpeed ZeRO-3" (launched with recipes/accelerate_configs/
+    zero3.yaml, README). It trains at max_length 32,768 with `use_liger: true`: TRL's SFTConfig
+    field ("Monkey patch the model with Liger kernels to increase throughput and reduce memory
+    usage", trl/trainer/sft_config.py before TRL 0.16), whose fused linear cross entropy never
+    materializes the logits. memlint did not read `use_liger` and counted 55.7 GiB of logits:
+    93 GiB, an OOM on the node the authors trained it on."""
+    code, report = _check_json("huggingface__open-r1", "recipes/OlympicCoder-7B/sft/config_v00.00.yaml",
+                               "--set", "framework=deepspeed", "--set", "zero=3",
+                               "--world-size", "8", "--gpu", "H100-80GB")
+    assert code == 0, report["diagnostics"]
+    assert not [d for d in report["diagnostics"] if d["code"] == "ML101"]
+    assert report["estimates"][0]["stages"][0]["components"].get("logits", 0) == 0
+    assert report["estimates"][0]["peak_bytes"] <= 80 * 1024**3
+
+
+def test_liger_loss_spares_logits_only_where_the_trainer_calls_the_model_with_labels():
+    base = os.path.join(REAL, "huggingface__open-r1", "recipes")
+    sft = load_file(os.path.join(base, "OlympicCoder-7B/sft/config_v00.00.yaml"))
+    assert _values(sft)["logits.enabled"] is False
+    assert sft.extra["loss.fused"].value == "liger-flce"
+    lf = load_file(os.path.join(REAL, "hiyouga__LLaMA-Factory",
+                                "examples/train_full/qwen2_5_full_sft_fsdp.yaml"))
+    assert _values(lf)["logits.enabled"] is False   # enable_liger_kernel, stage sft
+    liger_off = load_file(os.path.join(base, "OlympicCoder-32B/sft/config_v00.00.yaml"))
+    assert "logits.enabled" not in _values(liger_off)   # use_liger: false

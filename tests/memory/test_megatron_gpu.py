@@ -314,8 +314,13 @@ def test_llava_vision_tower_and_tokens():
     result = estimate(sc)
     first = result.stages[0]
     weights = first.term("vision.weights")
-    assert weights.inputs["params"] == -(-(arch.vision.params + arch.vision.projector_params)
-                                         // 4)          # tensor-parallel like the LM
+    # tensor-parallel like the LM, except what every rank holds whole: conv1, class token, 577
+    # positions, ln_pre, per layer two LayerNorms and the proj / fc2 biases, the projection's
+    # fc2 bias (Megatron RowParallelLinear adds its bias after the reduction)
+    whole = 3 * 14 * 14 * d + d + 577 * d + 2 * d + 12 * (2 * 2 * d + 2 * d) + d
+    assert arch.vision.tp_replicated == whole
+    total = arch.vision.params + arch.vision.projector_params
+    assert weights.inputs["params"] == -(-(total - whole) // 4) + whole
     assert first.term("vision.activations").inputs["tokens"] == 576
 
 
@@ -376,6 +381,23 @@ def test_softmax_paths_follow_the_kernels_conditions():
     assert softmax_path(local, 2044, 16, flash=False) == "fused"     # Megatron's: T % 4 == 0
     assert softmax_path(local, 2043, 16, flash=False) == "torch"
     assert [live_bytes(te, p) for p in ("fused", "torch-fp32", "torch")] == [2, 10, 4]
+
+
+def test_norms_biases_and_positions_are_whole_on_every_tp_rank():
+    """Megatron CI multimodal_llava_mcore_te_tp4_sp_cp2's language model at tp 4: per layer the
+    qkv/proj/fc1/fc2 matrices and the column-parallel biases split four ways; the two fused
+    LayerNorms (weight and bias), the proj and fc2 biases, the final norm and the 1808 learned
+    positions stay whole: 44,153,856 parameters per rank (embedding and untied output layer of
+    8,704 padded tokens split too)."""
+    sc = args_scenario(LLAVA + "--sequence-parallel --context-parallel-size 2 "
+                       "--use-packed-sequence\n", entry="pretrain_vlm.py")
+    d, ffn, layers = 1024, 4096, 12
+    split = 3 * d * d + 3 * d + d * d + d * ffn + ffn + ffn * d
+    whole = 2 * 2 * d + 2 * d
+    embedding = 8704 * d // 4
+    expected = layers * (split // 4 + whole) + 2 * embedding + 2 * d + 1808 * d
+    first = estimate(sc).stages[0]
+    assert first.term("weights").inputs["params"] == expected == 44_153_856
 
 
 # -- selective recompute modules, pipeline layout, MTP ---------------------------------------
