@@ -37,6 +37,8 @@ CASES = [
                                                 + "\n"}, ["check", "args.txt"], (0, 1)),
     ("3 30,000 unknown flags", {"train.sh": "torchrun pretrain_gpt.py --num-layers 2 " + " ".join(
         f"--unknown-flag-{i} 1" for i in range(30000)) + "\n"}, ["check", "train.sh"], (0, 1)),
+    ("3 args file, 30,000 unknown flags", {"args.txt": "--num-layers 2\n" + "".join(
+        f"--unknown-flag-{i} {i}\n" for i in range(30000))}, ["check", "args.txt"], (0, 1)),
     ("4 TOML line of 3,000 spaces", {"job.toml": "[job]\n" + " " * 3000 + "\n"},
      ["check", "job.toml"], (0, 1)),
     ("4 20,000-digit gpu_memory", {"memlint.toml": 'model = "llama3-8b"\ngpu_memory = "'

@@ -1,8 +1,9 @@
 """memlint's library pipeline and public Python API.
 
 One pipeline serves every caller: files -> runs (`memlint.runs`) -> Scenario -> Estimate -> rules
--> Diagnostics. `memlint check` and `memlint estimate` call `check_paths` and `estimate_paths`;
-from Python the same is `memlint.check` and `memlint.estimate`:
+-> Diagnostics. `memlint check`, `memlint estimate` and `memlint plan` call `check_paths`,
+`estimate_paths` and `plan_scenario`; from Python the same is `memlint.check`, `memlint.estimate`
+and `memlint.plan`:
 
     import memlint
 
@@ -13,6 +14,9 @@ from Python the same is `memlint.check` and `memlint.estimate`:
 
     est = memlint.estimate(model="llama3-8b", world_size=8, tp=2, seq_len=8192)
     est.peak_bytes, est.fits, [s.total_bytes for s in est.stages]
+
+    plans = memlint.plan(model="llama3-8b", gpus=64, gpu="H100-80GB", top=3)
+    plans.plans[0].settings, plans.plans[0].estimate.peak_bytes
 
 Scenario keys (DESIGN.md) are keyword arguments; a dotted key (`model.hidden_size`,
 `runtime.allocator_fraction`) goes in `settings={...}`. The product decisions live here, not in
@@ -413,3 +417,61 @@ def estimate(paths: Iterable[str] = (), *, model: Optional[str] = None,
                             if d.severity == Severity.ERROR or d.code == "ML006")
         raise MemlintError(f"no memory estimate could be made: {reasons or 'see diagnostics'}")
     return result.estimates[0]
+
+
+#: Share of GPU memory a plan should leave free unless told otherwise (memlint plan --headroom).
+PLAN_HEADROOM = 0.10
+
+
+def plan_scenario(scenario, gpus: Optional[int] = None, *, gpus_per_node: Optional[int] = None,
+                  top: Optional[int] = 10, headroom: float = PLAN_HEADROOM,
+                  near: Optional[dict] = None, cross_node_tp: bool = False,
+                  max_pp: Optional[int] = None, allow_bubble: bool = False):
+    """`memlint plan` on a built scenario: the configurations that fit `gpus` GPUs, ranked (a
+    memlint.planner PlanResult). `gpus` defaults to the scenario's world size; `near`: the keys of
+    a starting configuration (plans changing fewest of them first). Raises UsageError."""
+    # start-up: the planner and the memory model load only when a plan is searched
+    from memlint.memory.estimate import EstimateError
+    from memlint.planner import search_plans
+
+    gpus = gpus or scenario.parallelism.world_size
+    if not gpus:
+        raise UsageError("plan needs a GPU budget: give gpus=N (--gpus) or a world size")
+    if gpus <= 0:
+        raise UsageError("--gpus must be positive")
+    if top is not None and top <= 0:
+        raise UsageError("--top must be positive")
+    if not 0 <= headroom < 1:
+        raise UsageError("--headroom must be in [0, 1)")
+    try:
+        return search_plans(scenario, gpus, gpus_per_node or scenario.hardware.gpus_per_node, top,
+                            headroom=headroom, near=near, cross_node_tp=cross_node_tp,
+                            max_pp=max_pp, allow_bubble=allow_bubble)
+    except (EstimateError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def plan(paths: Iterable[str] = (), *, model: Optional[str] = None, gpus: Optional[int] = None,
+         gpus_per_node: Optional[int] = None, top: Optional[int] = 10,
+         headroom: float = PLAN_HEADROOM, settings: Optional[Mapping[str, object]] = None,
+         cross_node_tp: bool = False, max_pp: Optional[int] = None, allow_bubble: bool = False,
+         **scenario):
+    """The parallel configurations that fit a GPU budget, ranked (`memlint plan`), from Python.
+
+    Returns a memlint.planner PlanResult: `.plans` best first, each with `.settings` (scenario
+    keys that reproduce it with `memlint.estimate`), its `.estimate` and its throughput `.cost`;
+    `.reason` says why none fits. With config files, their settings are the starting point and
+    the plans nearest to them come first. Raises MemlintError where the CLI exits 2.
+    """
+    # start-up: the planner loads only when a plan is searched
+    from memlint.planner import near_settings
+
+    paths = list(paths)
+    try:
+        built, _config = scenario_of(paths, _options(model, settings, (), (), None, scenario))
+        return plan_scenario(built, gpus, gpus_per_node=gpus_per_node, top=top,
+                             headroom=headroom, near=near_settings(built) if paths else None,
+                             cross_node_tp=cross_node_tp, max_pp=max_pp,
+                             allow_bubble=allow_bubble)
+    except (UsageError, ConfigError) as exc:
+        raise MemlintError(str(exc)) from None

@@ -27,7 +27,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.adapters import gpt_neox
 from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
 from memlint.config import config_for
 from memlint.engine import LintConfig
@@ -251,6 +250,10 @@ class Planner:
                     continue
                 seen.add(key)
                 partials.append(partial)
+        if sum(1 for p in partials if (p.fmt or "").startswith("gpt-neox")) < 2:
+            return partials
+        from memlint.adapters import gpt_neox  # start-up: only where gpt-neox files merge
+
         return gpt_neox.combine(partials)  # deepy.py merges its YAML files into one config
 
     def members(self, partials: list) -> frozenset:

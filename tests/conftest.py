@@ -3,6 +3,13 @@ import sys
 
 import pytest
 
+# Python's bytecode cache, for the suite and the memlint processes it starts: with
+# PYTHONDONTWRITEBYTECODE in the environment every run recompiled memlint and re-rewrote the asserts
+# of every test module (collection alone took 9 s of CPU instead of 3), and every CLI subprocess
+# compiled memlint from source again. The caches are __pycache__ folders, which git ignores.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)

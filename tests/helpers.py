@@ -53,3 +53,24 @@ def run_rule(rule, scen, est, **options):
 
     return list(rule.check(Context(scenario=scen, estimate=est,
                                    options=configure(rule, options))))
+
+
+def check_json(folder, rel, *extra):
+    """`memlint check REL --format json EXTRA...` run from FOLDER (a project root in the
+    real-world corpus): (exit code, the JSON report)."""
+    import contextlib
+    import io
+    import json
+    import os
+
+    from memlint.cli import main
+
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["check", rel, "--format", "json", *extra])
+    finally:
+        os.chdir(cwd)
+    return code, json.loads(out.getvalue())

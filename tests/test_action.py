@@ -26,6 +26,7 @@ def test_action_is_a_composite_that_runs_the_script():
     assert all(step.get("shell") == "bash" for step in steps if "run" in step)
 
 
+@pytest.mark.slow  # runs the action's script, which installs and runs memlint in subprocesses
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_script_writes_annotations_sarif_summary_and_exit_code(tmp_path):
     (tmp_path / ".git").mkdir()

@@ -1,4 +1,4 @@
-"""The public API (memlint.check / memlint.estimate) and run discovery, in process (fast).
+"""The public API (memlint.check / memlint.estimate / memlint.plan) and run discovery, in process (fast).
 
 The same layouts go through the real pre-commit in tests/cli/test_precommit.py.
 """
@@ -32,6 +32,25 @@ def test_estimate_api():
         memlint.estimate(model="no-such-org/no-such-model")
     with pytest.raises(memlint.MemlintError, match="needs a model"):
         memlint.estimate()
+
+
+def test_plan_api_is_the_plan_command(capsys):
+    """memlint.plan and `memlint plan --format json` are one search: same plans, same order;
+    every plan's settings reproduce its estimate through memlint.estimate."""
+    import json
+
+    ranked = memlint.plan(model="llama3-8b", gpus=16, gpu="H100-80GB", global_batch=64, top=3)
+    assert 1 <= len(ranked.plans) <= 3 and ranked.reason is None
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "16", "--gpu", "H100-80GB",
+                 "--global-batch", "64", "--top", "3", "--format", "json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [p["settings"] for p in cli["plans"]] == [p.settings for p in ranked.plans]
+    best = ranked.plans[0]
+    again = memlint.estimate(model="llama3-8b", world_size=16, gpu="H100-80GB", global_batch=64,
+                             **best.settings)
+    assert again.peak_bytes == best.estimate.peak_bytes
+    with pytest.raises(memlint.MemlintError, match="GPU budget"):
+        memlint.plan(model="llama3-8b", gpu="H100-80GB")
 
 
 def test_check_api(repo):

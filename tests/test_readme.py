@@ -22,7 +22,7 @@ def test_python_api_example_runs(monkeypatch, capsys):
     [example] = _blocks("python")
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("0 ") and out[1].startswith("True ")
+    assert out[0].startswith("0 ") and out[1].startswith("True ") and out[2].startswith("3 {")
 
 
 def test_install_and_hook_snippets_use_the_real_names():

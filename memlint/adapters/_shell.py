@@ -995,7 +995,10 @@ class Interpreter:
             self._assign(word, where)
         if not rest:
             return
-        fields = [_moved(f, origin) for word in rest for f in self.expander.fields(word)]
+        expand = self.expander.fields
+        fields = [f for word in rest for f in expand(word)]
+        if origin is not None:
+            fields = [_moved(f, origin) for f in fields]
         if not fields:
             return
         shell = _shell_string(fields)

@@ -172,10 +172,10 @@ def detect(path: str, text: str) -> bool:
 class _Value:
     value: Any
     doc: Document
-    key: str            # as the file spells it
+    key: Any            # as the file spells it (YAML may make it a number)
 
     def prov(self, sub: tuple = ()) -> Provenance:
-        return self.doc.prov((self.key,) + sub, ".".join([self.key, *map(str, sub)]))
+        return self.doc.prov((self.key,) + sub, ".".join(map(str, (self.key, *sub))))
 
 
 class _View:

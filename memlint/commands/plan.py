@@ -16,6 +16,8 @@ import argparse
 import sys
 from typing import Optional
 
+from memlint.errors import UsageError
+
 GiB = 1024**3
 
 
@@ -77,53 +79,22 @@ def base_assignments(args) -> list:
     return out
 
 
-def _load_configs(paths: list) -> list:
-    if not paths:
-        return []
-    try:
-        # start-up: the CLI imports this module; the planner loads only for `plan`
-        from memlint.adapters.registry import load_file
-    except ImportError:
-        raise _Usage("reading config files needs memlint.adapters.registry, which this build "
-                     "lacks; give the settings with --set instead") from None
-    partials = []
-    for path in paths:
-        partial = load_file(path)
-        partials.append(partial)
-    return partials
-
-
 def build_base(args):
-    # start-up: the CLI imports this module; the planner loads only for `plan`
-    from memlint.scenario import build, overrides_partial
+    """(Scenario, whether config files were given) through the library pipeline
+    (memlint.api.scenario_of), as `memlint estimate` and `memlint fit` build theirs."""
+    # start-up: the CLI imports this module; the pipeline loads only for `plan`
+    from memlint.api import Options, scenario_of
 
-    partials = _load_configs(args.configs)
-    try:
-        cli = overrides_partial(base_assignments(args), args.model)
-    except ValueError as exc:
-        raise _Usage(f"--set: {exc}") from None
-    scenario, diagnostics = build(partials + [cli], hub=True if getattr(args, "hub", False) else None)
-    errors = [d for d in diagnostics if getattr(d.severity, "label", "") == "error"]
-    if errors:
-        raise _Usage("; ".join(d.message for d in errors))
-    if scenario.model is None:
-        raise _Usage("no model: give --model PATH|PRESET")
-    return scenario, bool(partials)
-
-
-def near_settings(scenario) -> dict:
-    """The starting configuration's values of the keys plans are compared on."""
-    par, tr = scenario.parallelism, scenario.training
-    return {"tp": par.tp, "pp": par.pp, "cp": par.cp, "ep": par.ep, "zero": par.zero,
-            "fsdp": par.fsdp, "dp_replicate": par.dp_replicate, "recompute": tr.recompute,
-            "recompute_every": tr.recompute_every, "micro_batch": tr.micro_batch,
-            "offload_optimizer": par.offload_optimizer, "offload_params": par.offload_params}
+    options = Options(model=args.model, assignments=tuple(base_assignments(args)),
+                      hub=True if getattr(args, "hub", False) else None)
+    scenario, _config = scenario_of(args.configs, options)
+    return scenario, bool(args.configs)
 
 
 def run(args) -> int:
     try:
         return _run(args)
-    except _Usage as exc:
+    except (_Usage, UsageError) as exc:
         print(f"memlint plan: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - exit 2 with one line unless --debug
@@ -135,8 +106,8 @@ def run(args) -> int:
 
 def _run(args) -> int:
     # start-up: the CLI imports this module; the planner loads only for `plan`
-    from memlint.memory.estimate import EstimateError
-    from memlint.planner import search_plans
+    from memlint.api import plan_scenario
+    from memlint.planner import near_settings
 
     scenario, from_files = build_base(args)
     gpus = args.gpus or scenario.parallelism.world_size
@@ -161,13 +132,11 @@ def _run(args) -> int:
         print(f"smallest GPU count with a layout that leaves {args.headroom:.0%} free: {gpus}"
               + (f" ({fewest.notes[-1]})" if fewest.failing is not None else ""),
               file=sys.stderr if args.format != "text" else sys.stdout)
-    try:
-        result = search_plans(scenario, gpus, gpn, args.top, headroom=args.headroom,
-                              near=near_settings(scenario) if from_files else None,
-                              cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
-                              allow_bubble=args.allow_bubble)
-    except (EstimateError, ValueError) as exc:
-        raise _Usage(str(exc)) from None
+    result = plan_scenario(scenario, gpus, gpus_per_node=gpn, top=args.top,
+                           headroom=args.headroom,
+                           near=near_settings(scenario) if from_files else None,
+                           cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
+                           allow_bubble=args.allow_bubble)
     if args.format == "json":
         import json  # for start-up speed: only the JSON output needs it
 

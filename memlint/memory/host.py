@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from memlint.catalog import nodes as node_catalog
 from memlint.keys import to_int
+from memlint.memory.stages import microbatches
 from memlint.memory.terms import Term
 
 
@@ -103,15 +104,6 @@ def _partition(stage) -> int:
     return max(counts, default=0)
 
 
-def _grad_accum(scenario, topo) -> int:
-    tr = scenario.training
-    if tr.grad_accum:
-        return tr.grad_accum
-    if tr.global_batch:
-        return max(1, tr.global_batch // max(1, tr.micro_batch * topo.dp))
-    return 1
-
-
 def rank_training_terms(scenario, stage, topo, dt) -> tuple:
     """(RAM terms, NVMe terms) of one rank of `stage` during training."""
     ram, nvme = [], []
@@ -133,7 +125,7 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
         if opt_pin:
             pinned += [("fp32 master partition", n * 4), ("fp32 gradient partition", n * 4),
                        ("bit16 partition buffer", n * pb)]
-        accum = _grad_accum(scenario, topo)
+        accum = microbatches(scenario.training, topo.dp) or 1
         if accum > 1:
             ram.append(Term("host.accumulated_grads", "gradients", n * pb,
                             f"gradient accumulation {accum} > 1: partition {n:,} params × {pb} B",

@@ -17,7 +17,7 @@ from typing import Optional
 from memlint.memory import states
 from memlint.memory.params import (ConfigError, LayerParams, ParamCounts, architecture,
                                    count_params, lora_params_per_layer)
-from memlint.memory.stages import StagePlan, stage_plans, virtual_chunks
+from memlint.memory.stages import StagePlan, microbatches, stage_plans, virtual_chunks
 from memlint.memory.topology import Topology, resolve
 
 
@@ -96,7 +96,7 @@ class Model:
                              and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
-        self.microbatches = self._microbatches()
+        self.microbatches = microbatches(self.tr, self.topo.dp)
         self.mtp_layers = self._mtp_layers()
 
     def visual_tokens_per_image(self) -> int:
@@ -137,13 +137,6 @@ class Model:
             return 0
         value = self.scenario.model.config.get("num_nextn_predict_layers") or 0
         return value if isinstance(value, int) and value > 0 else 0
-
-    def _microbatches(self) -> int:
-        if self.tr.grad_accum:
-            return self.tr.grad_accum
-        if self.tr.global_batch:
-            return max(1, self.tr.global_batch // (self.tr.micro_batch * self.topo.dp))
-        return 0
 
     def total_params(self) -> int:
         return self.total_override if self.total_override is not None else self.counts.total

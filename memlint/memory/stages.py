@@ -39,6 +39,16 @@ def stage_layers(total: int, pp: int, first: Optional[int], last: Optional[int])
     return counts
 
 
+def microbatches(training, dp: int) -> int:
+    """Micro-batches per optimizer step of each data-parallel rank: `grad_accum`, else
+    global_batch / (micro_batch · dp) (at least 1); 0 when neither is known."""
+    if training.grad_accum:
+        return training.grad_accum
+    if training.global_batch:
+        return max(1, training.global_batch // (training.micro_batch * dp))
+    return 0
+
+
 def virtual_chunks(extra, par, layers: int, seed: bool) -> Optional[list]:
     """Decoder layers of each virtual pipeline stage (pp·vpp of them, virtual stage k on rank
     k mod pp), when Megatron's split is not an even one: `--pipeline-model-parallel-layout`

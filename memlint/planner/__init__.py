@@ -19,7 +19,7 @@ from typing import Optional
 from memlint.planner import search
 from memlint.planner.cost import Cost
 
-__all__ = ["Plan", "PlanResult", "plan", "search_plans"]
+__all__ = ["Plan", "PlanResult", "near_settings", "plan", "search_plans"]
 
 #: Default share of GPU memory a plan must leave free to count as "with headroom".
 DEFAULT_HEADROOM = 0.10
@@ -144,6 +144,15 @@ def why_none(stats: search.Stats, gpus: int, base_scenario) -> str:
     if not parts:
         return f"no layout of the searched options uses all {gpus:,} GPUs"
     return "; ".join(parts)
+
+
+def near_settings(scenario) -> dict:
+    """The starting configuration's values of the keys plans are compared on (`near`)."""
+    par, tr = scenario.parallelism, scenario.training
+    return {"tp": par.tp, "pp": par.pp, "cp": par.cp, "ep": par.ep, "zero": par.zero,
+            "fsdp": par.fsdp, "dp_replicate": par.dp_replicate, "recompute": tr.recompute,
+            "recompute_every": tr.recompute_every, "micro_batch": tr.micro_batch,
+            "offload_optimizer": par.offload_optimizer, "offload_params": par.offload_params}
 
 
 def search_plans(base_scenario, gpus: int, gpus_per_node: int = 8, top_k: Optional[int] = 10, *,

@@ -34,6 +34,7 @@ from memlint.memory import activations as act
 from memlint.memory import states
 from memlint.memory.estimate import estimate
 from memlint.memory.params import architecture, count_params
+from memlint.memory.stages import stage_layers
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
 from memlint.planner.factor import divisors
@@ -83,21 +84,6 @@ def uneven_split(layers: int, pp: int) -> Optional[tuple]:
         if rest > 0 and rest % (pp - 2) == 0 and k <= rest // (pp - 2):
             return (k, k)
     return None
-
-
-def stage_layer_counts(layers: int, pp: int, split: Optional[tuple]) -> list:
-    if pp == 1:
-        return [layers]
-    if split is None:
-        base, extra = divmod(layers, pp)
-        return [base + (1 if i < extra else 0) for i in range(pp)]
-    first, last = split
-    counts = [first] + [0] * (pp - 2) + [last] if pp > 2 else [first, last]
-    if pp > 2:
-        middle = (layers - first - last) // (pp - 2)
-        for i in range(1, pp - 1):
-            counts[i] = middle
-    return counts
 
 
 @dataclass
@@ -269,7 +255,7 @@ class Space:
         cached = self._stage_cache.get(key)
         if cached is not None:
             return cached
-        layers = stage_layer_counts(self.arch.layers, pp, split)
+        layers = stage_layers(self.arch.layers, pp, *(split or (None, None)))
         out = []
         if self.uniform:
             expert_div = tp * ep if self.seed else etp * ep
@@ -527,10 +513,9 @@ def _cost(space: Space, settings: dict, topo, m: int, every: int) -> costmod.Cos
         micro_batch=settings["micro_batch"], offload_optimizer=settings["offload_optimizer"],
         offload_params=settings["offload_params"], grad_bytes=space.dt.grad,
         param_bytes=space.dt.compute, optimizer_shard=so,
-        stage_layers=tuple(stage_layer_counts(space.arch.layers, settings["pp"],
-                                              (settings["first_stage_layers"],
-                                               settings["last_stage_layers"])
-                                              if "first_stage_layers" in settings else None)))
+        stage_layers=tuple(stage_layers(space.arch.layers, settings["pp"],
+                                        settings.get("first_stage_layers"),
+                                        settings.get("last_stage_layers"))))
 
 
 def run_estimates(candidates: list, stats: Stats, capacity: int, headroom: float,

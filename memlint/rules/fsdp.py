@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from memlint.diagnostics import Severity
-from memlint.memory.fsdp import recompute_allgather_traffic
 from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 from memlint.units import fmt
@@ -128,6 +127,9 @@ class FullRecomputeDoubleAllgather(Rule):
                    "backward (3 all-gathers per step instead of 2)")
         data = {}
         if layers:
+            # for start-up speed: only this finding needs the FSDP traffic model
+            from memlint.memory.fsdp import recompute_allgather_traffic
+
             shard = resolve(scenario).shard
             traffic = recompute_allgather_traffic(layers, _compute_bytes(ctx), shard)
             if traffic["bytes"] > 0:

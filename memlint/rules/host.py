@@ -8,9 +8,6 @@ from __future__ import annotations
 
 
 from memlint.diagnostics import Severity
-from memlint.memory.host import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU, deepspeed_int
-from memlint.memory.states import ceil_div, dtypes
-from memlint.memory.topology import resolve
 from memlint.rules._support import size
 from memlint.rules.base import Finding, Rule
 
@@ -274,6 +271,11 @@ class NvmeSwapBufferTooSmall(Rule):
         vocab, hidden = config.get("vocab_size"), config.get("hidden_size")
         if not isinstance(vocab, int) or not isinstance(hidden, int) or vocab <= 0 or hidden <= 0:
             return
+        # for start-up speed: a one-file check without ZeRO-Infinity never needs these
+        from memlint.memory.host import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU, deepspeed_int
+        from memlint.memory.states import ceil_div, dtypes
+        from memlint.memory.topology import resolve
+
         dp = resolve(scenario).dp
         partition = ceil_div(vocab * hidden, dp)
         buffer = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size",

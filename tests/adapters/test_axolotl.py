@@ -218,20 +218,9 @@ CORPUS = os.path.join(ROOT, "fixtures", "real-world", "axolotl-ai-cloud__axolotl
 
 
 def _check_json(rel, *extra):
-    import contextlib
-    import io
+    from helpers import check_json
 
-    from memlint.cli import main
-
-    cwd = os.getcwd()
-    os.chdir(CORPUS)
-    try:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["check", rel, "--format", "json", *extra])
-    finally:
-        os.chdir(cwd)
-    return code, json.loads(out.getvalue())
+    return check_json(CORPUS, rel, *extra)
 
 
 def test_llama3_fft_8b_fits_the_single_48gb_gpu_its_readme_names():

@@ -369,3 +369,13 @@ def test_zero_block_typos_are_warnings_from_the_deepspeed_schema():
              if d.severity == Severity.WARNING and "zero_optimization" in d.message}
     assert ("ML003", line_of(path, "stage3_param_persitance_threshold")) in found
     assert ("ML002", line_of(path, '"sub_group_size"')) in found
+
+
+def test_a_numeric_key_is_an_unknown_key_not_a_crash():
+    """Fuzz-found (CI, slurm_125M.yml mutated): a YAML key that parses as a number (`-1:`)
+    made the provenance label join an int: an internal error instead of an unknown-key warning."""
+    text = ('{"num-layers": 2, "hidden-size": 64, "num-attention-heads": 4, "seq-length": 128,\n'
+            ' "max-position-embeddings": 128, -1: 3}\n')
+    partial = gpt_neox.load("neox.yml", text)
+    unknown = [d for d in partial.diagnostics if d.code == "ML003"]
+    assert unknown and "-1" in unknown[0].message and unknown[0].line == 2

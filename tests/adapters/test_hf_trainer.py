@@ -377,20 +377,9 @@ def test_fsdp_config_file_activation_checkpointing_fits_the_authors_gpus(repo):
 
 
 def _check_json(owner: str, rel: str, *extra) -> tuple:
-    import contextlib
-    import io
+    from helpers import check_json
 
-    from memlint.cli import main
-
-    cwd = os.getcwd()
-    os.chdir(os.path.join(REAL, owner))
-    try:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["check", rel, "--format", "json", *extra])
-    finally:
-        os.chdir(cwd)
-    return code, json.loads(out.getvalue())
+    return check_json(os.path.join(REAL, owner), rel, *extra)
 
 
 def _weights(report) -> int:

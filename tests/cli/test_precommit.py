@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(os.path.abspath(os.sys.executable))
 PRE_COMMIT = shutil.which("pre-commit") or shutil.which("pre-commit", path=BIN)
 
-pytestmark = [pytest.mark.precommit,
+pytestmark = [pytest.mark.precommit, pytest.mark.slow,  # installs the hook with pip: ~30 s each
               pytest.mark.skipif(PRE_COMMIT is None or shutil.which("git") is None,
                                  reason="pre-commit (or git) is not installed")]
 

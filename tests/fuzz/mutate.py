@@ -250,7 +250,8 @@ def many_flags(rng, name, raw):
         words = " ".join(f"--num-layerz{i % 7} 1 --num-layers {i}" for i in range(count // 2))
     if rng.random() < 0.5:
         return "pretrain_flags.sh", f"torchrun pretrain_gpt.py {words}\n".encode()
-    return "flags.txt", words.replace(" --", "\n--").encode() + b"\n"
+    # an argument file is read as Megatron's when it has a Megatron flag (--num-layers)
+    return "flags.txt", b"--num-layers 2\n" + words.replace(" --", "\n--").encode() + b"\n"
 
 
 # Special files: run_one makes the path one of these instead of a regular file with the bytes.

@@ -84,6 +84,7 @@ def test_mutated_real_configs(family, workdir, monkeypatch):
     _mutated(family, workdir, monkeypatch, FULL)
 
 
+@pytest.mark.slow  # fuzzing, like the full runs above: ~3 s per family
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_mutated_real_configs_sample(family, workdir, monkeypatch):
     _mutated(family, workdir, monkeypatch, SAMPLE)
@@ -209,6 +210,7 @@ def test_regressions_found_by_fuzzing(case, workdir, monkeypatch):
     _assert_ok(name, text.encode(), args, workdir, fmt="text")
 
 
+@pytest.mark.slow  # fuzzing the planner's command line: 15 searches
 @settings(max_examples=15, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(sets=st.lists(st.tuples(st.sampled_from(mutate.SET_KEYS), st.sampled_from(mutate.SET_VALUES)),

@@ -154,6 +154,7 @@ def test_shell_scripts_are_never_executed(repo, capsys, monkeypatch):
 # No network
 
 
+@pytest.mark.slow  # every fixture and real config, twice: ~8 s
 def test_no_network_during_a_full_run(repo, capsys, monkeypatch):
     from fuzz.mutate import FIXTURES, SHARED_REAL
 

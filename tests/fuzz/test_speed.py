@@ -15,7 +15,10 @@ HEAVY = ("rich", "yaml", "jsonschema", "importlib.metadata", "memlint.memory.est
          "memlint.adapters.accelerate",
          # issue 19 (start-up): argparse's terminal width without shutil (and bz2, lzma);
          # traceback only on a failure
-         "shutil", "traceback")
+         "shutil", "traceback",
+         # models and adapters a DeepSpeed file without a model never uses
+         "memlint.memory.host", "memlint.memory.fsdp", "memlint.memory.states",
+         "memlint.adapters.gpt_neox")
 VALID_DS = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
             "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}
 

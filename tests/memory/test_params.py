@@ -491,6 +491,7 @@ def mutated_configs(draw):
     return config
 
 
+@pytest.mark.slow  # 400 generated configs
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_configs())
 def test_mutated_real_configs_give_counts_or_config_error(config):

@@ -164,6 +164,7 @@ def _determinism_inputs():
 
 
 
+@pytest.mark.slow  # two fresh interpreters per format: ~8 s each
 @pytest.mark.parametrize("fmt", ["text", "json", "sarif"])
 def test_cli_output_is_byte_identical_across_hash_seeds(fmt):
     argv = ["check", "--format", fmt, "--allow-outside-root", "--fail-on", "info",
@@ -173,6 +174,7 @@ def test_cli_output_is_byte_identical_across_hash_seeds(fmt):
     assert _cli_output(argv, 4242) == first
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_estimate_output_is_byte_identical_across_hash_seeds():
     argv = ["estimate", "--format", "json", "--model", "seed-m3", "--set", "profile=seed",
             "--set", "model.total_params=428e9", "--set", "model.expert_params=398e9",

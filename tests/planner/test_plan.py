@@ -76,6 +76,7 @@ def test_m3_seed_ep_in_every_fitting_plan_without_cp_or_deep_pipelines(m3_seed_a
     assert all(p.settings["ep"] > 1 for p in top.plans)
 
 
+@pytest.mark.slow  # a 428B-parameter MoE search: ~10 s
 def test_m3_precise_megatron_needs_ep():
     """Under Megatron's conventions (fp32 main grads, distributed optimizer = ZeRO-1, EP inside
     DP) and the decision tree's pp <= 8 (CH 10.2 step 3), EP is in every fitting plan."""
@@ -86,14 +87,18 @@ def test_m3_precise_megatron_needs_ep():
 
 
 SMALL = [
-    ("llama3-8b", ["seq_len=4096", "global_batch=16", "gpu_memory=40GiB"], 16, {}),
-    ("llama3-8b", ["seq_len=4096", "global_batch=16", "gpu_memory=24GiB", "framework=fsdp2"],
-     8, {}),
-    ("llama3-8b", ["seq_len=2048", "global_batch=8", "gpu_memory=40GiB", "framework=deepspeed"],
-     8, {}),
-    ("mixtral-8x7b", ["seq_len=4096", "global_batch=16", "gpu_memory=80GiB"], 32, {}),
-    ("mixtral-8x7b", ["seq_len=4096", "global_batch=16", "gpu_memory=80GiB", "profile=seed"],
-     16, {}),
+    # brute force over every layout: 4-8 s each, in the slow suite CI runs (the others stay quick)
+    pytest.param("llama3-8b", ["seq_len=4096", "global_batch=16", "gpu_memory=40GiB"], 16, {},
+                 marks=pytest.mark.slow),
+    pytest.param("llama3-8b", ["seq_len=4096", "global_batch=16", "gpu_memory=24GiB",
+                               "framework=fsdp2"], 8, {}, marks=pytest.mark.slow),
+    pytest.param("llama3-8b", ["seq_len=2048", "global_batch=8", "gpu_memory=40GiB",
+                               "framework=deepspeed"], 8, {}, marks=pytest.mark.slow),
+    # MoE brute force: 20-60 s each (every layout estimated), in the slow suite CI runs
+    pytest.param("mixtral-8x7b", ["seq_len=4096", "global_batch=16", "gpu_memory=80GiB"], 32, {},
+                 marks=pytest.mark.slow),
+    pytest.param("mixtral-8x7b", ["seq_len=4096", "global_batch=16", "gpu_memory=80GiB",
+                                  "profile=seed"], 16, {}, marks=pytest.mark.slow),
     ("llama3-8b", ["seq_len=4096", "global_batch=8", "gpu_memory=24GiB", "framework=hf"], 8, {}),
 ]
 
@@ -174,7 +179,7 @@ def test_nearest_to_a_starting_configuration():
     as few keys as possible."""
     base = scenario(["seq_len=4096", "global_batch=16", "gpu_memory=40GiB", "tp=1", "pp=1",
                      "micro_batch=2"], "llama3-8b")
-    from memlint.commands.plan import near_settings
+    from memlint.planner import near_settings
     plans = search_plans(base, 16, 8, 5, near=near_settings(base)).plans
     assert plans
     distances = [len(p.changed) for p in plans]

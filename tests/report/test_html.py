@@ -180,6 +180,7 @@ def _hex(color):
     return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
 
 
+@pytest.mark.slow  # starts a headless browser
 @needs_browser
 def test_chromium_renders_the_bundled_example(tmp_path, capsys):
     from memlint.report.html_format import CAPACITY_COLOR, COLORS

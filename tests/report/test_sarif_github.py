@@ -78,6 +78,7 @@ def _validate(doc: dict) -> None:
     assert github_problems(doc) == []
 
 
+@pytest.mark.slow  # every fixture of the repository, twice: ~10 s
 def test_every_fixture_alone_and_with_a_command_line_scenario(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     alone = _sarif(capsys, "fixtures")
@@ -92,6 +93,7 @@ def test_every_fixture_alone_and_with_a_command_line_scenario(capsys, monkeypatc
     _validate(scenario)
 
 
+@pytest.mark.slow  # every shared real config (tests/corpus checks them for false alarms)
 @pytest.mark.skipif(not os.path.isdir(SHARED_REAL), reason="../shared/fixtures-real not present")
 def test_every_real_config(capsys, monkeypatch):
     monkeypatch.chdir(SHARED_REAL)
