@@ -29,6 +29,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Optional
 
 from memlint.adapters import deepspeed
@@ -573,7 +574,7 @@ def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> Non
         # `mlp_type: llama` (gpt-neox before 0d4bdb96, which removed the key): LLaMAParallelMLP,
         # w1/w3/w2 without biases, width intermediate_size or 8h/3 rounded up to 256
         size = num("intermediate_size")
-        ffn = size if _is_int(size) and size > 0 else 256 * -(-int(2 * hidden * 4 / 3) // 256)
+        ffn = size if _is_int(size) and size > 0 else 256 * -(-(8 * hidden // 3) // 256)
     else:
         ffn = _ffn(cfg, num, hidden, gated)
     model("intermediate_size", ffn, "intermediate_size" if "intermediate_size" in cfg
@@ -611,7 +612,7 @@ def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> Non
         # like experts sharded over tp)
         size = num("intermediate_size")
         width = size if _is_int(size) and size > 0 else (
-            int(2 * hidden * 4 / 3) if gated else 4 * hidden)
+            8 * hidden // 3 if gated else 4 * hidden)
         if not (_is_int(size) and size > 0):
             width = 256 * -(-width // 256)
         interval = num("moe_expert_interval")
@@ -633,14 +634,14 @@ def _ffn(cfg: dict, num, hidden: int, gated: bool) -> int:
     if _is_int(size) and size > 0:
         ffn = size
     elif isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0:
-        ffn = int(factor * hidden)
+        ffn = int(Fraction(factor) * hidden)  # exact: no float overflow on huge sizes
     else:
         ffn = 4 * hidden
     multiple = num("mlp_multiple_of") or DEFAULTS["mlp_multiple_of"][0]
     multiple = max(multiple, 1)
     ffn_in = ffn
     if gated:
-        ffn = int(ffn * 2 / 3)
+        ffn = ffn * 2 // 3  # gpt-neox's int(ffn * 2/3), in integers
         ffn_in = ffn // 2
     return multiple * ((ffn_in + multiple - 1) // multiple)
 

@@ -379,3 +379,17 @@ def test_a_numeric_key_is_an_unknown_key_not_a_crash():
     partial = gpt_neox.load("neox.yml", text)
     unknown = [d for d in partial.diagnostics if d.code == "ML003"]
     assert unknown and "-1" in unknown[0].message and unknown[0].line == 2
+
+
+@pytest.mark.parametrize("extra", ['"activation": "swiglu"', '"mlp_type": "llama"',
+                                   '"expansion_factor": 2.5'])
+def test_huge_mlp_sizes_are_integers_not_floats(extra):
+    """Fuzz-found (bench/fuzz.py, llama2-70B.yml mutated): a 400-digit intermediate_size or hidden
+    size went through float division (gpt-neox's int(ffn * 2/3)): OverflowError, an internal
+    error. The widths are computed in integers now."""
+    huge = "1" + "0" * 400
+    for key in ("intermediate_size", "hidden_size"):
+        text = ('{"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, '
+                '"seq_length": 128, "max_position_embeddings": 128, ' + extra
+                + f', "{key}": {huge}}}\n')
+        gpt_neox.load("neox.yml", text)   # no exception
