@@ -45,9 +45,9 @@ import os
 from typing import Any, Optional
 
 from memlint.adapters.registry import find_reference
-from memlint.diagnostics import INVALID_VALUE, SCHEMA_ERROR, UNRESOLVED, Severity, make
+from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_yaml, repo_root, suppressions
+from memlint.loaders import load_yaml_mapping, repo_root, suppressions
 
 FORMAT = "axolotl"
 COMMIT = "axolotl-ai-cloud/axolotl@067b021"
@@ -148,16 +148,10 @@ def _state_settings(spec: "Opt") -> dict:
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
-    doc = load_yaml(path, text)
-    partial.diagnostics.extend(doc.diagnostics)
+    doc = load_yaml_mapping(path, text, "an axolotl config", partial.diagnostics)
+    if doc is None:
+        return partial
     data = doc.data
-    if data is None:
-        return partial
-    if not isinstance(data, dict):
-        partial.diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR,
-                                        "an axolotl config must be a mapping",
-                                        Provenance(path, 1, 1, None)))
-        return partial
 
     def prov(*keys: Any) -> Provenance:
         return doc.prov(tuple(keys), ".".join(str(k) for k in keys))

@@ -20,9 +20,9 @@ import os
 import re
 
 from memlint.adapters import hf_trainer
-from memlint.diagnostics import INVALID_VALUE, SCHEMA_ERROR, UNRESOLVED, Severity, make
+from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_yaml, suppressions
+from memlint.loaders import load_yaml_mapping, suppressions
 
 FORMAT = "llamafactory"
 SOURCE = "hiyouga/LLaMA-Factory@ff6d4d12"
@@ -70,14 +70,8 @@ def detect(path: str, text: str) -> bool:
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
-    doc = load_yaml(path, text)
-    partial.diagnostics.extend(doc.diagnostics)
-    if doc.data is None:
-        return partial
-    if not isinstance(doc.data, dict):
-        partial.diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR,
-                                        "a LLaMA-Factory config must be a mapping",
-                                        Provenance(path, 1, 1, None)))
+    doc = load_yaml_mapping(path, text, "a LLaMA-Factory config", partial.diagnostics)
+    if doc is None:
         return partial
     apply_items(partial, hf_trainer.mapping_items(doc, doc.data), path)
     return partial

@@ -20,6 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+# the unfused attention's T×T item (memory/softmax.py finds the last layer's softmax by it)
+SCORES_ITEM = "attention scores, softmax, dropout (T×T)"
+
 
 @dataclass(frozen=True)
 class Item:
@@ -158,7 +161,7 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
             soft = c if softmax_bytes is None else softmax_bytes
             scores = soft * sh.heads + (sh.heads if attention_dropout else 0) + (
                 c * sh.heads if attention_dropout else 0)
-            items.append(Item("attention scores, softmax, dropout (T×T)", 0.0, scores / tp))
+            items.append(Item(SCORES_ITEM, 0.0, scores / tp))
         items.append(Item("attention output (o-proj input)", g * sh.do / tp))
     if hidden_dropout:
         items.append(Item("attention dropout mask", sh.d / rep))

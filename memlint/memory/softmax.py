@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from memlint.memory.activations import SCORES_ITEM
 from memlint.memory.model import Model
 from memlint.memory.terms import Term
 
-SCORES_ITEM = "attention scores, softmax, dropout (T×T)"
 
 
 def te_spec(model: Model) -> bool:
