@@ -96,6 +96,8 @@ class Model:
     name: Optional[str] = None          # path or preset name it came from
     total_params: Optional[int] = None  # override when only totals are known (seed articles)
     expert_params: Optional[int] = None
+    # the framework pads vocab_size to a multiple of this × tp (memlint/facts/vocab.py)
+    vocab_pad_multiple: Optional[int] = None
 
 
 @dataclass(frozen=True)

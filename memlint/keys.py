@@ -216,6 +216,9 @@ _KEYS = [
         "override the total parameter count (when only totals are known)"),
     Key("model.expert_params", "model", "expert_params", non_negative_int,
         "override the routed-expert parameter count (part of model.total_params)"),
+    Key("model.vocab_pad_multiple", "model", "vocab_pad_multiple", positive_int,
+        "the framework pads model.vocab_size to a multiple of this × tp (Megatron "
+        "--make-vocab-size-divisible-by, gpt-neox make_vocab_size_divisible_by)"),
     # training
     Key("framework", "training", "framework", choice("megatron", "deepspeed", "fsdp2", "hf"),
         "whose conventions apply (dtypes, loss, buffers)"),

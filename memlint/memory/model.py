@@ -15,8 +15,8 @@ import math
 from typing import Optional
 
 from memlint.memory import states
-from memlint.memory.params import (ConfigError, LayerParams, ParamCounts, architecture,
-                                   count_params, lora_params_per_layer)
+from memlint.memory.params import (ConfigError, LayerParams, ParamCounts, count_params,
+                                   lora_params_per_layer, run_architecture)
 from memlint.memory.stages import StagePlan, microbatches, stage_plans, virtual_chunks
 from memlint.memory.topology import Topology, resolve
 
@@ -61,12 +61,13 @@ class Model:
                                             f"{unsupported.value}")
         if model is None:
             raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
+        self.topo: Topology = resolve(scenario)
         try:
-            self.arch = architecture(model.config)
+            # the vocabulary as the framework builds it for this run's tp (memlint/facts/vocab.py)
+            self.arch = run_architecture(model, self.topo.tp)
         except ConfigError as exc:
             raise EstimateError(f"model.{exc.key}", str(exc)) from None
         self.counts: ParamCounts = count_params(self.arch)
-        self.topo: Topology = resolve(scenario)
         self.dt = states.dtypes(self.tr, self.profile)
         self.total_override = model.total_params
         self.expert_override = model.expert_params
