@@ -126,6 +126,7 @@ class Training:
     lora_rank: int = 0
     lora_targets: str = "qkvo"
     lora_dropout: float = 0.0
+    lora_modules_to_save: str = ""  # keys.module_names: "embedding,output", other names as written
     base_quant: str = "none"
     images_per_sample: int = 0
     tokens_per_image: int = 0

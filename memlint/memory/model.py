@@ -149,11 +149,26 @@ class Model:
             return 0
         return self.counts.experts
 
+    def saved_module_params(self, plan: Optional[StagePlan] = None) -> int:
+        """Parameters of the PEFT `modules_to_save` copies memlint counts, per GPU of one stage
+        (the whole model without a plan): the word embedding and the output layer (a tied
+        output layer gets a copy of its own). Other names (a classifier head, a norm) are small
+        next to them and are not counted."""
+        roles = self.tr.lora_modules_to_save.split(",") if self.tr.lora_modules_to_save else []
+        counts = self.counts
+        count = 0
+        if "embedding" in roles and (plan is None or plan.first):
+            count += counts.embedding
+        if "output" in roles and (plan is None or plan.last):
+            count += counts.lm_head or counts.embedding
+        return count if plan is None else -(-count // self.topo.tp)
+
     def params_block(self) -> dict:
         counts = self.counts
         total = self.total_params()
         lora = sum(self.lora_per_layer) if self.lora else 0
-        trainable = lora if self.lora else (total if self.tr.train_base else 0)
+        trainable = lora + self.saved_module_params() if self.lora else (
+            total if self.tr.train_base else 0)
         return {"total": total + lora, "trainable": trainable,
                 "embedding": counts.embedding + counts.position_embedding,
                 "lm_head": counts.lm_head, "experts": self.expert_params(),
