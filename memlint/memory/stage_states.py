@@ -31,7 +31,7 @@ def state_terms(model: Model, plan: StagePlan):
         if saved:
             # PEFT modules_to_save: full trainable copies beside the frozen originals
             trainable.append(states.ShardedCount("modules_to_save", saved, topo.shard))
-        frozen = [states.ShardedCount("frozen", g.params, g.shard) for g in groups]
+        frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard) for g in groups]
         if tr.base_quant != "none" and not model.uniform:
             # bitsandbytes quantizes the linear layers; embeddings, LM head and norms keep the
             # loaded dtype (lora.unquantized_params)
@@ -55,7 +55,7 @@ def state_terms(model: Model, plan: StagePlan):
         # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
         # but it has no gradients and no optimizer states
         weights += states.weight_terms(
-            [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
+            [states.ShardedCount(_frozen_name(g), g.params, g.shard) for g in groups], dt, par.zero,
             par.fsdp, par.offload_params)
     else:
         # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
@@ -98,6 +98,11 @@ def state_terms(model: Model, plan: StagePlan):
     host += [t for t in optimizer if t.name.startswith("host.")]
     optimizer = [t for t in optimizer if not t.name.startswith("host.")]
     return weights, gradients, optimizer, host
+
+
+def _frozen_name(group) -> str:
+    """weights.frozen for the dense part, weights.frozen.experts for the routed experts."""
+    return "frozen" if group.name == "dense" else f"frozen.{group.name}"
 
 
 def adafactor_factored(model: Model, plan: StagePlan) -> int:
