@@ -151,19 +151,22 @@ def validate_config(config: LintConfig, reg: Registry) -> None:
 
 
 def locate(scenario, keys: Iterable[str]) -> tuple[Optional[Provenance], Optional[str]]:
-    """The Provenance of the first key with a file position (else the first with any)."""
-    fallback = None
+    """The Provenance of the first key with a line in a file, else of the first key with a
+    file (a default the file implies), else of the first with any."""
+    in_file = fallback = None
     for key in keys:
         prov = scenario.where(key) if scenario is not None else None
         if prov is None and scenario is not None and key in scenario.extra:
             prov = scenario.extra[key].prov
         if prov is None:
             continue
-        if prov.file is not None:
+        if prov.file is not None and prov.line is not None:
             return prov, key
+        if prov.file is not None and in_file is None:
+            in_file = (prov, key)
         if fallback is None:
             fallback = (prov, key)
-    return fallback if fallback else (None, None)
+    return in_file or fallback or (None, None)
 
 
 def anchor_of(scenario) -> Optional[str]:

@@ -2,8 +2,9 @@
 at most once.
 
 From a Scenario, `resolve_context(scenario)` gives the parallel layout (`topology`,
-memory/topology.py), the architecture and its exact parameter counts (`architecture`, `counts`,
-memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the pipeline schedule
+memory/topology.py), the architecture the run builds (`architecture`: the model's config with the
+vocabulary padded for the run's tp, memlint/facts/vocab.py) and its exact parameter counts
+(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the pipeline schedule
 (`schedule`: layers per virtual stage, the layers of each rank, micro-batches per step;
 memory/stages.py). The API builds one per run; the memory model builds from it
 (memory/model.py), the Estimate carries it (`Estimate.context`) and the engine hands the same
@@ -80,8 +81,8 @@ class Resolved:
 
     @property
     def architecture(self):
-        """The model's Architecture (memory/params.py), None without a model or when its config
-        cannot be read (the error: `error("architecture")`)."""
+        """The Architecture the run builds (memory/params.py `run_architecture`), None without a
+        model or when its config cannot be read (the error: `error("architecture")`)."""
         return self._part("architecture", self._architecture)[0]
 
     @property
@@ -114,22 +115,36 @@ class Resolved:
     def _topology(self) -> Topology:
         return resolve(self.scenario)
 
-    def _architecture(self):
+    def _config_architecture(self):
         # start-up: the parameter counter loads only when something asks for the architecture
         from memlint.memory.params import architecture
 
         if self._same_model is not None:
-            return self._same_model.require("architecture")
+            return self._same_model.require("config_architecture")
         model = self.scenario.model
         return None if model is None else architecture(model.config)
+
+    def _architecture(self):
+        # start-up: the parameter counter loads only when something asks for the architecture
+        from memlint.memory.params import pad_vocabulary
+
+        same = self._same_model
+        if same is not None and same.topology.tp == self.topology.tp:
+            return same.require("architecture")
+        arch = self.require("config_architecture")
+        if arch is None:
+            return None
+        # the vocabulary as the framework builds it for this run's tp (memlint/facts/vocab.py)
+        return pad_vocabulary(arch, self.scenario.model.vocab_pad_multiple, self.topology.tp)
 
     def _counts(self):
         # start-up: the parameter counter loads only when something asks for the counts
         from memlint.memory.params import count_params
 
-        if self._same_model is not None:
-            return self._same_model.require("counts")
         arch = self.require("architecture")
+        same = self._same_model
+        if same is not None and arch is not None and arch is same.architecture:
+            return same.require("counts")
         return None if arch is None else count_params(arch)
 
     def _dtypes(self):
@@ -153,7 +168,8 @@ class Resolved:
 
     def varied(self, scenario) -> "Resolved":
         """The context of a variant of this scenario (a rule or `fit` trying another layout):
-        the architecture and counts are reused when the variant has the same model."""
+        the model's config is not read again when the variant has the same model, and its
+        counts are reused when the run's architecture is the same (same vocabulary padding)."""
         return Resolved(scenario, self if scenario.model is self.scenario.model else None)
 
 

@@ -6,9 +6,9 @@ dtypes (memory/states.py), the pipeline stages (`StagePlan`) with the decoder la
 LoRA's parameters per layer, the sequence length with any image tokens, the micro-batches per step
 and the multi-token-prediction layers. Topology, architecture, counts, dtypes and the pipeline
 schedule come from the run's resolved context (memory/context.py), computed once and shared with
-the rules; the Model adds what only the terms need. The term modules (stage_states, stage_activations, logits,
-lora, vision, buffers, optimizer_step, runtime, activation_extras) read it through these public,
-typed attributes and methods.
+the rules; the Model adds what only the terms need. The term modules (stage_states,
+stage_activations, logits, lora, vision, buffers, optimizer_step, runtime, activation_extras)
+read it through these public, typed attributes and methods.
 """
 from __future__ import annotations
 
@@ -60,12 +60,13 @@ class Model:
                                             f"{unsupported.value}")
         if model is None:
             raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
+        self.topo: Topology = self.context.topology
         try:
+            # the vocabulary as the framework builds it for this run's tp (memlint/facts/vocab.py)
             self.arch = self.context.require("architecture")
         except ConfigError as exc:
             raise EstimateError(f"model.{exc.key}", str(exc)) from None
         self.counts: ParamCounts = self.context.require("counts")
-        self.topo: Topology = self.context.topology
         self.dt = self.context.require("dtypes")
         self.total_override = model.total_params
         self.expert_override = model.expert_params
@@ -148,11 +149,26 @@ class Model:
             return 0
         return self.counts.experts
 
+    def saved_module_params(self, plan: Optional[StagePlan] = None) -> int:
+        """Parameters of the PEFT `modules_to_save` copies memlint counts, per GPU of one stage
+        (the whole model without a plan): the word embedding and the output layer (a tied
+        output layer gets a copy of its own). Other names (a classifier head, a norm) are small
+        next to them and are not counted."""
+        roles = self.tr.lora_modules_to_save.split(",") if self.tr.lora_modules_to_save else []
+        counts = self.counts
+        count = 0
+        if "embedding" in roles and (plan is None or plan.first):
+            count += counts.embedding
+        if "output" in roles and (plan is None or plan.last):
+            count += counts.lm_head or counts.embedding
+        return count if plan is None else -(-count // self.topo.tp)
+
     def params_block(self) -> dict:
         counts = self.counts
         total = self.total_params()
         lora = sum(self.lora_per_layer) if self.lora else 0
-        trainable = lora if self.lora else (total if self.tr.train_base else 0)
+        trainable = lora + self.saved_module_params() if self.lora else (
+            total if self.tr.train_base else 0)
         return {"total": total + lora, "trainable": trainable,
                 "embedding": counts.embedding + counts.position_embedding,
                 "lm_head": counts.lm_head, "experts": self.expert_params(),

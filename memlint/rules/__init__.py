@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import shlex
-import textwrap
-from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from memlint import plugins as _plugins
@@ -47,62 +44,6 @@ OPTION_TYPES = (int, float, str, bool)
 
 class RegistryError(ValueError):
     """A rule breaks a registry invariant (bad or duplicate code/name, missing doc section)."""
-
-
-@dataclass(frozen=True)
-class DocExample:
-    """One snippet of a rule's *Example* section: `Bad (file.ext; --set k=v):` + indented block."""
-
-    kind: str        # "bad" | "good"
-    filename: str
-    args: tuple      # extra command-line arguments (--set k=v, --model X, --gpu G, ...)
-    text: str
-
-
-_EXAMPLE_HEAD = re.compile(
-    r"^\s*(Bad|Good)\s*\(\s*([\w./-]+\.\w+)\s*(?:;\s*([^)]*))?\)\s*:\s*$", re.I)
-
-
-def doc_examples(rule: Rule) -> list:
-    """The machine-checkable snippets of a rule's Example section (may be empty).
-
-    A checkable snippet is headed `Bad (FILENAME):` or `Good (FILENAME; --set k=v ...):`, where
-    FILENAME (e.g. memlint.toml, ds_config.json) picks the adapter, followed by an indented block.
-    """
-    doc_lines = rule.doc.splitlines()
-    starts = [i for i, line in enumerate(doc_lines) if line.strip() == "Example:"]
-    if not starts:
-        return []
-    body_lines = []
-    for line in doc_lines[starts[0] + 1:]:
-        if line.strip().endswith(":") and line.strip()[:-1] in DOC_SECTIONS:
-            break
-        body_lines.append(line)
-    lines = textwrap.dedent("\n".join(body_lines)).splitlines()
-    out = []
-    index = 0
-    while index < len(lines):
-        match = _EXAMPLE_HEAD.match(lines[index])
-        index += 1
-        if not match:
-            continue
-        head_indent = len(lines[index - 1]) - len(lines[index - 1].lstrip())
-        block = []
-        while index < len(lines):
-            line = lines[index]
-            if line.strip() and len(line) - len(line.lstrip()) <= head_indent:
-                break
-            block.append(line)
-            index += 1
-        while block and not block[0].strip():
-            block.pop(0)
-        while block and not block[-1].strip():
-            block.pop()
-        indent = min((len(b) - len(b.lstrip()) for b in block if b.strip()), default=0)
-        body = "\n".join(b[indent:] for b in block) + "\n"
-        args = tuple(shlex.split(match.group(3))) if match.group(3) else ()
-        out.append(DocExample(match.group(1).lower(), match.group(2), args, body))
-    return out
 
 
 def validate_rule(rule: Rule) -> None:

@@ -153,14 +153,15 @@ class BatchSizeMismatch(Rule):
         third (with the HF Trainer, set them to "auto").
 
     Example:
-        Bad:
+        Bad (ds_config.json; --set world_size=8):
+
             {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4,
              "gradient_accumulation_steps": 4}
-            --set world_size=8
-        Good:
+
+        Good (ds_config.json; --set world_size=8):
+
             {"train_batch_size": 128, "train_micro_batch_size_per_gpu": 4,
              "gradient_accumulation_steps": 4}
-            --set world_size=8
     """
 
     code = "ML301"
@@ -222,12 +223,14 @@ class BatchSizeDerived(Rule):
         give memlint the world size (`--set world_size=64`) to see the numbers.
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4}
-        Good:
+
+        Good (ds_config.json; --set world_size=8):
+
             {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4,
              "gradient_accumulation_steps": 8}
-            --set world_size=8
     """
 
     code = "ML302"
@@ -304,10 +307,13 @@ class MixedPrecisionConflict(Rule):
         Enable exactly one: bf16 on Ampere or newer GPUs, fp16 on V100/T4.
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true},
              "bf16": {"enabled": true}}
-        Good:
+
+        Good (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": false},
              "bf16": {"enabled": true}}
     """
@@ -348,10 +354,13 @@ class OffloadParamWithoutZero3(Rule):
         Use "stage": 3, or remove offload_param (offload_optimizer does work at stages 1-2).
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}
-        Good:
+
+        Good (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
     """
@@ -395,10 +404,13 @@ class NvmeOffloadWithoutPath(Rule):
         Set nvme_path to a directory on a local NVMe drive of every node, e.g. "/local_nvme".
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme"}}}
-        Good:
+
+        Good (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 3,
                                    "offload_optimizer": {"device": "nvme",
@@ -441,10 +453,13 @@ class Stage3OptionIgnored(Rule):
         Set "stage": 3 if stage 3 was intended; otherwise delete the stage-3 keys.
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 2, "stage3_max_live_parameters": 1e9}}
-        Good:
+
+        Good (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1e9}}
     """
@@ -488,9 +503,12 @@ class AutoOutsideHfTrainer(Rule):
         config, or `--set framework=hf`); otherwise write numbers.
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}
-        Good:
+
+        Good (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
     """
 
@@ -545,10 +563,13 @@ class DeprecatedDeepSpeedKey(Rule):
         Use the replacement the message names.
 
     Example:
-        Bad:
+        Bad (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 2, "cpu_offload": true}}
-        Good:
+
+        Good (ds_config.json):
+
             {"train_micro_batch_size_per_gpu": 1,
              "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
     """

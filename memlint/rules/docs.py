@@ -11,8 +11,11 @@ tests/test_rule_docs.py fails while the pages in the repository are not current.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 import textwrap
+from dataclasses import dataclass
 
 from memlint.rules import registry
 from memlint.rules.base import DOC_SECTIONS, Rule
@@ -30,31 +33,125 @@ def page_name(rule: Rule) -> str:
     return f"{rule.code}.md"
 
 
-def _example(text: str) -> str:
-    """The Example section: `Bad (file.ext; args):` heads keep, indented blocks become fences."""
-    out, block, fence = [], [], "text"
+class ExampleError(ValueError):
+    """A rule's Example section does not follow the one style (the message names the line)."""
 
-    def flush():
-        if block:
-            body = textwrap.dedent("\n".join(block)).strip("\n")
-            out.extend([f"```{fence}", body, "```", ""])
-            block.clear()
 
-    for line in text.splitlines():
+@dataclass(frozen=True)
+class Example:
+    """One snippet of a rule's Example section: a whole file, checkable as it stands."""
+
+    label: str                  # "Bad" (the rule fires on it) or "Good" (the rule stays silent)
+    filename: str               # the file's name: its name and extension pick the adapter
+    settings: tuple = ()        # "key=value" for each `--set key=value` the file alone lacks
+    text: str = ""              # the file's content
+
+    @property
+    def fires(self) -> bool:
+        return self.label == "Bad"
+
+    @property
+    def head(self) -> str:
+        """The snippet's heading, as the docstring writes it: `Bad (ds_config.json; --set k=v):`."""
+        args = "".join(f" --set {s}" for s in self.settings)
+        return f"{self.label} ({self.filename}{';' + args if args else ''}):"
+
+
+# `Bad (FILENAME):` or `Good (FILENAME; --set key=value --set key=value):`, then an indented block.
+_HEAD = re.compile(r"^(Bad|Good) \(([\w.-]+)(?:; (--set [^()]+))?\):$")
+_HEAD_LIKE = re.compile(r"^(bad|good)\b.*:$", re.I)
+
+
+def example_parts(text: str) -> list:
+    """An Example section's text (docstring indentation removed) as a list of parts: a prose
+    paragraph (str) or an `Example`. Raises ExampleError where the text breaks the style:
+
+        Optional prose, at the section's indentation.
+
+        Bad (FILENAME; --set key=value):
+
+            the whole file, indented one level deeper
+
+        Good (FILENAME):
+
+            ...
+    """
+    parts: list = []
+    lines = text.splitlines()
+    index = 0
+    prose: list = []
+
+    def end_prose():
+        if prose:
+            parts.append("\n".join(prose))
+            prose.clear()
+
+    while index < len(lines):
+        line = lines[index]
         stripped = line.strip()
-        if line.startswith((" ", "\t")) and (block or stripped):
-            block.append(line)
-            continue
+        index += 1
         if not stripped:
-            if block:
-                block.append("")
+            end_prose()
             continue
-        flush()
-        if stripped.endswith(":") and "(" in stripped:
-            name = stripped[stripped.index("(") + 1:].split(";")[0].split(")")[0].strip()
-            fence = _FENCE.get(os.path.splitext(name)[1].lower(), "text")
-        out.extend([stripped, ""])
-    flush()
+        if line[0] in " \t":
+            raise ExampleError(f"example line {index}: an indented block must follow a "
+                               f"`Bad (FILENAME):` or `Good (FILENAME):` heading: {stripped!r}")
+        if stripped.startswith("```"):
+            raise ExampleError(f"example line {index}: no fences; indent the file under a "
+                               "`Bad (FILENAME):` heading")
+        head = _HEAD.match(stripped)
+        if head is None:
+            if _HEAD_LIKE.match(stripped):
+                raise ExampleError(f"example line {index}: {stripped!r} is not "
+                                   "`Bad (FILENAME):` or `Good (FILENAME; --set key=value):`")
+            prose.append(stripped)
+            continue
+        end_prose()
+        block: list = []
+        while index < len(lines) and (not lines[index].strip() or lines[index][0] in " \t"):
+            block.append(lines[index])
+            index += 1
+        body = textwrap.dedent("\n".join(block)).strip("\n")
+        if not body:
+            raise ExampleError(f"example line {index}: {stripped!r} has no indented file")
+        parts.append(Example(head.group(1), head.group(2), _settings(head.group(3), index),
+                             body + "\n"))
+    end_prose()
+    return parts
+
+
+def _settings(args, index: int) -> tuple:
+    if not args:
+        return ()
+    words = shlex.split(args)
+    if len(words) % 2 or any(w != "--set" for w in words[::2]) or not all(
+            "=" in w for w in words[1::2]):
+        raise ExampleError(f"example line {index}: arguments must be `--set key=value`, "
+                           f"got {args!r}")
+    return tuple(words[1::2])
+
+
+def examples(rule: Rule) -> list:
+    """The Bad and Good snippets of a rule's Example section (the one parser: the docs pages and
+    the tests read the examples through it). Raises ExampleError when the section breaks the
+    style."""
+    try:
+        parts = example_parts(_body(rule.sections().get("Example", "")))
+    except ExampleError as exc:
+        raise ExampleError(f"{rule.code} {rule.name}: {exc}") from None
+    return [part for part in parts if isinstance(part, Example)]
+
+
+def _example(text: str) -> str:
+    """The Example section as Markdown: prose stays, each snippet is its heading and a fence in
+    its file's format."""
+    out: list = []
+    for part in example_parts(text):
+        if isinstance(part, str):
+            out += [part, ""]
+            continue
+        fence = _FENCE.get(os.path.splitext(part.filename)[1].lower(), "text")
+        out += [part.head, "", f"```{fence}", part.text.rstrip("\n"), "```", ""]
     return "\n".join(out).strip() + "\n"
 
 

@@ -68,32 +68,31 @@ class FullRecomputeDoubleAllgather(Rule):
         `stage3_max_live_parameters` / persistence threshold keeps small layers gathered.
 
     Example:
-        Bad (axolotl YAML):
-        ```yaml
-        base_model: meta-llama/Llama-3.1-8B
-        micro_batch_size: 1
-        sequence_len: 4096
-        gradient_checkpointing: true
-        fsdp:
-          - full_shard
-          - auto_wrap
-        fsdp_config:
-          fsdp_version: 2
-          reshard_after_forward: true
-        ```
-        Good:
-        ```yaml
-        base_model: meta-llama/Llama-3.1-8B
-        micro_batch_size: 1
-        sequence_len: 4096
-        fsdp:
-          - full_shard
-          - auto_wrap
-        fsdp_config:
-          fsdp_version: 2
-          reshard_after_forward: true
-          activation_checkpointing: true
-        ```
+        Bad (axolotl.yaml):
+
+            base_model: meta-llama/Llama-3.1-8B
+            micro_batch_size: 1
+            sequence_len: 4096
+            gradient_checkpointing: true
+            fsdp:
+              - full_shard
+              - auto_wrap
+            fsdp_config:
+              fsdp_version: 2
+              reshard_after_forward: true
+
+        Good (axolotl.yaml):
+
+            base_model: meta-llama/Llama-3.1-8B
+            micro_batch_size: 1
+            sequence_len: 4096
+            fsdp:
+              - full_shard
+              - auto_wrap
+            fsdp_config:
+              fsdp_version: 2
+              reshard_after_forward: true
+              activation_checkpointing: true
     """
 
     code = "ML501"
@@ -151,28 +150,27 @@ class ParallelDegreesWorldMismatch(Rule):
         `data_parallel_shard_degree = -1`.
 
     Example:
-        Bad (accelerate YAML):
-        ```yaml
-        distributed_type: FSDP
-        num_processes: 8
-        fsdp_config:
-          fsdp_version: 2
-          fsdp_reshard_after_forward: true
-        parallelism_config:
-          parallelism_config_dp_shard_size: 2
-          parallelism_config_tp_size: 2
-        ```
-        Good:
-        ```yaml
-        distributed_type: FSDP
-        num_processes: 8
-        fsdp_config:
-          fsdp_version: 2
-          fsdp_reshard_after_forward: true
-        parallelism_config:
-          parallelism_config_dp_shard_size: 4
-          parallelism_config_tp_size: 2
-        ```
+        Bad (accelerate_config.yaml):
+
+            distributed_type: FSDP
+            num_processes: 8
+            fsdp_config:
+              fsdp_version: 2
+              fsdp_reshard_after_forward: true
+            parallelism_config:
+              parallelism_config_dp_shard_size: 2
+              parallelism_config_tp_size: 2
+
+        Good (accelerate_config.yaml):
+
+            distributed_type: FSDP
+            num_processes: 8
+            fsdp_config:
+              fsdp_version: 2
+              fsdp_reshard_after_forward: true
+            parallelism_config:
+              parallelism_config_dp_shard_size: 4
+              parallelism_config_tp_size: 2
     """
 
     code = "ML502"
@@ -210,14 +208,13 @@ class ShardFillNothingLeft(Rule):
         Lower tp/cp/pp/dp_replicate until their product divides the GPU count, or add GPUs.
 
     Example:
-        Bad (torchtitan launch script):
-        ```sh
-        NGPU=8 ./run_train.sh --parallelism.tensor_parallel_degree 16
-        ```
-        Good:
-        ```sh
-        NGPU=8 ./run_train.sh --parallelism.tensor_parallel_degree 8
-        ```
+        Bad (launch.sh):
+
+            NGPU=8 ./run_train.sh --parallelism.tensor_parallel_degree 16
+
+        Good (launch.sh):
+
+            NGPU=8 ./run_train.sh --parallelism.tensor_parallel_degree 8
     """
 
     code = "ML503"
@@ -260,14 +257,13 @@ class TPCrossesNode(Rule):
         pipeline or context parallelism.
 
     Example:
-        Bad (torchtitan launch script):
-        ```sh
-        torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --parallelism.tensor_parallel_degree 16
-        ```
-        Good:
-        ```sh
-        torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --parallelism.tensor_parallel_degree 8
-        ```
+        Bad (launch.sh):
+
+            torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --parallelism.tensor_parallel_degree 16
+
+        Good (launch.sh):
+
+            torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --parallelism.tensor_parallel_degree 8
     """
 
     code = "ML504"
@@ -309,30 +305,29 @@ class HybridShardGroupNotNode(Rule):
         FULL_SHARD on a single node.
 
     Example:
-        Bad (accelerate YAML):
-        ```yaml
-        distributed_type: FSDP
-        num_machines: 4
-        num_processes: 16
-        fsdp_config:
-          fsdp_version: 2
-          fsdp_reshard_after_forward: true
-        parallelism_config:
-          parallelism_config_dp_replicate_size: 2
-          parallelism_config_dp_shard_size: 8
-        ```
-        Good:
-        ```yaml
-        distributed_type: FSDP
-        num_machines: 4
-        num_processes: 16
-        fsdp_config:
-          fsdp_version: 2
-          fsdp_reshard_after_forward: true
-        parallelism_config:
-          parallelism_config_dp_replicate_size: 4
-          parallelism_config_dp_shard_size: 4
-        ```
+        Bad (accelerate_config.yaml):
+
+            distributed_type: FSDP
+            num_machines: 4
+            num_processes: 16
+            fsdp_config:
+              fsdp_version: 2
+              fsdp_reshard_after_forward: true
+            parallelism_config:
+              parallelism_config_dp_replicate_size: 2
+              parallelism_config_dp_shard_size: 8
+
+        Good (accelerate_config.yaml):
+
+            distributed_type: FSDP
+            num_machines: 4
+            num_processes: 16
+            fsdp_config:
+              fsdp_version: 2
+              fsdp_reshard_after_forward: true
+            parallelism_config:
+              parallelism_config_dp_replicate_size: 4
+              parallelism_config_dp_shard_size: 4
     """
 
     code = "ML505"

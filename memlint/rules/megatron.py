@@ -69,12 +69,12 @@ class QueryGroupsIgnored(Rule):
         Add --group-query-attention next to --num-query-groups.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --num-attention-heads 32
             --num-query-groups 8
 
-        Good:
+        Good (args.txt):
 
             --num-attention-heads 32
             --group-query-attention
@@ -122,12 +122,12 @@ class SequenceParallelWithoutTp(Rule):
         Set the intended --tensor-model-parallel-size, or drop --sequence-parallel.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --tensor-model-parallel-size 1
             --sequence-parallel
 
-        Good:
+        Good (args.txt):
 
             --tensor-model-parallel-size 2
             --num-attention-heads 32
@@ -162,14 +162,14 @@ class MoeTensorParallelNeedsSp(Rule):
         Add --sequence-parallel.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --tensor-model-parallel-size 2
             --expert-model-parallel-size 8
             --num-experts 8
             --num-attention-heads 32
 
-        Good:
+        Good (args.txt):
 
             --tensor-model-parallel-size 2
             --expert-model-parallel-size 8
@@ -210,12 +210,14 @@ class RecomputeSettings(Rule):
         Selective: `--recompute-granularity selective` alone.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --recompute-granularity full
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --recompute-granularity full
             --recompute-method uniform
             --recompute-num-layers 1
@@ -287,7 +289,7 @@ class InterleavedSchedule(Rule):
         size, when given); with --no-overlap-p2p-communication use pp >= 3 or drop that flag.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 8
             --pipeline-model-parallel-size 4
@@ -296,7 +298,7 @@ class InterleavedSchedule(Rule):
             --micro-batch-size 1
             --global-batch-size 96
 
-        Good:
+        Good (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 8
             --pipeline-model-parallel-size 4
@@ -385,13 +387,15 @@ class BatchScheduleConflict(Rule):
         --global-batch-size, or the reverse.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --global-batch-size 1536
             --step-batch-size-schedule "0:16 2.4B:1536"
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --step-batch-size-schedule "0:16 2.4B:1536"
     """
 
@@ -421,13 +425,15 @@ class MlaWithGqa(Rule):
         Drop --group-query-attention (and --num-query-groups) for MLA models.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --multi-latent-attention
             --group-query-attention
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --multi-latent-attention
     """
 
@@ -457,13 +463,15 @@ class SeqLengthExceedsPositions(Rule):
         Raise --max-position-embeddings to at least the sequence length.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --seq-length 8192
             --max-position-embeddings 4096
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --seq-length 8192
             --max-position-embeddings 8192
     """
@@ -501,12 +509,14 @@ class OverlapParamGatherRequirements(Rule):
         --overlap-param-gather.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --overlap-param-gather
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --use-distributed-optimizer
             --overlap-grad-reduce
             --overlap-param-gather
@@ -546,14 +556,14 @@ class CpuOffloadingConflicts(Rule):
         Choose one memory saver: recompute or offloading; offload with pp = 1 only.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --cpu-offloading
             --cpu-offloading-num-layers 4
             --num-layers 32
             --recompute-granularity selective
 
-        Good:
+        Good (args.txt):
 
             --cpu-offloading
             --cpu-offloading-num-layers 4

@@ -59,7 +59,10 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
     if not assumed:
         return unread_references(scenario)
     sequence = component(stage, "activations") + component(stage, "logits")
-    states_fit = (stage.total_bytes - sequence <= estimate.capacity_bytes or not oom
+    states = sum(component(stage, name) for name in ("weights", "gradients", "optimizer"))
+    # an HF trainer's sharding left to the launcher: ZeRO-3 could shrink the states to ~nothing
+    shardable = states if "sharding" in assumed else 0
+    states_fit = (stage.total_bytes - sequence - shardable <= estimate.capacity_bytes or not oom
                   or (_SEQUENCE_KEYS & set(assumed) and _fits_as(ctx, stage, seq_len=1,
                                                                  micro_batch=1)))
     par = scenario.parallelism
@@ -70,9 +73,12 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
         elif key == "recompute":
             rests = states_fit and scenario.training.framework not in _RECOMPUTE_STATED
         elif key == "gpu":
-            rests = not oom or stage.total_bytes <= _catalog_largest()
+            rests = not oom or stage.total_bytes - shardable <= _catalog_largest()
         elif key == "world_size":
             rests = par.zero > 0 or par.fsdp != "none" or par.ep > 1
+        elif key == "sharding":
+            # sharding shrinks the states, never the activations, logits or runtime
+            rests = not oom or stage.total_bytes - states <= estimate.capacity_bytes
         else:  # precision: would the lightest one (bf16 everything, no master) fit?
             rests = not oom or _fits_as(ctx, stage, precision="pure-bf16")
         if rests:

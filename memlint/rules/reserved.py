@@ -67,8 +67,13 @@ class SchemaViolation(Reserved):
         Use the type the schema documents at the reported key.
 
     Example:
-        In a DeepSpeed config, `"zero_optimization": {"stage": "two"}` is a violation;
-        `"zero_optimization": {"stage": 2}` is not.
+        Bad (ds_config.json):
+
+            {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "two"}}
+
+        Good (ds_config.json):
+
+            {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}
     """
 
     code, name = D.SCHEMA_ERROR
@@ -202,8 +207,25 @@ class UnresolvedValue(Reserved):
         Give the value with `--set key=value`, or write it into the config.
 
     Example:
-        `"train_micro_batch_size_per_gpu": "auto"` is unresolved; `--set micro_batch=4` (or the
-        number in the file) resolves it.
+        Bad (train.sh):
+
+            torchrun --nproc_per_node 8 train.py \\
+                --per_device_train_batch_size $BATCH \\
+                --model_max_length 2048 \\
+                --torch_dtype bfloat16 \\
+                --bf16 True \\
+                --optim adamw_torch \\
+                --gradient_checkpointing True
+
+        Good (train.sh):
+
+            torchrun --nproc_per_node 8 train.py \\
+                --per_device_train_batch_size 4 \\
+                --model_max_length 2048 \\
+                --torch_dtype bfloat16 \\
+                --bf16 True \\
+                --optim adamw_torch \\
+                --gradient_checkpointing True
     """
 
     code, name = D.UNRESOLVED
@@ -226,8 +248,27 @@ class UnknownModelType(Reserved):
         `model.<hf_key>` values.
 
     Example:
-        A config.json without `num_hidden_layers` cannot be counted; adding it (or
-        `--set model.num_hidden_layers=32`) fixes the estimate.
+        Bad (memlint.toml):
+
+            world_size = 1
+            [model]
+            model_type = "mystery"
+            hidden_size = 1024
+            num_hidden_layers = 4
+            num_attention_heads = 16
+            intermediate_size = 4096
+            vocab_size = 32000
+
+        Good (memlint.toml):
+
+            world_size = 1
+            [model]
+            model_type = "llama"
+            hidden_size = 1024
+            num_hidden_layers = 4
+            num_attention_heads = 16
+            intermediate_size = 4096
+            vocab_size = 32000
     """
 
     code, name = D.UNKNOWN_MODEL_TYPE

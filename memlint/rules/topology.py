@@ -60,14 +60,14 @@ class WorldSizeDivisibility(Rule):
         Launch tp·pp·cp·dp GPUs (--nproc_per_node x --nnodes), or shrink tp/pp/cp to fit.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 1
             --tensor-model-parallel-size 8
             --pipeline-model-parallel-size 16
             --num-layers 96
 
-        Good:
+        Good (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 16
             --tensor-model-parallel-size 8
@@ -113,16 +113,18 @@ class ExpertParallelDivisibility(Rule):
         --expert-model-parallel-size / --expert-tensor-parallel-size.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 1
+            --num-layers 32
             --pipeline-model-parallel-size 4
             --expert-model-parallel-size 8
             --num-experts 8
 
-        Good:
+        Good (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 4
+            --num-layers 32
             --pipeline-model-parallel-size 4
             --expert-model-parallel-size 8
             --num-experts 8
@@ -159,12 +161,12 @@ class LayersPipelineDivisibility(Rule):
         --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --num-layers 80
             --pipeline-model-parallel-size 6
 
-        Good:
+        Good (args.txt):
 
             --num-layers 80
             --pipeline-model-parallel-size 6
@@ -241,13 +243,13 @@ class HeadsTensorParallelDivisibility(Rule):
         Use a tp dividing the head count (12 heads: tp 1, 2, 3, 4, 6 or 12).
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --tensor-model-parallel-size 8
             --hidden-size 768
             --num-attention-heads 12
 
-        Good:
+        Good (args.txt):
 
             --tensor-model-parallel-size 4
             --hidden-size 768
@@ -295,14 +297,14 @@ class FfnTensorParallelDivisibility(Rule):
         Choose tp (etp) dividing the MLP width, or round --ffn-hidden-size to a multiple of tp.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             --tensor-model-parallel-size 3
             --num-attention-heads 24
             --hidden-size 3072
             --ffn-hidden-size 11008
 
-        Good:
+        Good (args.txt):
 
             --tensor-model-parallel-size 4
             --num-attention-heads 24
@@ -353,13 +355,13 @@ class BatchArithmetic(Rule):
         micro batch or GPU count.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 8
             --micro-batch-size 1
             --global-batch-size 1000
 
-        Good:
+        Good (args.txt):
 
             # launcher: torchrun --nproc_per_node 8 --nnodes 8
             --micro-batch-size 1
@@ -413,13 +415,15 @@ class ContextParallelSequence(Rule):
         Pad or choose seq_len as a multiple of 2·cp.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --context-parallel-size 4
             --seq-length 8190
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --context-parallel-size 4
             --seq-length 8192
     """
@@ -450,13 +454,15 @@ class ExpertsExpertParallel(Rule):
         Use an ep dividing the expert count (8 experts: ep 1, 2, 4 or 8).
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --num-experts 8
             --expert-model-parallel-size 3
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --num-experts 8
             --expert-model-parallel-size 4
     """
@@ -491,13 +497,15 @@ class MoeTopkExceedsExperts(Rule):
         Lower --moe-router-topk (num_experts_per_tok) or raise the expert count.
 
     Example:
-        Bad:
+        Bad (args.txt):
 
+            --num-layers 32
             --num-experts 8
             --moe-router-topk 10
 
-        Good:
+        Good (args.txt):
 
+            --num-layers 32
             --num-experts 8
             --moe-router-topk 2
     """
