@@ -96,6 +96,8 @@ class Model:
     name: Optional[str] = None          # path or preset name it came from
     total_params: Optional[int] = None  # override when only totals are known (seed articles)
     expert_params: Optional[int] = None
+    # the framework pads vocab_size to a multiple of this × tp (memlint/facts/vocab.py)
+    vocab_pad_multiple: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ class Training:
     lora_rank: int = 0
     lora_targets: str = "qkvo"
     lora_dropout: float = 0.0
+    lora_modules_to_save: str = ""  # keys.module_names: "embedding,output", other names as written
     base_quant: str = "none"
     images_per_sample: int = 0
     tokens_per_image: int = 0

@@ -177,6 +177,42 @@ def to_str(value: Any) -> str:
     return value.strip()
 
 
+#: Module names a PEFT `modules_to_save` list gives for the word embedding and the output layer
+#: (Llama/Mistral/Qwen, GPT-2, GPT-NeoX, Megatron-style names).
+EMBEDDING_MODULES = ("embed_tokens", "wte", "word_embeddings", "embed_in", "tok_embeddings")
+OUTPUT_MODULES = ("lm_head", "embed_out", "output")
+
+
+def module_names(value: Any) -> str:
+    """PEFT `modules_to_save` (a list, or a comma-separated string on a command line) as the
+    roles memlint counts: "embedding", "output", and other names kept as written, comma-joined
+    in a fixed order; "" for none."""
+    if value is None or value is False or value == "":
+        return ""
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = [str(part).strip() if isinstance(part, (str, int)) else _bad_module(part)
+                 for part in value]
+    else:
+        raise ValueError(f"expected a list of module names, got {_short(value)}")
+    roles = []
+    for item in items:
+        if not item or item.lower() in ("none", "null"):
+            continue
+        last = item.split(".")[-1]
+        role = ("embedding" if last in EMBEDDING_MODULES + ("embedding",)
+                else "output" if last in OUTPUT_MODULES else item)
+        if role not in roles:
+            roles.append(role)
+    order = {"embedding": 0, "output": 1}
+    return ",".join(sorted(roles, key=lambda r: (order.get(r, 2), r)))
+
+
+def _bad_module(part: Any) -> str:
+    raise ValueError(f"expected a module name, got {_short(part)}")
+
+
 def optional_positive_int(value: Any) -> Optional[int]:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "auto")):
         return None
@@ -216,6 +252,9 @@ _KEYS = [
         "override the total parameter count (when only totals are known)"),
     Key("model.expert_params", "model", "expert_params", non_negative_int,
         "override the routed-expert parameter count (part of model.total_params)"),
+    Key("model.vocab_pad_multiple", "model", "vocab_pad_multiple", positive_int,
+        "the framework pads model.vocab_size to a multiple of this × tp (Megatron "
+        "--make-vocab-size-divisible-by, gpt-neox make_vocab_size_divisible_by)"),
     # training
     Key("framework", "training", "framework", choice("megatron", "deepspeed", "fsdp2", "hf"),
         "whose conventions apply (dtypes, loss, buffers)"),
@@ -268,6 +307,9 @@ _KEYS = [
         choice("qkvo", "all-linear", aliases={"all_linear": "all-linear", "all": "all-linear"}),
         "LoRA target modules"),
     Key("lora_dropout", "training", "lora_dropout", probability, "LoRA dropout probability"),
+    Key("lora_modules_to_save", "training", "lora_modules_to_save", module_names,
+        "modules trained in full beside the LoRA adapters (PEFT modules_to_save: embed_tokens, "
+        "lm_head)"),
     Key("base_quant", "training", "base_quant",
         choice("none", "int8", "nf4", aliases={"4bit": "nf4", "8bit": "int8"}),
         "quantization of the frozen base (QLoRA: nf4)"),

@@ -293,10 +293,14 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             # start-up: the GPU catalog loads only when a GPU is named
             from memlint.hardware import known_names
 
+            # memlint not knowing a card is no fault of the config: a warning, and the memory
+            # verdict falls back to the default GPU (and says it rests on it)
             diagnostics.append(make(
-                INVALID_VALUE, Severity.ERROR,
-                f"unknown GPU {hardware_values['gpu']!r}; known: {', '.join(known_names())} "
-                "(or give gpu_memory=80GiB)", provenance["gpu"], key="gpu"))
+                INVALID_VALUE, Severity.WARNING,
+                f"unknown GPU {hardware_values['gpu']!r}: the memory verdict uses the default "
+                f"{Hardware().gpu} instead; known: {', '.join(known_names())} (or give its "
+                "memory, e.g. gpu_memory=24GiB)", provenance.pop("gpu"), key="gpu"))
+            del hardware_values["gpu"]
         else:
             hardware_values["gpu"] = gpu.name
             hardware_values["gpu_memory"] = gpu.capacity_bytes

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from memlint.ir import Assumptions, Hardware, Model, Parallelism, Provenance, Scenario, Training
 from memlint.assumptions import profile_defaults
+from memlint.memory.model import Model as MemoryModel
 from memlint.memory.result import Estimate
 from memlint.memory.terms import Phase, StageEstimate, Term
 
@@ -74,3 +75,9 @@ def check_json(folder, rel, *extra):
     finally:
         os.chdir(cwd)
     return code, json.loads(out.getvalue())
+
+
+def padded_vocab(scenario) -> int:
+    """The vocabulary the memory model builds for a scenario (padded with its tp where the
+    framework pads: memlint/facts/vocab.py)."""
+    return MemoryModel(scenario).arch.vocab

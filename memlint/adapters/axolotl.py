@@ -278,6 +278,9 @@ def _adapter(data: dict, partial: Partial, prov) -> None:
                         prov("lora_target_modules"))
         if data.get("lora_dropout") is not None:
             partial.set("lora_dropout", data["lora_dropout"], prov("lora_dropout"))
+        if data.get("lora_modules_to_save"):
+            partial.set("lora_modules_to_save", data["lora_modules_to_save"],
+                        prov("lora_modules_to_save"))
     if data.get("load_in_4bit") is True:
         partial.set("base_quant", "nf4", prov("load_in_4bit"))
     elif data.get("load_in_8bit") is True:

@@ -596,13 +596,17 @@ def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> Non
 
     size, why = _vocab(cfg, get, assumed)
     divisor = num("make_vocab_size_divisible_by") or default("make_vocab_size_divisible_by")
-    multiple = max(divisor, 1) * mp
-    padded = -(-size // multiple) * multiple
-    partial.set("model.vocab_size", padded, Provenance(
-        where("tokenizer_type").file, where("tokenizer_type").line, where("tokenizer_type").column,
-        f"vocab_size {padded}: {size} ({why}) padded to a multiple of "
-        f"make_vocab_size_divisible_by {divisor} x model_parallel_size {mp} "
-        "(tokenizer.py _vocab_size_with_padding)"))
+    # the raw vocabulary and gpt-neox's multiple; the memory model pads it with the run's tp
+    # (memlint/facts/vocab.py: multiple × model_parallel_size)
+    tokenizer = where("tokenizer_type")
+    partial.set("model.vocab_size", size, Provenance(
+        tokenizer.file, tokenizer.line, tokenizer.column,
+        f"vocab_size {size} ({why}), before padding"))
+    pad = where("make_vocab_size_divisible_by")
+    partial.set("model.vocab_pad_multiple", max(divisor, 1), Provenance(
+        pad.file, pad.line, pad.column,
+        f"make_vocab_size_divisible_by {divisor} (padded to a multiple of {divisor} × "
+        "model_parallel_size, tokenizer.py _vocab_size_with_padding)"))
 
     experts = num("moe_num_experts")
     if _is_int(experts) and experts > 1:

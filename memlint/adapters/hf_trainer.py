@@ -431,6 +431,11 @@ def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
             partial.set("lora_dropout", float(dropout.value), dropout.prov)
         except (TypeError, ValueError, OverflowError):
             pass
+    # TRL ModelConfig.lora_modules_to_save; scripts of their own (Chinese-LLaMA-Alpaca-2
+    # run_clm_sft_with_peft.py) name it modules_to_save, as PEFT does
+    saved = next((args[n] for n in ("lora_modules_to_save", "modules_to_save") if n in args), None)
+    if saved is not None and not saved.unresolved and saved.value not in (None, True):
+        partial.set("lora_modules_to_save", saved.value, saved.prov)
     for name, quant in (("load_in_4bit", "nf4"), ("load_in_8bit", "int8")):
         item = args.get(name)
         if item is not None and not item.unresolved and to_bool(item.value):

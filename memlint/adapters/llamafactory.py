@@ -132,6 +132,9 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
                     target.prov if target is not None else anchor)
         if target is None:
             notes.append(f"lora_target all ({SOURCE} finetuning_args.py default)")
+        extra = given("additional_target")   # PEFT modules_to_save (finetuning_args.py)
+        if extra is not None and extra.value:
+            partial.set("lora_modules_to_save", extra.value, extra.prov)
         dropout = given("lora_dropout")
         if dropout is not None:
             try:

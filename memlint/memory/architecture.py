@@ -119,6 +119,10 @@ class Architecture:
     fused_qkv: bool = False      # one qkv matrix (phi3, gpt2, gpt_neox): same count, one GEMM
     parallel_attention: bool = False  # gpt_neox use_parallel_residual: attn and MLP side by side
     known: bool = True           # False: unknown model_type read through the generic keys
+    # the vocabulary before the framework padded it (memlint/facts/vocab.py) and the multiple it
+    # was padded to a multiple of, times tp; 0: `vocab` as the config gives it
+    vocab_unpadded: int = 0
+    vocab_multiple: int = 0
 
     @property
     def is_moe(self) -> bool:

@@ -11,7 +11,11 @@ then compute each stage's terms in each phase of a step and keep the phase with 
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
-only from the backward on; Megatron's and DeepSpeed's buffers exist all along.
+only from the backward on, unless gradient accumulation keeps them: `.grad` accumulates over the
+micro-batches of a step and is cleared only after the optimizer step (transformers Trainer
+`_inner_training_loop`: `model.zero_grad()` after `optimizer.step()`; torchtitan `train_step`),
+so with more than one micro-batch the second one's forward and backward run beside them.
+Megatron's and DeepSpeed's buffers exist all along.
 
 The `seed` profile is the same code with the articles' assumptions (memlint/assumptions.py): one
 phase holding everything, C_act coefficients, uniform parameter split, no logits or runtime.
@@ -68,7 +72,7 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
         terms += activation_terms(model, plan, phase)
         terms += dequant_terms(model, plan)
         return terms
-    grads_now = model.dt.grads_persistent or phase == "optimizer"
+    grads_now = model.dt.grads_persistent or phase == "optimizer" or model.microbatches > 1
     if grads_now:
         terms += list(gradients)
     terms += workspaces
@@ -102,8 +106,10 @@ def _stage_class(model: Model, plan: StagePlan) -> tuple:
     return plan.first, plan.last, kinds, inflight
 
 
-def estimate(scenario) -> Estimate:
-    model = Model(scenario)
+def estimate(scenario, context=None) -> Estimate:
+    """The Estimate of `scenario`; `context`: its resolved context (memory/context.py) when the
+    caller already has one, so that nothing is resolved twice."""
+    model = Model(scenario, context)
     stages = []
     runtime = [] if model.seed else runtime_terms(model)
     workspaces = workspace_terms(model)
@@ -154,4 +160,4 @@ def estimate(scenario) -> Estimate:
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
-                    scenario=scenario)
+                    scenario=scenario, context=model.context)

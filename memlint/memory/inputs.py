@@ -1,7 +1,9 @@
 """The values a memory verdict rests on, and where each came from (issue 14, "no silent defaults").
 
-An OOM or fit verdict depends on six inputs besides the model: seq_len, micro_batch, world_size,
-recompute, precision and the GPU. `verdict_inputs(scenario, topo)` names, for each, the value the
+An OOM or fit verdict depends on seven inputs besides the model: seq_len, micro_batch, world_size,
+recompute, precision, the GPU and, for Hugging Face trainers, the sharding: their recipes (TRL,
+open-instruct, LLaMA-Factory and axolotl YAML) leave ZeRO / FSDP to whatever DeepSpeed or
+accelerate config is given at launch, so a file that names none is only unsharded by default. `verdict_inputs(scenario, topo)` names, for each, the value the
 estimate used and its source: `file:line` when a config file gave it, `--set KEY` / `--model`
 from the command line, a framework's own default as its adapter recorded it (e.g. "axolotl default
 512"), or `default` when nothing gave it and memlint's own default applied. `assumed()` keeps the
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-VERDICT_KEYS = ("seq_len", "micro_batch", "world_size", "recompute", "precision", "gpu")
+VERDICT_KEYS = ("seq_len", "micro_batch", "world_size", "recompute", "precision", "gpu", "sharding")
 DEFAULT = "default"
 
 
@@ -27,6 +29,10 @@ def source_of(prov) -> Optional[str]:
     if prov.line is None and prov.file.startswith("preset:"):
         return prov.file
     return None
+
+
+#: What shards an HF trainer's run: a DeepSpeed config, or FSDP settings (accelerate, Trainer --fsdp).
+_SHARDING_KEYS = ("zero", "fsdp", "dp_shard")
 
 
 def _gpu_prov(scenario):
@@ -53,6 +59,15 @@ def verdict_inputs(scenario, topo) -> list:
                 out.append((key, value, f"assumed by the launcher reader ({prov.describe()})",
                             prov))
                 continue
+        elif key == "sharding":
+            if tr.framework != "hf":
+                continue   # Megatron, torchtitan and DeepSpeed configs state their own sharding
+            prov = next((p for p in (scenario.where(k) for k in _SHARDING_KEYS) if p), None)
+            deepspeed = scenario.extra.get("deepspeed.config")
+            if prov is None and deepspeed is not None:
+                prov = deepspeed.prov
+            value = (f"zero {par.zero}" if par.zero else f"fsdp {par.fsdp}"
+                     if par.fsdp != "none" else "none")
         else:
             prov = scenario.where(key)
             value = getattr(tr, key)

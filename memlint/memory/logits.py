@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from memlint.memory.model import Model
+from memlint.memory.params import vocab_formula
 from memlint.memory.terms import Term
 
 
@@ -25,9 +26,10 @@ def logits_terms(model: Model, phase: str) -> list:
     arch, tr, topo = model.arch, model.tr, model.topo
     tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
     vocab = math.ceil(arch.vocab / topo.tp)
+    v_text = vocab_formula(arch, topo.tp)
     c = model.dt.compute
     if tr.framework == "megatron":
-        return _megatron_logits_terms(model, phase, tokens, vocab, c)
+        return _megatron_logits_terms(model, phase, tokens, vocab, c, v_text)
     if tr.framework in ("hf", "fsdp2"):
         if phase == "backward_start":
             per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
@@ -40,12 +42,13 @@ def logits_terms(model: Model, phase: str) -> list:
             per, formula = c + 4, f"logits {c} B + fp32 exp-logits 4 B"
     value = per * vocab * tokens
     return [Term("logits", "logits", value,
-                 f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
+                 f"({formula}) × {v_text} × {tokens:,} tokens",
                  {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens},
                  "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py")]
 
 
-def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c: int) -> list:
+def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c: int,
+                           v_text: str) -> list:
     """Megatron's output layer and vocab-parallel cross entropy on the last stage.
 
     Each loss head (the LM head, plus one per multi-token-prediction layer, `--mtp-num-layers`,
@@ -74,7 +77,7 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
                + (f"logits {c} B" if phase != "backward_start" else f"gradient cast {c} B")
                + (" + fused CE fp32 copy 4 B" if extra_fused else ""))
     terms = [Term("logits", "logits", per * vocab * tokens,
-                  f"({formula}) × V/tp {vocab:,} × {tokens:,} tokens",
+                  f"({formula}) × {v_text} × {tokens:,} tokens",
                   {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
                    "loss_heads": heads, "fused": fused},
                   "megatron/core/tensor_parallel/cross_entropy.py; "
@@ -91,8 +94,8 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
             hidden = model.arch.hidden
             per_mb = c * vocab * tokens + c * hidden * tokens
             terms.append(Term("logits.deferred_wgrad", "logits", held * per_mb,
-                              f"{held} deferred micro-batches × (gradient output {c} B × V/tp "
-                              f"{vocab:,} + input {c} B × d {hidden}) × {tokens:,} tokens",
+                              f"{held} deferred micro-batches × (gradient output {c} B × "
+                              f"{v_text} + input {c} B × d {hidden}) × {tokens:,} tokens",
                               {"held": held, "limit": limit, "microbatches": micro},
                               "megatron/core/tensor_parallel/layers.py (grad_output_buffer, "
                               "embedding_activation_buffer)"))

@@ -26,6 +26,30 @@ def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> flo
     return float(param_bytes)
 
 
+UNQUANTIZED_SOURCE = ("transformers integrations/bitsandbytes.py replace_with_bnb_linear (only "
+                      "nn.Linear becomes Linear4bit/Linear8bitLt) and get_keys_to_not_convert "
+                      "(the output layer is skipped)")
+SAVED_SOURCE = ("peft utils/other.py ModulesToSaveWrapper: a trainable deep copy of each module "
+                "in modules_to_save beside the frozen original")
+
+
+def unquantized_params(model: Model, plan: StagePlan) -> int:
+    """Parameters of a bitsandbytes-quantized base that stay in the loaded dtype, per GPU of
+    this stage: bitsandbytes replaces nn.Linear modules only, and transformers keeps the output
+    layer out of the conversion, so the word embedding, learned positions, the LM head and every
+    norm are not quantized."""
+    counts = model.counts
+    whole = sum(counts.layers[i].norms for i in plan.layers)
+    split = 0
+    if plan.first:
+        split += counts.embedding
+        whole += counts.position_embedding
+    if plan.last:
+        whole += counts.final_norm
+        split += counts.lm_head or (counts.embedding if model.par.pp > 1 else 0)
+    return whole + -(-split // model.topo.tp)
+
+
 def dequant_terms(model: Model, plan: StagePlan) -> list:
     """QLoRA dequantizes one linear at a time to the compute dtype: the largest linear's
     weight in bf16 (seed 000 CH 9.4: 2·d² per layer for a d×d projection)."""

@@ -77,7 +77,10 @@ def _largest_and_total_trainable(model: Model, plan: StagePlan) -> tuple:
         per = [model.lora_per_layer[i] for i in plan.layers]
         arch = model.arch
         largest_linear = model.tr.lora_rank * max(arch.hidden, arch.ffn)
-        return largest_linear, sum(per)
+        saved = model.saved_module_params(plan)
+        largest = max(largest_linear, model.counts.embedding // model.topo.tp) if saved else \
+            largest_linear
+        return largest, sum(per) + saved
     counts = model.counts
     arch = model.arch
     candidates = []

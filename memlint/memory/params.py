@@ -35,8 +35,9 @@ the attention module); Qwen2-MoE's `shared_expert_gate` is counted in `shared_ex
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping
+from typing import Mapping, Optional
 
+from memlint.facts import vocab as vocab_facts
 # FRAMEWORK_MODEL_TYPES ... Vision, MAX_CONFIG_*: re-exported (callers import them from here)
 from memlint.memory.architecture import (FRAMEWORK_MODEL_TYPES, KNOWN_MODEL_TYPES, MAX_LAYERS, MLA,
                                          Architecture, ConfigError, LayerParams, MoE, ParamCounts,
@@ -48,7 +49,31 @@ from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, t
 
 __all__ = ["FRAMEWORK_MODEL_TYPES", "KNOWN_MODEL_TYPES", "MAX_CONFIG_INT", "MAX_CONFIG_NUMBER",
            "MAX_LAYERS", "MLA", "Architecture", "ConfigError", "LayerParams", "MoE", "ParamCounts",
-           "Vision", "architecture", "count_params", "lora_params_per_layer"]
+           "Vision", "architecture", "count_params", "lora_params_per_layer", "pad_vocabulary",
+           "run_architecture", "vocab_formula"]
+
+
+def pad_vocabulary(arch: Architecture, multiple: Optional[int], tp: int) -> Architecture:
+    """The architecture with the vocabulary the framework builds: padded to a multiple of
+    `multiple`·tp (Megatron, gpt-neox; memlint/facts/vocab.py), or as it is without a multiple."""
+    if not multiple:
+        return arch
+    return replace(arch, vocab=vocab_facts.padded_vocab(arch.vocab, multiple, tp),
+                   vocab_unpadded=arch.vocab, vocab_multiple=int(multiple))
+
+
+def run_architecture(model, tp: int) -> Architecture:
+    """The architecture a run builds: the scenario model's config (an `ir.Model`) with the
+    vocabulary padded for the run's tp. Raises ConfigError."""
+    return pad_vocabulary(architecture(model.config), model.vocab_pad_multiple, tp)
+
+
+def vocab_formula(arch: Architecture, tp: int) -> str:
+    """`V 50,304 / tp 8` in a formula, with the padding where the framework padded."""
+    if not arch.vocab_unpadded:
+        return f"V {arch.vocab:,} / tp {tp}" if tp > 1 else f"V {arch.vocab:,}"
+    padding = vocab_facts.padding_formula(arch.vocab_unpadded, arch.vocab_multiple, tp)
+    return f"V ({padding} = {arch.vocab:,})" + (f" / tp {tp}" if tp > 1 else "")
 
 
 def architecture(config: Mapping) -> Architecture:

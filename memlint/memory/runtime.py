@@ -52,7 +52,12 @@ KiB = 1024
 # CUDA compute capability by catalog GPU (NVIDIA data sheets); None: not an NVIDIA GPU.
 _COMPUTE_CAPABILITY = (("H100", (9, 0)), ("H200", (9, 0)), ("B200", (10, 0)), ("B300", (10, 3)),
                        ("A100", (8, 0)), ("V100", (7, 0)), ("L40S", (8, 9)), ("A10G", (8, 6)),
-                       ("RTX-4090", (8, 9)), ("MI", None))
+                       ("RTX-4090", (8, 9)), ("H800", (9, 0)), ("H20", (9, 0)),
+                       ("A800", (8, 0)), ("A40", (8, 6)), ("RTX-A6000", (8, 6)),
+                       ("RTX-6000-Ada", (8, 9)), ("RTX-PRO-6000", (12, 0)), ("L4", (8, 9)),
+                       ("T4", (7, 5)), ("RTX-5090", (12, 0)), ("RTX-4080", (8, 9)),
+                       ("RTX-3090", (8, 6)), ("RTX-3060", (8, 6)), ("RTX-2080", (7, 5)),
+                       ("MI", None))
 
 
 def compute_capability(gpu: str):

@@ -7,7 +7,8 @@ The formulas per state are in memory/states.py, fp8.py, offload.py and optimizer
 from __future__ import annotations
 
 from memlint.memory import fp8, offload, states
-from memlint.memory.lora import frozen_bytes_per_param
+from memlint.memory.lora import (SAVED_SOURCE, UNQUANTIZED_SOURCE, frozen_bytes_per_param,
+                                  unquantized_params)
 from memlint.memory.model import Model
 from memlint.memory.runtime import compute_capability
 from memlint.memory.stages import StagePlan
@@ -26,15 +27,30 @@ def state_terms(model: Model, plan: StagePlan):
     if model.lora:
         trainable_count = sum(model.lora_per_layer[i] for i in plan.layers)
         trainable = [states.ShardedCount("lora", trainable_count, topo.shard)]
+        saved = model.saved_module_params(plan)
+        if saved:
+            # PEFT modules_to_save: full trainable copies beside the frozen originals
+            trainable.append(states.ShardedCount("modules_to_save", saved, topo.shard))
+        frozen = [states.ShardedCount("frozen", g.params, g.shard) for g in groups]
+        if tr.base_quant != "none" and not model.uniform:
+            # bitsandbytes quantizes the linear layers; embeddings, LM head and norms keep the
+            # loaded dtype (lora.unquantized_params)
+            kept = min(unquantized_params(model, plan), frozen[0].params)
+            frozen[0] = states.ShardedCount("frozen", frozen[0].params - kept, frozen[0].shard)
+            weights += states.weight_terms(
+                [states.ShardedCount("frozen_unquantized", kept, topo.shard)], dt, par.zero,
+                par.fsdp, par.offload_params, frozen_bytes_per_param=dt.param,
+                source=UNQUANTIZED_SOURCE)
         frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed)
-        weights += states.weight_terms(
-            [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
+        weights += states.weight_terms(frozen, dt, par.zero,
             par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
-        weights += states.weight_terms(trainable, dt, par.zero, par.fsdp, par.offload_params)
+        weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params)
+        weights += states.weight_terms(trainable[1:], dt, par.zero, par.fsdp, par.offload_params,
+                                       source=SAVED_SOURCE)
         gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
         optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
                                             par.offload_optimizer,
-                                            adafactor_factored=trainable_count)
+                                            adafactor_factored=trainable_count + saved)
     elif not tr.train_base:
         # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
         # but it has no gradients and no optimizer states

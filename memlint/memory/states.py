@@ -124,8 +124,12 @@ def ceil_div(a: int, b: int) -> int:
 _ceil_div = ceil_div
 
 
+WEIGHTS_SOURCE = ("Narayanan et al. 2021 (weights split over tp·pp: 2N/(tp·pp)); "
+                  "Rajbhandari et al. 2020 (ZeRO-3: 2N/dp)")
+
+
 def weight_terms(groups, dt: Dtypes, zero: int, fsdp: str, offload_params: str,
-                 frozen_bytes_per_param=None) -> list:
+                 frozen_bytes_per_param=None, source: str = WEIGHTS_SOURCE) -> list:
     """Resident working weights. ZeRO-3 / FSDP shard them; param offload moves them to the host."""
     terms = []
     for group in groups:
@@ -140,7 +144,7 @@ def weight_terms(groups, dt: Dtypes, zero: int, fsdp: str, offload_params: str,
             formula=(f"params {group.params:,} / shard {shard} × {per_param} B"
                      if shard > 1 else f"params {group.params:,} × {per_param} B"),
             inputs={"params": group.params, "shard": shard, "bytes_per_param": per_param},
-            source="Narayanan et al. 2021 (weights split over tp·pp: 2N/(tp·pp)); Rajbhandari et al. 2020 (ZeRO-3: 2N/dp)"))
+            source=source))
     return terms
 
 

@@ -14,9 +14,10 @@ from memlint.adapters import gpt_neox
 from memlint.adapters.registry import detect_format
 from memlint.diagnostics import Severity
 from memlint.engine import LintConfig
-from memlint.memory.params import architecture, count_params
+from memlint.memory.params import count_params, run_architecture
 from memlint.runs import Planner
 from memlint.scenario import build
+from helpers import padded_vocab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "fixtures", "real-world")
@@ -105,7 +106,8 @@ def test_pythia_6_9b_maps_every_memory_key():
     assert got["model.tie_word_embeddings"] is False and got["model.learned_positions"] == 0
     assert got["model.norm"] == "layernorm" and got["model.attention_bias"] is True
     # 50277 tokens (HFTokenizer, the 20B tokenizer) padded to 128 x model-parallel 2
-    assert got["model.vocab_size"] == 50432
+    assert got["model.vocab_size"] == 50277 and got["model.vocab_pad_multiple"] == 128
+    assert padded_vocab(build([partial])[0]) == 50432
     settings = partial.settings
     assert settings["tp"].prov.line == line_of(path, '"model-parallel-size"')
     assert settings["model.num_hidden_layers"].prov.line == line_of(path, '"num-layers"')
@@ -123,7 +125,8 @@ def test_defaults_are_gpt_neox_own_and_reported():
     partial = load(real("2-7B.yml"))
     got = values(partial)
     assert got["model.tie_word_embeddings"] is True
-    assert got["model.hidden_act"] == "gelu" and got["model.vocab_size"] == 50304
+    assert got["model.hidden_act"] == "gelu" and got["model.vocab_size"] == 50257
+    assert padded_vocab(build([partial])[0]) == 50304
     assumed = [d for d in partial.diagnostics if d.message.startswith("gpt-neox defaults")]
     assert assumed and "no_weight_tying = False" in assumed[0].message
     assert "tokenizer_type = GPT2BPETokenizer" in assumed[0].message
@@ -175,7 +178,7 @@ PYTHIA = {"70M": 70_426_624, "160M": 162_322_944, "410M": 405_334_016,
 @pytest.mark.parametrize("name,total", sorted(PYTHIA.items()))
 def test_pythia_parameter_count_matches_published(name, total):
     scenario, _diags = build([load(real(f"pythia/{name}.yml"))])
-    assert count_params(architecture(scenario.model.config)).total == total
+    assert count_params(run_architecture(scenario.model, scenario.parallelism.tp)).total == total
 
 
 def test_mistral_7b_with_the_older_llama_mlp_type_matches_its_published_count():
@@ -187,7 +190,7 @@ def test_mistral_7b_with_the_older_llama_mlp_type_matches_its_published_count():
     assert got["model.gated_mlp"] is True and got["model.mlp_bias"] is False
     assert got["model.intermediate_size"] == 14336 and got["model.num_key_value_heads"] == 8
     scenario, _diags = build([partial])
-    assert count_params(architecture(scenario.model.config)).total == 7_241_732_096
+    assert count_params(run_architecture(scenario.model, scenario.parallelism.tp)).total == 7_241_732_096
 
 
 def test_llama_30b_swiglu_width():
@@ -228,9 +231,10 @@ def test_pythia_12b_at_the_pinned_commit_matches_published():
     """configs/pythia/12B.yml at ea7aefd8 (36 layers, model-parallel 4: 50277 tokens padded to
     a multiple of 512 = 50688): 11,846,072,320 parameters (the Pythia model table)."""
     partial = load(os.path.join(SHARED, "gpt-neox", "gpt-neox__configs-pythia-12B.yml"))
-    assert values(partial)["model.vocab_size"] == 50688
+    assert values(partial)["model.vocab_size"] == 50277
     scenario, _diags = build([partial])
-    assert count_params(architecture(scenario.model.config)).total == 11_846_072_320
+    assert padded_vocab(scenario) == 50688
+    assert count_params(run_architecture(scenario.model, scenario.parallelism.tp)).total == 11_846_072_320
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,7 +350,7 @@ def test_dropless_moe_experts_are_counted():
     assert got["model.moe_intermediate_size"] == 4096 and got["model.moe_layer_freq"] == 1
     assert not errors(partial)
     scenario, _diags = build([partial])
-    counts = count_params(architecture(scenario.model.config))
+    counts = count_params(run_architecture(scenario.model, scenario.parallelism.tp))
     assert counts.experts == 12 * 8 * 2 * 1024 * 4096
 
 

@@ -9,6 +9,7 @@ import pytest
 from memlint.adapters import megatron as M
 from memlint.diagnostics import Severity
 from memlint.scenario import build
+from helpers import padded_vocab
 
 HERE = os.path.dirname(__file__)
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -117,7 +118,8 @@ def test_our_scripts_topology():
     l70 = sc_of("llama3_70b.sh")
     p = l70.parallelism
     assert (p.world_size, p.tp, p.pp, p.vpp, p.cp, p.sp) == (32, 4, 4, 5, 2, True)
-    assert l70.model.config["vocab_size"] == 128512  # padded to a multiple of 128·4
+    assert l70.model.config["vocab_size"] == 128256  # raw; padded at estimate time:
+    assert padded_vocab(l70) == 128512               # to a multiple of 128·tp 4
     mix = sc_of("mixtral_8x7b.sh")
     assert (mix.parallelism.world_size, mix.parallelism.ep, mix.parallelism.pp) == (32, 8, 4)
     assert mix.model.config["num_local_experts"] == 8
@@ -246,12 +248,13 @@ def test_padded_vocab_and_ffn_defaults():
     sc, _ = scenario("--num-layers 2 --hidden-size 4096 --num-attention-heads 32 --swiglu "
                      "--vocab-size 32000 --make-vocab-size-divisible-by 128 "
                      "--tensor-model-parallel-size 3\n", "a.txt")
-    assert sc.model.config["vocab_size"] == 32256   # ceil(32000/384)*384
+    assert sc.model.config["vocab_size"] == 32000 and sc.model.vocab_pad_multiple == 128
+    assert padded_vocab(sc) == 32256   # ceil(32000/384)*384
     assert sc.model.config["intermediate_size"] == 10880   # int(4h*2/3/64)*64
     sc, _ = scenario("--num-layers 2 --hidden-size 1024 --num-attention-heads 16 "
                      "--vocab-size 50257\n", "a.txt")
     assert sc.model.config["intermediate_size"] == 4096
-    assert sc.model.config["vocab_size"] == 50304
+    assert sc.model.config["vocab_size"] == 50257 and padded_vocab(sc) == 50304
     assert sc.model.config["model_type"] == "megatron_gpt"
     assert sc.model.config["gated_mlp"] is False and sc.model.config["norm"] == "layernorm"
     assert sc.model.config["tie_word_embeddings"] is True

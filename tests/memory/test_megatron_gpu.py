@@ -15,7 +15,8 @@ from memlint.ir import Provenance
 from memlint.memory import activations as act
 from memlint.memory import runtime
 from memlint.memory.estimate import estimate
-from memlint.memory.params import architecture, count_params
+from memlint.memory.model import Model
+from memlint.memory.params import architecture, count_params, run_architecture
 from memlint.scenario import build, overrides_partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -177,12 +178,12 @@ def test_megatron_gpt_count_matches_megatron_formula():
     V·d + P·d + L·(12d² + 13d) + 2d (Megatron's own count for this layout)."""
     sc = args_scenario("--num-layers 12 --hidden-size 512 --num-attention-heads 8 "
                        "--max-position-embeddings 1024 --seq-length 1024 --vocab-size 50257\n")
-    counts = count_params(architecture(sc.model.config))
+    counts = count_params(run_architecture(sc.model, sc.parallelism.tp))
     d, v = 512, 50304
     assert counts.total == v * d + 1024 * d + 12 * (12 * d * d + 13 * d) + 2 * d
     rope = args_scenario("--num-layers 12 --hidden-size 512 --num-attention-heads 8 "
                          "--position-embedding-type rope --vocab-size 50257\n")
-    assert count_params(architecture(rope.model.config)).position_embedding == 0
+    assert count_params(run_architecture(rope.model, rope.parallelism.tp)).position_embedding == 0
 
 
 def test_env_vars_recorded_from_yaml():
@@ -471,10 +472,11 @@ def test_bert_script_default_tokenizer():
     text = "--num-layers 2 --hidden-size 512 --num-attention-heads 8 --vocab-file vocab.txt\n"
     bert = M.load("run.txt", text, entry="examples/bert/pretrain_bert.py")
     scenario, _ = build([bert])
-    assert scenario.model.config["vocab_size"] == 30592      # 30522 padded to 128
+    assert scenario.model.config["vocab_size"] == 30522
+    assert Model(scenario).arch.vocab == 30592               # padded to 128
     assert any("BertWordPieceLowerCase" in d.message for d in bert.diagnostics)
     gpt, _ = build([M.load("run.txt", text, entry="pretrain_gpt.py")])
-    assert gpt.model.config["vocab_size"] == 50304
+    assert Model(gpt).arch.vocab == 50304
 
 
 def test_embedding_and_loss_in_the_split():

@@ -1,8 +1,8 @@
 """Megatron's flags -> the model: GPTModel's choices (activation, norm, biases, tying, positions),
-attention heads and KV groups, MLA, dropouts, the padded vocabulary, MoE and Megatron's LLaVA."""
+attention heads and KV groups, MLA, dropouts, the vocabulary and its pad multiple, MoE and
+Megatron's LLaVA."""
 from __future__ import annotations
 
-import math
 import re
 from typing import Optional
 
@@ -194,13 +194,10 @@ def dropouts(it: Interp, anchor: str) -> None:
 
 def vocab(it: Interp) -> None:
     v = it.value
-    tp = v("--tensor-model-parallel-size", 1)
     multiple = v("--make-vocab-size-divisible-by", 128)
     if it.on("--pad-vocab-size-to") and "--pad-vocab-size-to" in it.values:
         padded = v("--pad-vocab-size-to")
         it.set("model.vocab_size", padded, "--pad-vocab-size-to")
-        it.partial.set_extra("megatron.padded-vocab-size", padded,
-                               it.prov("--pad-vocab-size-to"))
         return
     raw, flag, note = None, None, None
     if "--vocab-size" in it.values:
@@ -245,13 +242,15 @@ def vocab(it: Interp) -> None:
                   f"vocabulary size taken as {raw} from {flag} {it.arg(flag).values[0]} "
                   f"({note})",
                   it.prov(flag))
-    unit = multiple * tp
-    padded = int(math.ceil(raw / unit) * unit)
-    it.partial.set("model.vocab_size", padded,
-                     it.prov(anchor, f"vocab_size (padded: ceil({raw} / ({multiple}·{tp}))"
-                                       f"·{unit} = {padded})"))
-    it.partial.set_extra("megatron.padded-vocab-size", padded, it.prov(anchor))
-    it.partial.set_extra("megatron.unpadded-vocab-size", raw, it.prov(anchor))
+    # the raw vocabulary and Megatron's multiple; the memory model pads with the run's tp
+    # (memlint/facts/vocab.py), so `--set tp=N` gets the padding of its own tp
+    it.partial.set("model.vocab_size", raw, it.prov(anchor, "vocab_size (before padding)"))
+    given = "--make-vocab-size-divisible-by" in it.values
+    it.set("model.vocab_pad_multiple", multiple,
+           "--make-vocab-size-divisible-by" if given else anchor,
+           "vocab_pad_multiple" + ("" if given else
+                                   f" (Megatron default --make-vocab-size-divisible-by "
+                                   f"{multiple}; padded to a multiple of {multiple}·tp)"))
 
 
 def moe(it: Interp, experts: Optional[int], ffn: Optional[int]) -> None:

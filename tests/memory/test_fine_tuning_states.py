@@ -1,0 +1,148 @@
+"""States of Hugging Face fine-tuning runs: PEFT `modules_to_save` copies, what a bitsandbytes
+base leaves unquantized, gradients kept across accumulated micro-batches, and the sharding an HF
+recipe leaves to its launcher (memory/lora.py, memory/stage_states.py, memory/estimate.py,
+memory/inputs.py)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import memlint
+from memlint.adapters.registry import load_file
+from memlint.hardware import lookup
+from memlint.keys import module_names
+from memlint.memory.runtime import compute_capability
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REAL = os.path.join(ROOT, "fixtures", "real-world")
+LORA_8B = os.path.join(REAL, "axolotl-ai-cloud__axolotl", "examples", "llama-3", "lora-8b.yml")
+LLAMA3_EMBEDDING = 128_256 * 4_096          # Llama-3-8B's word embedding = its LM head
+LLAMA3_NORMS = 32 * 2 * 4_096 + 4_096       # two RMSNorms per layer and the final one
+
+
+def _terms(estimate, stage=0) -> dict:
+    return {t.name: t for t in estimate.stages[stage].terms}
+
+
+def _phase(estimate, name, stage=0):
+    return next(p for p in estimate.stages[stage].phases if p.name == name)
+
+
+@pytest.mark.parametrize("given,roles", [
+    (["embed_tokens", "lm_head"], "embedding,output"),
+    ("lm_head, embed_tokens", "embedding,output"),
+    (["model.embed_tokens"], "embedding"),
+    (["wte", "score"], "embedding,score"),
+    (None, ""), ([], ""), ("", ""),
+])
+def test_modules_to_save_names_read_as_roles(given, roles):
+    assert module_names(given) == roles
+
+
+def test_modules_to_save_rejects_what_is_not_a_name():
+    with pytest.raises(ValueError):
+        module_names({"embed_tokens": 1})
+
+
+def test_axolotl_lora_modules_to_save_trains_copies_of_embedding_and_head():
+    """axolotl examples/llama-3/lora-8b.yml: `lora_modules_to_save: [embed_tokens, lm_head]`
+    (added because it sets a pad token). PEFT wraps each in a ModulesToSaveWrapper that keeps the
+    frozen original and trains a deep copy, so 2 x 525M parameters are trained in full beside the
+    LoRA adapters: weights, gradients and 8-bit AdamW states of their own."""
+    estimate = memlint.estimate([LORA_8B], gpu="H100-80GB")
+    terms = _terms(estimate)
+    copies = 2 * LLAMA3_EMBEDDING
+    assert terms["weights.modules_to_save"].bytes == copies * 2            # bf16, as loaded
+    assert terms["gradients.modules_to_save"].bytes == copies * 2
+    assert terms["optimizer.moments.modules_to_save"].bytes == 2 * (copies + -(-copies // 256) * 4)
+    lora = estimate.params["trainable"] - copies
+    assert 0 < lora < 0.1e9       # the rank-32 adapters on every linear: 84M
+    assert "peft" in terms["weights.modules_to_save"].source
+
+
+def test_int8_base_keeps_embedding_head_and_norms_in_bf16():
+    """load_in_8bit: bitsandbytes replaces nn.Linear modules only and transformers keeps the
+    output layer out of the conversion, so the embedding, LM head and norms stay bf16."""
+    terms = _terms(memlint.estimate([LORA_8B], gpu="H100-80GB"))
+    kept = 2 * LLAMA3_EMBEDDING + LLAMA3_NORMS
+    assert terms["weights.frozen_unquantized"].bytes == kept * 2
+    assert terms["weights.frozen"].bytes == 8_030_261_248 - kept        # 1 B per int8 weight
+    assert "get_keys_to_not_convert" in terms["weights.frozen_unquantized"].source
+
+
+def test_gradients_accumulated_over_micro_batches_are_held_in_the_next_forward():
+    """HF Trainer clears `.grad` only after the optimizer step, so from the second accumulated
+    micro-batch on, the forward and backward run beside the gradients."""
+    keys = dict(model="llama3-8b", framework="hf", precision="bf16", micro_batch=1, seq_len=1024,
+                lora_rank=16, world_size=1)
+    one = memlint.estimate(grad_accum=1, **keys)
+    four = memlint.estimate(grad_accum=4, **keys)
+    grads = sum(t.bytes for t in _phase(four, "forward_end").terms if t.component == "gradients")
+    assert grads > 0
+    assert not [t for t in _phase(one, "forward_end").terms if t.component == "gradients"]
+    assert four.peak_bytes > one.peak_bytes
+
+
+def test_llama3_lora_8b_cannot_fit_the_11gb_its_readme_line_names():
+    """axolotl examples/llama-3/README.md: "[LoRA](./lora-8b.yml) - Single GPU @ 11GB VRAM". The
+    line dates from the commit that added the example (15f7910, 2024-04-18), when lora-8b.yml
+    still trained NousResearch/Llama-2-7b-hf; a day later it became Llama-3-8B (0e8f340), and
+    in May 2024 it gained `lora_modules_to_save: [embed_tokens, lm_head]` (230e0ac). The file
+    as it is now holds 10 GiB of weights alone (int8 linears, bf16 embedding and head, their
+    trainable copies) before any activation, and 8,192 tokens of 128,256-entry logits: it does
+    not fit 11 GB, whatever the sharding (a firm error, not one resting on defaults)."""
+    result = memlint.check([LORA_8B], gpu="RTX-2080-Ti")
+    oom = [d for d in result.diagnostics if d.code == "ML101"]
+    assert oom and oom[0].severity.name == "ERROR"
+    estimate = result.estimates[0]
+    weights = sum(t.bytes for t in estimate.stages[0].terms if t.component == "weights")
+    assert weights > 10 * 1024**3
+
+
+def test_hf_recipe_without_deepspeed_or_fsdp_rests_on_unsharded_default():
+    """An open-instruct recipe names no DeepSpeed or FSDP config: the accelerate config given at
+    launch decides the sharding, so 'none' is memlint's default and the OOM verdict says so."""
+    path = os.path.join(REAL, "allenai__open-instruct", "configs", "train_configs", "olmo2",
+                        "olmo2_1124_13b_sft.yaml")
+    result = memlint.check([path], recompute="full")
+    assumed = {a["key"]: a for a in result.estimates[0].assumed}
+    assert assumed["sharding"]["value"] == "none" and assumed["sharding"]["source"] == "default"
+    oom = [d for d in result.diagnostics if d.code == "ML101"]
+    assert oom and oom[0].severity.name == "WARNING"
+    assert "sharding" in oom[0].message
+
+
+def test_llamafactory_additional_target_and_script_modules_to_save(tmp_path):
+    yaml = tmp_path / "sft.yaml"
+    yaml.write_text("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\n"
+                    "finetuning_type: lora\nadditional_target: embed_tokens,lm_head\n"
+                    "cutoff_len: 1024\n")
+    values = {k: s.value for k, s in load_file(str(yaml)).settings.items()}
+    assert module_names(values["lora_modules_to_save"]) == "embedding,output"
+    script = os.path.join(REAL, "ymcui__Chinese-LLaMA-Alpaca-2", "scripts", "training",
+                          "run_sft.sh")
+    values = {k: s.value for k, s in load_file(script).settings.items()}
+    assert module_names(values["lora_modules_to_save"]) == "embedding,output"
+
+
+@pytest.mark.parametrize("name,gib,cc", [
+    ("RTX 3090", 24, (8, 6)), ("rtx-2080-ti", 11, (7, 5)), ("T4", 16, (7, 5)),
+    ("L4", 24, (8, 9)), ("L40S", 48, (8, 9)), ("RTX-A6000", 48, (8, 6)), ("H20", 96, (9, 0)),
+    ("H200", None, (9, 0)), ("RTX-5090", 32, (12, 0)),
+])
+def test_fine_tuning_gpus_in_the_catalog(name, gib, cc):
+    gpu = lookup(name)
+    assert gpu is not None
+    if gib is not None:
+        assert gpu.capacity_bytes == gib * 1024**3
+    assert compute_capability(gpu.name) == cc
+
+
+def test_unknown_gpu_is_a_warning_and_the_verdict_uses_the_default():
+    result = memlint.check([LORA_8B], gpu="GTX 1080")
+    unknown = [d for d in result.diagnostics if d.code == "ML004"]
+    assert unknown and unknown[0].severity.name == "WARNING"
+    estimate = result.estimates[0]
+    assert estimate.gpu_name == "H100-80GB"
+    assert {a["key"]: a["source"] for a in estimate.assumed}["gpu"] == "default"
