@@ -39,6 +39,7 @@ from memlint.engine import ConfigError, LintConfig
 from memlint.errors import MemlintError, UsageError
 from memlint.ir import Provenance
 from memlint.loaders import MAX_FILE_BYTES
+from memlint.memory.context import resolve_context
 from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
@@ -134,7 +135,10 @@ def _usage_problems(diagnostics: list) -> None:
 
 
 def run_pipeline(run: Run, options: Options, reg):
-    """partials -> Scenario -> Estimate (with a model) -> engine: (diagnostics, estimate)."""
+    """partials -> Scenario -> Estimate (with a model) -> engine: (diagnostics, estimate).
+
+    The run's resolved context (topology, architecture, dtypes, schedule; memory/context.py) is
+    made once here: the checks below, the memory model and every rule read the same one."""
     partials = run.partials
     all_partials = list(partials) + _project_assumptions(run.config) + [
         command_line_partial(options)]
@@ -142,6 +146,7 @@ def run_pipeline(run: Run, options: Options, reg):
                           allow_outside_root=run.config.allow_outside_root,
                           max_bytes=options.max_bytes, hub=options.hub)
     _usage_problems(pre)
+    resolved = resolve_context(scenario)
     anchor = run.anchor
     estimate = None
     model = scenario.model
@@ -153,7 +158,7 @@ def run_pipeline(run: Run, options: Options, reg):
                         "no memory estimate: no model (give --model PATH|PRESET, or model = "
                         "... in a memlint.toml)", anchor))
     elif model is not None and (model.config or model.total_params):
-        pre.extend(_model_type_warnings(scenario))
+        pre.extend(_model_type_warnings(scenario, resolved))
         if options.lenient and _world_unknown(scenario):
             # ZeRO / FSDP shard over the data-parallel size: without the world size the per-GPU
             # states are unknowable, and assuming one GPU would be a false alarm.
@@ -163,7 +168,7 @@ def run_pipeline(run: Run, options: Options, reg):
                             "world_size in a memlint.toml / [tool.memlint])",
                             scenario.where("zero") or scenario.where("fsdp") or anchor))
         elif options.lenient and not _describes_run(partials, options):
-            pre.extend(_model_config_errors(scenario, anchor))
+            pre.extend(_model_config_errors(scenario, anchor, resolved))
             # A config.json alone describes a model, not a training run: the defaults (one GPU,
             # no parallelism) would make every large model "not fit", a false alarm.
             pre.append(make(MISSING_MODEL, Severity.INFO,
@@ -172,7 +177,7 @@ def run_pipeline(run: Run, options: Options, reg):
                             "`files = [...]`, or give the run with --set tp=... world_size=...)",
                             anchor))
         else:
-            estimate, problem = _estimate(scenario, anchor)
+            estimate, problem = _estimate(scenario, anchor, resolved)
             if problem is not None:
                 pre.append(problem)
     if options.skip_unknown:
@@ -181,7 +186,7 @@ def run_pipeline(run: Run, options: Options, reg):
     formats = tuple(p.fmt for p in partials)
     suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
     diagnostics = engine.lint(scenario, estimate, run.config, reg, pre, suppressions, formats,
-                              anchor=anchor)
+                              anchor=anchor, resolved=resolved)
     return diagnostics, estimate
 
 
@@ -202,15 +207,13 @@ def _describes_run(partials: list, options: Options) -> bool:
     return any(not a.split("=", 1)[0].strip().startswith("model") for a in options.assignments)
 
 
-def _model_config_errors(scenario, anchor) -> list:
+def _model_config_errors(scenario, anchor, resolved) -> list:
     """A model config that cannot be read (missing or bad key) is an error at that key."""
     # start-up: the memory model loads only when a run is estimated
     from memlint.memory.params import ConfigError as ModelConfigError
-    from memlint.memory.params import architecture
 
-    try:
-        architecture(scenario.model.config)
-    except ModelConfigError as exc:
+    exc = resolved.error("architecture")
+    if isinstance(exc, ModelConfigError):
         key = f"model.{exc.key}"
         unknown = _unresolved(scenario, key)
         if unknown is not None:
@@ -231,15 +234,10 @@ def _unresolved(scenario, key: str):
                 f"(give `--set {key}=N` to check it)", found.prov, key=key)
 
 
-def _model_type_warnings(scenario) -> list:
+def _model_type_warnings(scenario, resolved) -> list:
     """ML008: a model_type memlint does not count exactly is read through the generic keys."""
-    # start-up: the memory model loads only when a run is estimated
-    from memlint.memory.params import ConfigError as ModelConfigError
-    from memlint.memory.params import architecture
-
-    try:
-        arch = architecture(scenario.model.config)
-    except ModelConfigError:
+    arch = resolved.architecture
+    if arch is None:
         return []  # the estimate reports it, at the key
     if getattr(arch, "known", True):
         return []
@@ -251,7 +249,7 @@ def _model_type_warnings(scenario) -> list:
                  scenario.where(key), key=key)]
 
 
-def _estimate(scenario, anchor):
+def _estimate(scenario, anchor, resolved):
     try:
         # start-up: the memory model loads only when a run is estimated
         from memlint.memory.estimate import EstimateError, estimate
@@ -262,7 +260,7 @@ def _estimate(scenario, anchor):
     from memlint.memory.params import ConfigError as ModelConfigError
 
     try:
-        return estimate(scenario), None
+        return estimate(scenario, resolved), None
     except (EstimateError, ModelConfigError) as exc:
         key = getattr(exc, "key", None) or "model"
         if isinstance(exc, ModelConfigError) and not key.startswith("model"):

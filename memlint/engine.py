@@ -25,6 +25,7 @@ from typing import Iterable, Optional
 from memlint.diagnostics import Diagnostic, Severity, make_internal
 from memlint.ir import Provenance
 from memlint.keys import suggest
+from memlint.memory.context import Resolved, context_of
 from memlint.rules import Registry, configure
 from memlint.rules import registry as default_registry
 from memlint.rules.base import Context, Finding, Rule
@@ -279,11 +280,13 @@ def suppressed(diagnostic: Diagnostic, suppressions: dict) -> bool:
 def lint(scenario, estimate, config: Optional[LintConfig] = None,
          reg: Optional[Registry] = None, pre: Iterable[Diagnostic] = (),
          suppressions: Optional[dict] = None, formats: tuple = (),
-         anchor=None) -> list:
+         anchor=None, resolved: Optional[Resolved] = None) -> list:
     """Run every enabled rule; filter and stamp their findings and the `pre` diagnostics.
 
     `anchor` (a path or a Provenance) is where the run is defined: a finding whose values came
     from the command line or from no file is reported there, so every diagnostic has a location.
+    `resolved`: the run's resolved context (memory/context.py); without one, the estimate's, or
+    one made here. Every rule gets the same one, so each part is computed once per run.
     """
     config = config or LintConfig()
     reg = reg or default_registry()
@@ -305,13 +308,15 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
         out.append(diagnostic)
 
     if scenario is not None:
+        if resolved is None:
+            resolved = context_of(scenario, estimate)
         for rule in reg:
             if getattr(rule, "reserved", False) or not is_enabled(rule, config):
                 continue
             if rule.formats and not set(rule.formats) & set(formats):
                 continue
             ctx = Context(scenario=scenario, estimate=estimate, options=_options(rule, config),
-                          formats=tuple(formats))
+                          formats=tuple(formats), resolved=resolved)
             try:
                 findings = list(rule.check(ctx) or ())
             except Exception as exc:  # noqa: BLE001 - a broken rule must not sink the run

@@ -22,7 +22,8 @@ def test_python_api_example_runs(monkeypatch, capsys):
     [example] = _blocks("python")
     exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("0 ") and out[1].startswith("True ") and out[2].startswith("3 {")
+    assert out[0].startswith("0 ") and out[1].startswith("True ") and out[3].startswith("3 {")
+    assert out[2] == "4 32 2"   # Estimate.context: dp 8/tp 2, Llama-3-8B's 32 layers, bf16 params
 
 
 def test_install_and_hook_snippets_use_the_real_names():

@@ -35,7 +35,7 @@ from typing import Optional
 
 from memlint.logs import LogReport, read
 from memlint.memory.terms import RESERVED_TERMS
-from memlint.memory.topology import resolve
+from memlint.memory.context import context_of
 from memlint.units import fmt
 
 MiB = 1024**2
@@ -213,7 +213,7 @@ def compare(scenario, estimate, report: LogReport) -> Comparison:
     if estimate is None or not estimate.stages:
         raise CompareError("no estimate of the run to compare with (give the run's config "
                            "files, --model and --set)")
-    topo = resolve(scenario)
+    topo = context_of(scenario, estimate).topology   # the estimate's, resolved once
     world = topo.world
     pp = scenario.parallelism.pp
     notes = []

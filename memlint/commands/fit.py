@@ -29,7 +29,7 @@ from typing import Callable, Optional
 from memlint import __version__
 from memlint.ir import Training
 from memlint.memory.estimate import EstimateError, estimate
-from memlint.memory.topology import resolve
+from memlint.memory.context import context_of, resolve_context
 from memlint.planner import search_plans
 from memlint.planner.search import FRAMEWORKS
 from memlint.units import fmt
@@ -163,6 +163,8 @@ class FitResult:
     headroom: float
     budget_bytes: float
     answers: list
+    # the run's resolved context (memory/context.py), shared with its estimates
+    context: object = field(default=None, repr=False, compare=False)
 
     def answer(self, question: str) -> Optional[Answer]:
         return next((a for a in self.answers if a.question == question), None)
@@ -184,6 +186,7 @@ class _Runs:
 
     def __init__(self, scenario, headroom: float):
         self.base = scenario
+        self.context = resolve_context(scenario)   # the run's; variants share its architecture
         self.capacity = scenario.hardware.gpu_memory
         self.budget = self.capacity * (1 - headroom)
         self._cache: dict = {}
@@ -202,7 +205,9 @@ class _Runs:
         key = tuple(sorted(keys.items()))
         if key not in self._cache:
             try:
-                self._cache[key] = estimate(self.variant(**keys))
+                variant = self.variant(**keys)
+                context = self.context if variant is self.base else self.context.varied(variant)
+                self._cache[key] = estimate(variant, context)
             except EstimateError as exc:
                 raise FitError(f"{', '.join(f'{k}={v}' for k, v in keys.items())}: {exc}") \
                     from None
@@ -243,14 +248,10 @@ def limit_of(failing, fitting, budget: float) -> Limit:
 # The three questions
 
 
-def _data_parallel(scenario) -> int:
-    return resolve(scenario).dp
-
-
 def fit_micro_batch(runs: _Runs) -> Answer:
     sc = runs.base
     tr = sc.training
-    dp = _data_parallel(sc)
+    dp = runs.context.topology.dp
     high, capped = MAX_MICRO_BATCH, None
     if tr.global_batch and not tr.grad_accum:
         high = max(1, tr.global_batch // dp)
@@ -269,13 +270,14 @@ def fit_micro_batch(runs: _Runs) -> Answer:
     return answer
 
 
-def cp_options(scenario) -> list:
+def cp_options(scenario, context=None) -> list:
     """The run's cp, then every larger power of two the world size allows (tp·pp·cp divides
-    it) in a framework with context parallelism (the planner's framework table)."""
+    it) in a framework with context parallelism (the planner's framework table). `context`:
+    the scenario's resolved context, when the caller has it."""
     par = scenario.parallelism
     options = [par.cp]
     frame = FRAMEWORKS.get(scenario.training.framework, {})
-    world = resolve(scenario).world
+    world = (context or context_of(scenario)).topology.world
     if not frame.get("cp") or par.world_size is None or world is None:
         return options
     cp = max(1, par.cp) * 2
@@ -295,7 +297,7 @@ def fit_seq_len(runs: _Runs) -> Answer:
     sc = runs.base
     par = sc.parallelism
     rows = []
-    for cp in cp_options(sc):
+    for cp in cp_options(sc, runs.context):
         granule = _seq_granule(cp)
         keys = {"cp": cp}
         if par.dp is not None and cp != par.cp:
@@ -473,7 +475,7 @@ def fit(scenario, headroom: float = DEFAULT_HEADROOM, questions: tuple = QUESTIO
     if planner:
         answers.append(smallest_gpus(scenario, headroom))
     return FitResult(scenario=scenario, headroom=headroom, budget_bytes=runs.budget,
-                     answers=answers)
+                     answers=answers, context=runs.context)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,7 +502,7 @@ def render_text(result: FitResult, units: str = "GiB", stream=None) -> None:
     out.write(f"Fit for {sc.model.name or 'the model'} on {sc.hardware.gpu} "
               f"({fmt(cap, units)}), headroom {result.headroom:.0%}: a value fits when every "
               f"stage peaks at <= {fmt(int(result.budget_bytes), units)}\n")
-    topo = resolve(sc)
+    topo = (result.context or context_of(sc)).topology
     par = sc.parallelism
     given = "" if par.world_size is not None or par.dp is not None else \
         " (world_size not given: dp = 1)"

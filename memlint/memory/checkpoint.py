@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from memlint.memory.states import MOMENTS, dtypes
+from memlint.memory.context import context_of
+from memlint.memory.states import MOMENTS
 from memlint.memory.terms import Term
 
 TORCHTITAN_KEEP_LATEST_K = 10
@@ -79,7 +80,7 @@ def kept(scenario) -> tuple:
 
 def checkpoint_estimate(scenario, estimate) -> CheckpointEstimate:
     tr, par = scenario.training, scenario.parallelism
-    dt = dtypes(tr, scenario.assumptions.profile)
+    dt = context_of(scenario, estimate).dtypes
     total = int(estimate.params.get("total", 0))
     trainable = int(estimate.params.get("trainable", 0))
     lora = tr.lora_rank > 0

@@ -106,8 +106,10 @@ def _stage_class(model: Model, plan: StagePlan) -> tuple:
     return plan.first, plan.last, kinds, inflight
 
 
-def estimate(scenario) -> Estimate:
-    model = Model(scenario)
+def estimate(scenario, context=None) -> Estimate:
+    """The Estimate of `scenario`; `context`: its resolved context (memory/context.py) when the
+    caller already has one, so that nothing is resolved twice."""
+    model = Model(scenario, context)
     stages = []
     runtime = [] if model.seed else runtime_terms(model)
     workspaces = workspace_terms(model)
@@ -158,4 +160,4 @@ def estimate(scenario) -> Estimate:
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
-                    scenario=scenario)
+                    scenario=scenario, context=model.context)

@@ -10,9 +10,8 @@ from typing import Optional
 
 from memlint.memory.host import (capacity, default_model_init, rank_startup_terms,
                                  rank_training_terms)
-from memlint.memory.states import dtypes
+from memlint.memory.context import context_of
 from memlint.memory.terms import Term
-from memlint.memory.topology import resolve
 
 
 # Above this many nodes the node kinds are bounded instead of enumerated.
@@ -114,8 +113,8 @@ def node_estimates(scenario, estimate) -> tuple:
     """Host RAM and NVMe per kind of node, the worst node first. Empty on the CPU device."""
     if scenario.hardware.device == "cpu" or not estimate.stages:
         return ()
-    topo = resolve(scenario)
-    dt = dtypes(scenario.training, scenario.assumptions.profile)
+    context = context_of(scenario, estimate)
+    topo, dt = context.topology, context.dtypes
     host_cap, nvme_cap, per_node, source = capacity(scenario)
     pp = len(estimate.stages)
     world = topo.world or per_node * pp

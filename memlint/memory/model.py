@@ -4,9 +4,11 @@ A `Model` holds the scenario's training and parallelism settings, the architectu
 parameter counts (memory/params.py), the parallel layout (memory/topology.py), the framework's
 dtypes (memory/states.py), the pipeline stages (`StagePlan`) with the decoder layers each holds,
 LoRA's parameters per layer, the sequence length with any image tokens, the micro-batches per step
-and the multi-token-prediction layers. The term modules (stage_states, stage_activations, logits,
-lora, vision, buffers, optimizer_step, runtime, activation_extras) read it through these public,
-typed attributes and methods.
+and the multi-token-prediction layers. Topology, architecture, counts, dtypes and the pipeline
+schedule come from the run's resolved context (memory/context.py), computed once and shared with
+the rules; the Model adds what only the terms need. The term modules (stage_states,
+stage_activations, logits, lora, vision, buffers, optimizer_step, runtime, activation_extras)
+read it through these public, typed attributes and methods.
 """
 from __future__ import annotations
 
@@ -14,18 +16,12 @@ import functools
 import math
 from typing import Optional
 
-from memlint.memory import states
-from memlint.memory.params import (ConfigError, LayerParams, ParamCounts, count_params,
-                                   lora_params_per_layer, run_architecture)
-from memlint.memory.stages import StagePlan, microbatches, stage_plans, virtual_chunks
-from memlint.memory.topology import Topology, resolve
+from memlint.memory.context import MAX_STAGES, Resolved, resolve_context
+from memlint.memory.params import ConfigError, LayerParams, ParamCounts, lora_params_per_layer
+from memlint.memory.stages import StagePlan
+from memlint.memory.topology import Topology
 
-
-#: Every pipeline stage is an estimate of its own (its terms, a row of the report), so the work
-#: grows with pp. The deepest published pipelines are far below this: 64 stages for the 1T-parameter
-#: GPT of Narayanan et al. 2021 (Table 1), 16 for Llama 3 405B (Dubey et al. 2024, Table 4). A
-#: deeper one is "no estimate" (a warning-level note), never an error.
-MAX_STAGES = 512
+__all__ = ["MAX_STAGES", "EstimateError", "Model", "UnsupportedModel"]
 
 
 class EstimateError(ValueError):
@@ -47,8 +43,11 @@ class UnsupportedModel(EstimateError):
 class Model:
     """Everything the stage estimates share, computed once (see the module docstring)."""
 
-    def __init__(self, scenario):
+    def __init__(self, scenario, context: Optional[Resolved] = None):
         self.scenario = scenario
+        # the run's resolved context (memory/context.py): topology, architecture, counts,
+        # dtypes and pipeline schedule, computed once and shared with the rules
+        self.context = context if context is not None else resolve_context(scenario)
         self.tr = scenario.training
         self.par = scenario.parallelism
         self.assume = scenario.assumptions
@@ -61,14 +60,14 @@ class Model:
                                             f"{unsupported.value}")
         if model is None:
             raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
-        self.topo: Topology = resolve(scenario)
+        self.topo: Topology = self.context.topology
         try:
             # the vocabulary as the framework builds it for this run's tp (memlint/facts/vocab.py)
-            self.arch = run_architecture(model, self.topo.tp)
+            self.arch = self.context.require("architecture")
         except ConfigError as exc:
             raise EstimateError(f"model.{exc.key}", str(exc)) from None
-        self.counts: ParamCounts = count_params(self.arch)
-        self.dt = states.dtypes(self.tr, self.profile)
+        self.counts: ParamCounts = self.context.require("counts")
+        self.dt = self.context.require("dtypes")
         self.total_override = model.total_params
         self.expert_override = model.expert_params
         self.uniform = self.seed or self.total_override is not None
@@ -79,8 +78,9 @@ class Model:
         if self.par.pp > self.arch.layers:
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
-        self.chunks = virtual_chunks(scenario.extra, self.par, self.arch.layers, self.seed)
-        self.plans = stage_plans(self.arch.layers, self.par, self.chunks)
+        schedule = self.context.require("schedule")
+        self.chunks = schedule.chunks
+        self.plans = schedule.plans
         self.lora = self.tr.lora_rank > 0
         # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
         self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
@@ -97,7 +97,7 @@ class Model:
                              and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
-        self.microbatches = microbatches(self.tr, self.topo.dp)
+        self.microbatches = schedule.microbatches
         self.mtp_layers = self._mtp_layers()
 
     def visual_tokens_per_image(self) -> int:

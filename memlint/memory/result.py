@@ -30,6 +30,9 @@ class Estimate:
     # the scenario estimated, for what is derived on demand (host, checkpoint): the planner
     # estimates thousands of layouts and never asks for them
     scenario: Any = field(default=None, repr=False, compare=False)
+    # its resolved context (memory/context.py Resolved: topology, architecture, counts, dtypes,
+    # schedule), computed once; the rules and the host and checkpoint estimates read it
+    context: Any = field(default=None, repr=False, compare=False)
 
     @cached_property
     def host(self) -> tuple:

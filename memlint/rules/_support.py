@@ -1,5 +1,7 @@
 """Helpers shared by the estimate-reading rules: byte formatting in the scenario's units, and
-re-running the memory model on a modified scenario (the only memory "maths" a rule may do)."""
+re-running the memory model on a modified scenario (the only memory "maths" a rule may do), from
+the run's resolved context (`ctx.resolved.varied(variant)`: the model's architecture and counts are
+not read again)."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,12 +19,13 @@ def size(ctx, nbytes: int) -> str:
     return fmt(nbytes, units_of(ctx))
 
 
-def estimate_of(scenario):
-    """The memory model on `scenario` (imported lazily: it is optional at rule-import time)."""
+def estimate_of(scenario, context=None):
+    """The memory model on `scenario` (imported lazily: it is optional at rule-import time);
+    `context`: the variant's resolved context (memory/context.py), when the rule has one."""
     # start-up: the memory model loads only when a run is estimated
     from memlint.memory.estimate import estimate
 
-    return estimate(scenario)
+    return estimate(scenario, context)
 
 
 def with_parallelism(scenario, **changes):
@@ -34,10 +37,11 @@ def with_training(scenario, **changes):
     return dataclasses.replace(scenario, training=dataclasses.replace(scenario.training, **changes))
 
 
-def try_estimate(scenario) -> Optional[object]:
-    """Re-estimate, or None when the model cannot estimate that variant."""
+def try_estimate(scenario, context=None) -> Optional[object]:
+    """Re-estimate, or None when the model cannot estimate that variant. `context`: the run's
+    resolved context (`ctx.resolved`), whose architecture and counts the variant shares."""
     try:
-        return estimate_of(scenario)
+        return estimate_of(scenario, None if context is None else context.varied(scenario))
     except Exception:  # noqa: BLE001 - a variant the model cannot estimate gives no advice
         return None
 

@@ -7,7 +7,9 @@ sections *What it checks* / *Why it matters* / *How to fix* / *Example*. `check(
 those keys into file/line/column through the Scenario's provenance, stamps code, name and the
 configured severity, and applies select/ignore/suppressions.
 
-Rules do no parsing, I/O, formatting or memory maths: they read the Scenario and Estimate terms.
+Rules do no parsing, I/O, formatting or memory maths: they read the Scenario and Estimate terms,
+and the run's resolved context (`ctx.resolved`: topology, architecture, parameter counts, dtypes,
+pipeline schedule; memory/context.py), computed once per run and shared by every rule.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
 from memlint.diagnostics import Severity
+from memlint.memory.context import Resolved, context_of
 
 
 @dataclass(frozen=True)
@@ -27,12 +30,18 @@ class Finding:
 
 @dataclass(frozen=True)
 class Context:
-    """What a rule sees: the merged scenario, its estimate (None without a model) and options."""
+    """What a rule sees: the merged scenario, its estimate (None without a model), options, and
+    the run's resolved context (the estimate's, else one made here when none is given)."""
 
     scenario: Any                 # memlint.ir.Scenario
     estimate: Any = None          # memlint.memory.terms.Estimate or None
     options: Mapping = field(default_factory=dict)
     formats: tuple = ()           # formats of the sources (deepspeed, megatron, ...)
+    resolved: Optional[Resolved] = None   # memlint.memory.context.Resolved of the scenario
+
+    def __post_init__(self):
+        if self.resolved is None and self.scenario is not None:
+            object.__setattr__(self, "resolved", context_of(self.scenario, self.estimate))
 
     def extra(self, key: str, default: Any = None) -> Any:
         setting = self.scenario.extra.get(key)

@@ -16,7 +16,6 @@ from typing import Iterable, Optional
 
 from memlint.diagnostics import Severity
 from memlint.facts.deepspeed import AUTO_DROPPED_BLOCKS, STAGE3_ONLY
-from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 
 _TRIPLE = (("global_batch", "train_batch_size"),
@@ -47,7 +46,7 @@ def _data_parallel(ctx: Context) -> Optional[int]:
     if par.world_size is None and par.dp is None:
         return None
 
-    dp = resolve(scenario).dp
+    dp = ctx.resolved.topology.dp
     sp = ctx.extra("deepspeed.sequence_parallel_size")
     if par.dp is None and isinstance(sp, int) and not isinstance(sp, bool) and sp > 1:
         dp = max(1, dp // sp)

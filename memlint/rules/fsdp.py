@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from memlint.diagnostics import Severity
-from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 from memlint.units import fmt
 
@@ -36,13 +35,8 @@ def _layer_params(ctx: Context) -> Optional[list]:
     model = ctx.scenario.model
     if model is None or not model.config:
         return None
-    try:
-        # start-up: the memory model loads only when a run is estimated
-        from memlint.memory.params import architecture, count_params
-
-        return [layer.total for layer in count_params(architecture(model.config)).layers]
-    except (ValueError, KeyError, TypeError, ZeroDivisionError):
-        return None
+    counts = ctx.resolved.counts   # None: a config the counter cannot read
+    return None if counts is None else [layer.total for layer in counts.layers]
 
 
 def _fmt(nbytes: int) -> str:
@@ -129,7 +123,7 @@ class FullRecomputeDoubleAllgather(Rule):
             # for start-up speed: only this finding needs the FSDP traffic model
             from memlint.memory.fsdp import recompute_allgather_traffic
 
-            shard = resolve(scenario).shard
+            shard = ctx.resolved.topology.shard
             traffic = recompute_allgather_traffic(layers, _compute_bytes(ctx), shard)
             if traffic["bytes"] > 0:
                 message += (f": {_fmt(traffic['bytes'])} more received per GPU per step "

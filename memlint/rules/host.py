@@ -272,11 +272,11 @@ class NvmeSwapBufferTooSmall(Rule):
         if not isinstance(vocab, int) or not isinstance(hidden, int) or vocab <= 0 or hidden <= 0:
             return
         # for start-up speed: a one-file check without ZeRO-Infinity never needs these
-        from memlint.memory.host import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU, deepspeed_int
-        from memlint.memory.states import ceil_div, dtypes
-        from memlint.memory.topology import resolve
+        from memlint.facts.deepspeed import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU
+        from memlint.memory.host import deepspeed_int
+        from memlint.memory.states import ceil_div
 
-        dp = resolve(scenario).dp
+        dp = ctx.resolved.topology.dp
         partition = ceil_div(vocab * hidden, dp)
         buffer = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size",
                                PARAM_BUFFER_SIZE)
@@ -287,7 +287,7 @@ class NvmeSwapBufferTooSmall(Rule):
         # swapped (zero/stage3.py _create_fp16_partitions_with_defragmentation); a partition
         # larger than max_in_cpu cannot, so it goes through a swap buffer and the assert fires.
         certain = partition > in_cpu
-        pinned = dtypes(scenario.training, scenario.assumptions.profile).param * partition
+        pinned = ctx.resolved.dtypes.param * partition
         yield Finding(
             f"the word embedding's partition is {partition:,} elements (vocab {vocab:,} × hidden "
             f"{hidden:,} / dp {dp}), more than offload_param.buffer_size {buffer:,}: DeepSpeed's "

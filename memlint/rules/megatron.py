@@ -12,7 +12,6 @@ from typing import Optional
 
 from memlint.diagnostics import Severity
 from memlint.keys import to_int
-from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 
 M = "megatron."
@@ -349,7 +348,7 @@ class InterleavedSchedule(Rule):
         training = ctx.scenario.training
         if training.global_batch is None or (par.world_size is None and par.dp is None):
             return
-        dp = resolve(ctx.scenario).dp
+        dp = ctx.resolved.topology.dp
         step = training.micro_batch * dp
         if training.global_batch % step:
             return  # batch-arithmetic reports it

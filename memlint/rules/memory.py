@@ -94,7 +94,7 @@ def unread_references(scenario) -> list:
 
 
 def _fits_as(ctx, stage, **training) -> bool:
-    variant = try_estimate(with_training(ctx.scenario, **training))
+    variant = try_estimate(with_training(ctx.scenario, **training), ctx.resolved)
     if variant is None:
         return True  # cannot tell: the default may matter
     other = [s for s in variant.stages if s.stage == stage.stage]
@@ -427,7 +427,7 @@ class AttentionScoresMaterialized(Rule):
     @staticmethod
     def _by_reestimate(ctx) -> list:
         """Without a separate scores term: the activations flash attention would save."""
-        fused = try_estimate(with_training(ctx.scenario, attention="flash"))
+        fused = try_estimate(with_training(ctx.scenario, attention="flash"), ctx.resolved)
         if fused is None:
             return []
         saved = {s.stage: component(s, "activations") for s in fused.stages}
@@ -508,19 +508,16 @@ class LogitsMemoryDominates(Rule):
 _LEARNED_TABLE_KEYS = {"bert": "max_position_embeddings"}
 
 
-def _positions(config) -> tuple:
+def _positions(config, resolved) -> tuple:
     """(kind, limit, key): 'learned' with the table's rows, 'rope' with the trained length, or
-    (None, None, None) when the config names neither."""
-    # start-up: the memory model loads only when a run is estimated
-    from memlint.memory.params import architecture
-
+    (None, None, None) when the config names neither. `resolved`: the run's context, whose
+    architecture is that of `config`."""
     model_type = str(config.get("model_type", "") or "")
     key = _LEARNED_TABLE_KEYS.get(model_type)
     if key is not None and isinstance(config.get(key), int):
         return "learned", config[key], key
-    try:
-        arch = architecture(config)
-    except Exception:  # noqa: BLE001 - an unreadable config is reported by the adapters
+    arch = resolved.architecture
+    if arch is None:   # an unreadable config is reported by the adapters
         return None, None, None
     if arch.learned_positions:
         key = "n_positions" if "n_positions" in config else "max_position_embeddings"
@@ -586,7 +583,7 @@ class SeqLenBeyondPositions(Rule):
         scenario = ctx.scenario
         if scenario is None or scenario.model is None or not scenario.model.config:
             return
-        kind, limit, key = _positions(scenario.model.config)
+        kind, limit, key = _positions(scenario.model.config, ctx.resolved)
         seq_len = scenario.training.seq_len
         if kind is None or seq_len <= limit:
             return

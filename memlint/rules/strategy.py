@@ -8,30 +8,22 @@ costs measured for ZeRO-Offload (Ren et al. 2021) and ZeRO-Infinity (Rajbhandari
 from __future__ import annotations
 
 from memlint.diagnostics import Severity
-from memlint.memory.topology import resolve
 from memlint.rules._support import component, size, stage_label, try_estimate, with_parallelism
 from memlint.rules.base import Finding, Rule
 
 
-def _num_experts(scenario):
-    if scenario.model is None:
-        return None
-    try:
-        # start-up: the memory model loads only when a run is estimated
-        from memlint.memory.params import architecture
-
-        arch = architecture(scenario.model.config)
-    except Exception:  # noqa: BLE001 - an unreadable config: the adapters report it
-        return None
-    return arch.moe.num_experts if arch.moe is not None else None
+def _num_experts(ctx):
+    arch = ctx.resolved.architecture   # None: no model, or an unreadable config (reported)
+    return arch.moe.num_experts if arch is not None and arch.moe is not None else None
 
 
-def _topology_ok(scenario) -> bool:
+def _topology_ok(resolved) -> bool:
     """Whether the layout is valid, judged only when the GPU count is actually known."""
+    scenario = resolved.scenario
     if not (scenario.is_set("world_size") or scenario.is_set("dp")):
         return True
 
-    return not resolve(scenario).problems
+    return not resolved.topology.problems
 
 
 # Frameworks that can split experts over GPUs: Megatron (--expert-model-parallel-size),
@@ -120,16 +112,16 @@ class MoeWithoutExpertParallel(Rule):
         fits = estimate.peak_bytes <= capacity
         if estimate.peak_bytes <= capacity * (1 - margin):
             return  # fits with room: expert parallelism would only add an all-to-all
-        count = _num_experts(scenario)
+        count = _num_experts(ctx)
         suggestion = ""
         suggested = None
         limit = min(count or 256, gpus)
         candidate = 2
         while candidate <= limit:
             if count is None or count % candidate == 0:
-                variant = with_parallelism(scenario, ep=candidate)
+                variant = ctx.resolved.varied(with_parallelism(scenario, ep=candidate))
                 if _topology_ok(variant):
-                    result = try_estimate(variant)
+                    result = try_estimate(variant.scenario, variant)
                     if result is not None and result.peak_bytes <= capacity * (1 - margin):
                         suggested = candidate
                         suggestion = (f"; ep={candidate} is the smallest that fits (peak "
@@ -260,7 +252,8 @@ class VisionEncoderOnFirstStage(Rule):
         scenario = ctx.scenario
         best = None
         for layers in range(first.layers - 1, max(-1, first.layers - 33), -1):
-            result = try_estimate(with_parallelism(scenario, first_stage_layers=layers))
+            result = try_estimate(with_parallelism(scenario, first_stage_layers=layers),
+                                  ctx.resolved)
             if result is None:
                 break
             if best is None or result.peak_bytes < best[1]:
@@ -313,7 +306,7 @@ class SequenceParallelOff(Rule):
         saving = ""
         estimate = ctx.estimate
         if estimate is not None and estimate.stages:
-            result = try_estimate(with_parallelism(scenario, sp=True))
+            result = try_estimate(with_parallelism(scenario, sp=True), ctx.resolved)
             if result is not None:
                 before = sum(component(s, "activations") for s in estimate.stages)
                 after = sum(component(s, "activations") for s in result.stages)
@@ -390,7 +383,7 @@ class Zero3WhenZero2Fits(Rule):
                                    'fsdp="shard_grad_op"', "fsdp")
         else:
             return
-        result = try_estimate(variant)
+        result = try_estimate(variant, ctx.resolved)
         if result is None:
             return
         margin = float(ctx.options.get("margin", 0.10))
@@ -482,7 +475,7 @@ class OffloadWhenItFits(Rule):
                 # use_unsloth_gc): one layer input per layer crosses PCIe, overlapped with the
                 # compute; "only 1% slower" (unslothai/unsloth README), not worth a finding
                 continue
-            result = try_estimate(with_parallelism(scenario, **{field: off}))
+            result = try_estimate(with_parallelism(scenario, **{field: off}), ctx.resolved)
             if result is None or result.peak_bytes > capacity * (1 - margin):
                 continue
             yield Finding(

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Optional
 
 from memlint.diagnostics import Severity
-from memlint.memory.topology import resolve
 from memlint.rules.base import Context, Finding, Rule
 
 
@@ -43,7 +42,7 @@ def _known_dp(ctx: Context) -> Optional[int]:
     par = ctx.scenario.parallelism
     if par.world_size is None and par.dp is None:
         return None
-    return resolve(ctx.scenario).dp
+    return ctx.resolved.topology.dp
 
 
 class WorldSizeDivisibility(Rule):
@@ -81,7 +80,7 @@ class WorldSizeDivisibility(Rule):
     severity = Severity.ERROR
 
     def check(self, ctx: Context):
-        for message, keys in resolve(ctx.scenario).problems:
+        for message, keys in ctx.resolved.topology.problems:
             if "ep" in keys or "dp_shard" in keys:
                 continue
             order = ("tp", "pp", "cp", "world_size", "dp", "ep")
@@ -139,7 +138,7 @@ class ExpertParallelDivisibility(Rule):
         par = ctx.scenario.parallelism
         if par.world_size is None and par.dp is None:
             return
-        for message, keys in resolve(ctx.scenario).problems:
+        for message, keys in ctx.resolved.topology.problems:
             if "ep" in keys:
                 yield _world_finding(ctx, message, ("ep", "etp", "world_size", "dp"))
 

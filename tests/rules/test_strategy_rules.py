@@ -23,7 +23,8 @@ def model(monkeypatch):
     calls = []
 
     def install(rule):
-        def fake(scen):
+        def fake(scen, context=None):
+            assert context is None or context.scenario is scen   # the variant's own context
             calls.append(scen)
             return rule(scen)
         monkeypatch.setattr(_support, "estimate_of", fake)
