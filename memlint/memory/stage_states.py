@@ -33,7 +33,8 @@ def state_terms(model: Model, plan: StagePlan):
         if saved:
             # PEFT modules_to_save: full trainable copies beside the frozen originals
             trainable.append(states.ShardedCount("modules_to_save", saved, topo.shard))
-        frozen = [states.ShardedCount("frozen", g.params, g.shard, g.split) for g in groups]
+        frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
+                  for g in groups]
         if tr.base_quant != "none" and not model.uniform:
             # bitsandbytes quantizes the linear layers; embeddings, LM head and norms keep the
             # loaded dtype (lora.unquantized_params)
@@ -57,8 +58,8 @@ def state_terms(model: Model, plan: StagePlan):
         # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
         # but it has no gradients and no optimizer states
         weights += states.weight_terms(
-            [states.ShardedCount("frozen", g.params, g.shard, g.split) for g in groups], dt,
-            par.zero, par.fsdp, par.offload_params)
+            [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split) for g in groups],
+            dt, par.zero, par.fsdp, par.offload_params)
     else:
         # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
         fp8_weights = []
@@ -100,6 +101,11 @@ def state_terms(model: Model, plan: StagePlan):
     host += [t for t in optimizer if t.name.startswith("host.")]
     optimizer = [t for t in optimizer if not t.name.startswith("host.")]
     return weights, gradients, optimizer, host
+
+
+def _frozen_name(group) -> str:
+    """weights.frozen for the dense part, weights.frozen.experts for the routed experts."""
+    return "frozen" if group.name == "dense" else f"frozen.{group.name}"
 
 
 def adafactor_factored(model: Model, plan: StagePlan) -> int:
