@@ -175,7 +175,8 @@ class Model:
                 "vision": counts.vision + counts.projector}
 
     def stage_param_groups(self, plan: StagePlan) -> dict:
-        """{'dense': n, 'experts': n} per GPU of this stage after tp/pp/ep (before ZeRO/FSDP)."""
+        """{'dense': n, 'experts': n} per GPU of this stage after tp/pp/ep (before ZeRO/FSDP),
+        and under 'split' how tp, pp and ep divided each (the text the formulas show)."""
         topo = self.topo
         if self.uniform:
             total = self.total_params()
@@ -184,8 +185,15 @@ class Model:
             dense = (total - experts) * share
             expert_part = experts * share
             expert_div = topo.tp * topo.ep if self.seed else topo.etp * topo.ep
+            layers = f"{len(plan.layers)}/{self.arch.layers} layers"
             return {"dense": int(round(dense / topo.tp)),
-                    "experts": int(round(expert_part / expert_div))}
+                    "experts": int(round(expert_part / expert_div)),
+                    "split": {
+                        "dense": f"(total {total:,} − experts {experts:,}) × {layers} "
+                                 f"/ tp {topo.tp}",
+                        "experts": f"experts {experts:,} × {layers} / "
+                                   + (f"(tp {topo.tp} · ep {topo.ep})" if self.seed
+                                      else f"(etp {topo.etp} · ep {topo.ep})")}}
         dense = 0
         experts = 0
         whole = 0   # held whole by every tensor-parallel rank (tp_replicated)
@@ -212,8 +220,13 @@ class Model:
                 dense += self.counts.embedding
         if topo.tp <= 1:
             whole = 0
+        where = f"a stage of pp {self.par.pp}: "  # no index: stages of one class share terms
         return {"dense": math.ceil((dense - whole) / topo.tp) + whole,
-                "experts": math.ceil(experts / (topo.etp * topo.ep))}
+                "experts": math.ceil(experts / (topo.etp * topo.ep)),
+                "split": {  # how tp, pp and ep divide them, for the formulas
+                    "dense": where + (f"({dense:,} − tp-replicated {whole:,}) / tp {topo.tp} + "
+                                      f"{whole:,}" if whole else f"{dense:,} / tp {topo.tp}"),
+                    "experts": where + f"{experts:,} / (etp {topo.etp} · ep {topo.ep})"}}
 
     def tp_replicated(self, layer: LayerParams) -> int:
         """A layer's parameters that tensor parallelism does not split: its norms (and q/k
