@@ -5,10 +5,9 @@ Each function returns `Term`s (or activation items) with formula, inputs and sou
 """
 from __future__ import annotations
 
-from memlint.memory import activations as act
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
-from memlint.memory.terms import Term
+from memlint.memory.terms import Item, Term
 
 
 def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed_states: bool) -> float:
@@ -75,8 +74,8 @@ def lora_activation_items(model: Model, sh) -> list:
     rank = model.tr.lora_rank
     c = model.dt.compute
     targets = 4 if model.tr.lora_targets == "qkvo" else (7 if sh.gated else 6)
-    items = [act.Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
+    items = [Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
     if model.tr.lora_dropout > 0:
         mask = 1 if model.scenario.hardware.device == "cuda" else c
-        items.append(act.Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
+        items.append(Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
     return items

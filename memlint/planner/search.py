@@ -353,7 +353,7 @@ class Space:
             items = act.fused_layer_items(sh, self.dt.compute, self.tr.attention in ("flash", "sdpa"),
                                           tp, sp, arch.hidden_dropout > 0,
                                           arch.attention_dropout > 0, selective)
-            value = sum(i.per_token + i.per_token_pair * seq_local for i in items)
+            value = sum(i.bytes_per_token(seq_local) for i in items)
             best = value if best is None else min(best, value)
         self._act_cache[key] = best
         return best
