@@ -304,8 +304,10 @@ _KEYS = [
         "whether the base model's weights are trained (false: frozen, e.g. Megatron --freeze-LM)"),
     Key("lora_rank", "training", "lora_rank", non_negative_int, "LoRA rank (0: no LoRA)"),
     Key("lora_targets", "training", "lora_targets",
-        choice("qkvo", "all-linear", aliases={"all_linear": "all-linear", "all": "all-linear"}),
-        "LoRA target modules"),
+        choice("qkvo", "all-linear", "all-linear+experts",
+               aliases={"all_linear": "all-linear", "all": "all-linear"}),
+        "LoRA target modules: qkvo (attention), all-linear (PEFT's: every linear but the output "
+        "layer; MoE routed experts are fused parameters it does not wrap), all-linear+experts"),
     Key("lora_dropout", "training", "lora_dropout", probability, "LoRA dropout probability"),
     Key("lora_modules_to_save", "training", "lora_modules_to_save", module_names,
         "modules trained in full beside the LoRA adapters (PEFT modules_to_save: embed_tokens, "

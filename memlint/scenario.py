@@ -222,6 +222,25 @@ def load_hub_model(name: str, prov: Provenance, hub: Optional[bool] = None,
     return partial
 
 
+def checkpoint_quantization(model_settings: dict) -> Optional[tuple]:
+    """(base_quant, provenance) of a checkpoint saved quantized by bitsandbytes: its config.json's
+    `quantization_config` (`load_in_4bit` / `load_in_8bit`), which transformers applies when it
+    loads the weights whatever the training config says (hugging-quants' and axolotl-quants'
+    NF4 uploads). None for other checkpoints and other quantization methods."""
+    def value(name):
+        setting = model_settings.get(f"model.quantization_config.{name}")
+        return (setting.value, setting.prov) if setting is not None else (None, None)
+
+    method, prov = value("quant_method")
+    if method not in (None, "bitsandbytes"):
+        return None
+    for flag, quant in (("load_in_4bit", "nf4"), ("load_in_8bit", "int8")):
+        on, where = value(flag)
+        if on is True:
+            return quant, where or prov
+    return None
+
+
 def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bool = False,
           max_bytes: Optional[int] = None, hub: Optional[bool] = None) -> tuple[Scenario, list]:
     """Merge partials (lowest priority first) and build the typed Scenario."""
@@ -276,6 +295,11 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             continue
         values[spec.section][spec.field] = converted
         provenance[key] = setting.prov
+
+    if "base_quant" not in values["training"]:
+        found = checkpoint_quantization(model_settings)
+        if found is not None:
+            values["training"]["base_quant"], provenance["base_quant"] = found
 
     model = None
     if model_settings or "name" in values["model"]:

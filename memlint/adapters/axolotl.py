@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import find_reference
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
@@ -112,8 +113,6 @@ _SHIPPED_DEEPSPEED = {
 
 _CCE_PLUGIN = "cut_cross_entropy"
 _LIGER_PLUGIN = "liger"
-_ATTENTION_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "query_key_value",
-                      "c_attn", "dense", "out_proj", "self_attn"}
 
 
 def detect(path: str, text: str) -> bool:
@@ -272,10 +271,7 @@ def _adapter(data: dict, partial: Partial, prov) -> None:
         if data.get("lora_target_linear") is True:
             partial.set("lora_targets", "all-linear", prov("lora_target_linear"))
         elif modules:
-            names = [modules] if isinstance(modules, str) else [str(m) for m in modules]
-            attention_only = all(n.split(".")[-1] in _ATTENTION_MODULES for n in names)
-            partial.set("lora_targets", "qkvo" if attention_only else "all-linear",
-                        prov("lora_target_modules"))
+            partial.set("lora_targets", target_kind(modules), prov("lora_target_modules"))
         if data.get("lora_dropout") is not None:
             partial.set("lora_dropout", data["lora_dropout"], prov("lora_dropout"))
         if data.get("lora_modules_to_save"):

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import _resolve_reference, inside
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
                                  Severity, make)
@@ -421,10 +422,7 @@ def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
         partial.set("lora_rank", rank, rank_item.prov)
     targets = args.get("lora_target_modules")
     if targets is not None and not targets.unresolved:
-        text = str(targets.value).lower()
-        partial.set("lora_targets", "all-linear" if ("all" in text or "gate_proj" in text
-                                                       or "up_proj" in text) else "qkvo",
-                    targets.prov)
+        partial.set("lora_targets", target_kind(targets.value), targets.prov)
     dropout = args.get("lora_dropout")
     if dropout is not None and not dropout.unresolved:
         try:

@@ -20,6 +20,7 @@ import os
 import re
 
 from memlint.adapters import hf_trainer
+from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml_mapping, suppressions
@@ -126,9 +127,7 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
         else:
             partial.set("lora_rank", rank, rank_item.prov)
         target = given("lora_target")
-        text_target = str(target.value).lower() if target is not None else "all"
-        partial.set("lora_targets", "all-linear" if ("all" in text_target or "gate" in text_target
-                                                     or "up_proj" in text_target) else "qkvo",
+        partial.set("lora_targets", target_kind(target.value if target is not None else "all"),
                     target.prov if target is not None else anchor)
         if target is None:
             notes.append(f"lora_target all ({SOURCE} finetuning_args.py default)")

@@ -1,6 +1,7 @@
 """DeepSpeed facts (DeepSpeed v0.19.6, deepspeedai/DeepSpeed@edaa722): which ZeRO keys only the
-stage-3 optimizer reads, which take a second (aliased) name, and which config blocks drop "auto"
-values. Read by the DeepSpeed adapter and the DeepSpeed rules."""
+stage-3 optimizer reads, which take a second (aliased) name, which config blocks drop "auto"
+values, and the defaults of the sizes the memory model reads. Read by the DeepSpeed adapter, the
+memory model (memory/deepspeed_buffers.py, memory/host.py) and the rules."""
 from __future__ import annotations
 
 # ZeRO fields DeepSpeed accepts under two names (pydantic alias + populate_by_name); the extra key
@@ -23,3 +24,19 @@ STAGE3_ONLY = tuple("stage3_" + name for name in STAGE3_ALIASED) + (
 AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel",
                        "compile", "comms_logger", "tensorboard", "wandb", "csv_monitor", "comet",
                        "hybrid_engine")
+
+# Defaults of deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig), in elements.
+REDUCE_BUCKET_SIZE = 500_000_000                 # reduce_bucket_size
+MAX_LIVE_PARAMETERS = 1_000_000_000              # stage3_max_live_parameters
+PARAM_PERSISTENCE_THRESHOLD = 100_000            # stage3_param_persistence_threshold
+SUB_GROUP_SIZE = 1_000_000_000                   # sub_group_size
+CONTIGUOUS_GRADIENTS = True                      # contiguous_gradients
+# overlap_comm: None in the config, read as True under ZeRO-3 and False otherwise
+# (DeepSpeedZeroConfig overlap_comm_valid)
+
+# Defaults of deepspeed/runtime/zero/offload_config.py (DeepSpeedZeroOffloadParamConfig,
+# DeepSpeedZeroOffloadOptimizerConfig).
+PARAM_BUFFER_COUNT = 5                           # offload_param.buffer_count
+PARAM_BUFFER_SIZE = 100_000_000                  # offload_param.buffer_size (elements)
+PARAM_MAX_IN_CPU = 1_000_000_000                 # offload_param.max_in_cpu (elements)
+OPTIMIZER_BUFFER_COUNT = 4                       # offload_optimizer.buffer_count

@@ -33,10 +33,6 @@ class Item:
     per_token_pair: float = 0.0  # bytes per token per attended position (T x T tensors)
 
 
-def layer_bytes(items, tokens: int, seq: int) -> int:
-    return int(sum(i.per_token * tokens + i.per_token_pair * tokens * seq for i in items))
-
-
 def seed_layer_coefficient(c_act: float, c_scores: float, heads: int, seq: int, hidden: int,
                            flash: bool) -> float:
     """C_act + 5·H·T/d without FlashAttention (seed 000 CH 1.4.2)."""
@@ -54,29 +50,6 @@ def seed_stage_units(layers: int, recompute: str, every: int, c_act: float, c_fu
         kept = math.ceil(layers / every)
         return c_act * kept + c_full * (layers - kept)
     return c_act * layers
-
-
-def basics_layer_bytes(b: int, s: int, d: int, heads: int, kv_heads: int, ffn: int) -> dict:
-    """Seed article 003 section 3.3: attention (8 + 4·n_kv/n_h)·bsd + 5·b·s²·n_h, FFN 8·bs·d_ffn +
-    2·bsd; total (10 + 4·n_kv/n_h)·bsd + 8·bs·d_ffn + 5·b·s²·n_h."""
-    attention = 8 * b * s * d + 4 * kv_heads / heads * b * s * d + 5 * b * s * s * heads
-    ffn_bytes = 8 * b * s * ffn + 2 * b * s * d
-    return {"attention": attention, "ffn": ffn_bytes, "total": attention + ffn_bytes,
-            "scores": 5 * b * s * s * heads}
-
-
-def kv_for_backward_bytes(layers: int, kv_heads: int, head_dim: int, tokens: int,
-                          dtype_bytes: int = 2) -> int:
-    """K and V kept for the attention backward: 2 tensors × L × H_kv × D × tokens × 2 B
-    (seed 000 CH 4.1, 8.2). Already inside C_act = 34; exposed to size visual tokens' share."""
-    return 2 * dtype_bytes * layers * kv_heads * head_dim * tokens
-
-
-def cp_needed(activation_bytes_at_cp1: float, available_bytes: float) -> int:
-    """Smallest context-parallel size that fits: cp >= activations / available (seed 000 CH 4.3)."""
-    if available_bytes <= 0:
-        return 0
-    return max(1, math.ceil(activation_bytes_at_cp1 / available_bytes - 1e-9))
 
 
 @dataclass(frozen=True)

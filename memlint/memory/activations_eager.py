@@ -22,7 +22,7 @@ class HFRun:
     dropout_hidden: float = 0.0
     base_trainable: bool = True   # False: frozen base weights (LoRA / QLoRA)
     lora_rank: int = 0
-    lora_targets: str = ""        # "" | qkvo | all-linear
+    lora_targets: str = ""        # "" | qkvo | all-linear | all-linear+experts
     lora_dropout: float = 0.0
     fused_qkv: bool = False       # one qkv linear (GPT-2 c_attn, phi3, gpt_neox)
     softmax_fp32: bool = True     # eager softmax upcast (`softmax(..., dtype=torch.float32)`)
@@ -59,8 +59,8 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
     a = 2 if run.autocast else c          # dtype of matmul outputs
     r = 4 if run.autocast else c          # dtype of the residual stream
     mask_bytes = 1 if run.device == "cuda" else None  # dropout mask: bool on CUDA, input dtype on CPU
-    lora_attn = run.lora_rank > 0 and run.lora_targets in ("qkvo", "all-linear")
-    lora_mlp = run.lora_rank > 0 and run.lora_targets == "all-linear"
+    lora_attn = run.lora_rank > 0 and bool(run.lora_targets)
+    lora_mlp = run.lora_rank > 0 and run.lora_targets.startswith("all-linear")
     attn_saves_input = run.base_trainable or lora_attn
     mlp_saves_input = run.base_trainable or lora_mlp
     items = []
@@ -189,7 +189,7 @@ def lora_items(sh: Shapes, run: HFRun) -> list:
     a = 2 if run.autocast else run.c
     attn = [sh.d] * (1 if run.fused_qkv else 3) + [sh.do]
     mlp = []
-    if run.lora_targets == "all-linear" and not sh.top_k:
+    if run.lora_targets.startswith("all-linear") and not sh.top_k:
         mlp = [sh.d] * (2 if sh.gated else 1) + [sh.ffn]
     inputs = attn + mlp
     items = [Item(f"LoRA rank-{r} intermediates ({len(inputs)} adapters)", a * r * len(inputs))]

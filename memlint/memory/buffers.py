@@ -1,24 +1,16 @@
 """ZeRO / FSDP communication buffers of a step: DeepSpeed's bucket and prefetch buffers
-(memory/deepspeed_buffers.py) and FSDP's all-gather and reduce-scatter buffers (memory/fsdp.py)
+(memory/deepspeed_buffers.py, with DeepSpeed's defaults from memlint/facts/deepspeed.py) and FSDP's all-gather and reduce-scatter buffers (memory/fsdp.py)
 as Terms of the phase they are live in.
 """
 from __future__ import annotations
 
 import math
 
+from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as ds
 from memlint.memory import fsdp
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
-from memlint.memory.terms import Term
-
-
-def _term_of(record: dict, prefix: str = "") -> Term:
-    """A Term from the dicts memory/fsdp.py and memory/deepspeed_buffers.py return."""
-    name = record["name"]
-    return Term(name if name.startswith(prefix) else prefix + name, record["component"],
-                int(record["bytes"]), record["formula"], dict(record.get("inputs", {})),
-                record.get("source", ""))
 
 
 def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
@@ -36,14 +28,13 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
     """
     par, topo, counts = model.par, model.topo, model.counts
-    if phase == "optimizer" or model.seed:
+    if phase == "optimizer" or not model.assume["buffers.enabled"]:
         return []
     layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
     uses_deepspeed = (model.tr.framework == "deepspeed"
                       or "deepspeed.config" in model.scenario.extra)
     if uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
-        return [_term_of(record, "buffers.") for record in _deepspeed_buffers(model, plan,
-                                                                               layer_params)]
+        return _deepspeed_buffers(model, plan, layer_params)
     sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
     if not sharded or topo.shard <= 1:
         return []
@@ -57,19 +48,19 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     unit = max(layer_params or [0])
     mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
-        records = [fsdp.root_unsharded(root, gather),
-                   fsdp.unit_allgather(unit, gather, prefetched=0)]
+        terms = [fsdp.root_unsharded(root, gather),
+                 fsdp.unit_allgather(unit, gather, prefetched=0)]
     elif mid_backward:
         # the last unit resharded after its backward; the others still unsharded
-        records = [fsdp.no_reshard_unsharded(layer_params[:-1], gather, root)]
+        terms = [fsdp.no_reshard_unsharded(layer_params[:-1], gather, root)]
     else:
-        records = [fsdp.no_reshard_unsharded(layer_params, gather, root)]
+        terms = [fsdp.no_reshard_unsharded(layer_params, gather, root)]
     if mid_backward:
         # a unit's backward: the prefetched unit before it, its unsharded grads and the
         # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
-        records += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
-                                              prefetched=1 if par.reshard_after_forward else 0)
-    return [_term_of(record, "buffers.") for record in records if record["bytes"]]
+        terms += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+                                            prefetched=1 if par.reshard_after_forward else 0)
+    return [term for term in terms if term.bytes]
 
 
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
@@ -95,18 +86,19 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> lis
     name_of = {4: "fp32", 2: "bf16", 1: "fp8"}  # bytes -> the dtype names of DTYPE_BYTES
     dtype = name_of.get(model.dt.grad, "bf16")
     stage = model.par.zero
-    records = [ds.reduce_bucket(stage, size("reduce_bucket_size", ds.DEFAULT_REDUCE_BUCKET, d * d),
-                                dtype, flag("contiguous_gradients", True),
-                                flag("overlap_comm", stage == 3))]
+    terms = [ds.reduce_bucket(stage, size("reduce_bucket_size", facts.REDUCE_BUCKET_SIZE, d * d),
+                              dtype, flag("contiguous_gradients", facts.CONTIGUOUS_GRADIENTS),
+                              flag("overlap_comm", stage == 3))]
     if stage >= 3:
         param_dtype = name_of.get(model.dt.param, "bf16")
         stage_params = sum(layer_params)
-        records.append(ds.stage3_live_parameters(
-            size("stage3_max_live_parameters", ds.DEFAULT_MAX_LIVE_PARAMETERS, 1e9),
+        terms.append(ds.stage3_live_parameters(
+            size("stage3_max_live_parameters", facts.MAX_LIVE_PARAMETERS,
+                 facts.MAX_LIVE_PARAMETERS),
             param_dtype, total_params=stage_params,
             largest_module_params=max(layer_params or [0])))
         norms = [d] * (2 * len(plan.layers) + (1 if plan.last else 0))
-        records.append(ds.stage3_persistent_parameters(
+        terms.append(ds.stage3_persistent_parameters(
             norms, model.topo.shard, param_dtype,
-            size("stage3_param_persistence_threshold", ds.DEFAULT_PERSISTENCE_THRESHOLD, 10 * d)))
-    return records
+            size("stage3_param_persistence_threshold", facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
+    return terms

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from memlint.assumptions import assumed
 from memlint.memory.topology import Topology, resolve
 
 #: Every pipeline stage is an estimate of its own (its terms, a row of the report), so the work
@@ -152,7 +153,8 @@ class Resolved:
         # start-up: the dtype tables load only when something asks for them
         from memlint.memory.states import dtypes
 
-        return dtypes(self.scenario.training, self.scenario.assumptions.profile)
+        return dtypes(self.scenario.training,
+                      assumed(self.scenario.assumptions, "states.model"))
 
     def _schedule(self) -> Optional[Schedule]:
         # start-up: the pipeline split loads only when something asks for it
@@ -162,8 +164,8 @@ class Resolved:
         par = self.scenario.parallelism
         if arch is None or par.pp > MAX_STAGES or par.pp > arch.layers:
             return None
-        seed = self.scenario.assumptions.profile == "seed"
-        chunks = virtual_chunks(self.scenario.extra, par, arch.layers, seed)
+        even = assumed(self.scenario.assumptions, "states.model") == "seed"
+        chunks = virtual_chunks(self.scenario.extra, par, arch.layers, even)
         return Schedule(chunks, stage_plans(arch.layers, par, chunks),
                         microbatches(self.scenario.training, self.topology.dp))
 

@@ -1,31 +1,25 @@
-"""Memory DeepSpeed adds on top of weights, gradients, optimizer states and activations.
+"""Memory DeepSpeed ZeRO adds on the GPU on top of weights, gradients, optimizer states and
+activations: the gradient-reduction bucket and, under ZeRO-3, the gathered parameters.
 
-Pure functions, one per term, for the memory model owner to call in the precise profile. Each
-returns a Term-like dict: name, component ("buffers"), device ("gpu" or "host": host terms are
-node RAM and must never be added to a GPU total), bytes (int), formula, inputs, source. Sizes in
+Pure functions of plain numbers, one per term, each returning a `Term` of the `buffers`
+component (memory/buffers.py calls them with the sizes of the run's DeepSpeed config). Sizes in
 a DeepSpeed config are element counts; bytes come from the dtype the buffer is allocated in.
+DeepSpeed's defaults are in memlint/facts/deepspeed.py; host memory of ZeRO offload is
+memory/offload.py's and memory/host.py's.
 
-Sources are DeepSpeed v0.19.6 (deepspeedai/DeepSpeed@edaa722); defaults are those of
-deepspeed/runtime/zero/config.py (reduce/allgather bucket 5e8, prefetch bucket 5e7, max live
-parameters 1e9, persistence threshold 1e5).
+Sources are DeepSpeed v0.19.6 (deepspeedai/DeepSpeed@edaa722).
 """
 from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from memlint.facts import deepspeed as facts
 from memlint.memory.states import DTYPE_BYTES
-
-DEFAULT_REDUCE_BUCKET = 500_000_000
-DEFAULT_ALLGATHER_BUCKET = 500_000_000
-DEFAULT_PREFETCH_BUCKET = 50_000_000
-DEFAULT_MAX_LIVE_PARAMETERS = 1_000_000_000
-DEFAULT_PERSISTENCE_THRESHOLD = 100_000
+from memlint.memory.terms import Term
 
 
-def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str,
-          device: str = "gpu") -> dict:
-    return {"name": name, "component": "buffers", "device": device, "bytes": int(nbytes),
-            "formula": formula, "inputs": inputs, "source": source}
+def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str) -> Term:
+    return Term("buffers." + name, "buffers", int(nbytes), formula, inputs, source)
 
 
 def _bytes(dtype: str) -> int:
@@ -34,9 +28,10 @@ def _bytes(dtype: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
-def reduce_bucket(stage: int, reduce_bucket_size: int = DEFAULT_REDUCE_BUCKET,
-                  grad_dtype: str = "bf16", contiguous_gradients: bool = True,
-                  overlap_comm: bool = False, comm_dtypes: int = 1) -> dict:
+def reduce_bucket(stage: int, reduce_bucket_size: int = facts.REDUCE_BUCKET_SIZE,
+                  grad_dtype: str = "bf16",
+                  contiguous_gradients: bool = facts.CONTIGUOUS_GRADIENTS,
+                  overlap_comm: bool = False, comm_dtypes: int = 1) -> Term:
     """Gradient reduction (IPG) bucket: reduce_bucket_size elements in the optimizer's dtype.
 
     ZeRO-1/2: `DeepSpeedZeroOptimizer.setup_buckets` (runtime/zero/stage_1_and_2.py) allocates
@@ -65,51 +60,16 @@ def reduce_bucket(stage: int, reduce_bucket_size: int = DEFAULT_REDUCE_BUCKET,
                  "deepspeed/runtime/zero/stage_1_and_2.py setup_buckets; stage3.py IPG buffer")
 
 
-def allgather_bucket(stage: int, allgather_bucket_size: int = DEFAULT_ALLGATHER_BUCKET,
-                     param_dtype: str = "bf16") -> dict:
-    """Parameter all-gather after the ZeRO-1/2 step: no extra buffer (0 bytes).
-
-    `all_gather_dp_groups` (runtime/utils.py) gathers the updated partitions straight into the
-    flat low-precision parameter buffers; allgather_bucket_size only splits the collective into
-    shards when all_gather_into_tensor is unavailable. The term is kept, at 0 bytes, so reports
-    show that the setting was considered.
-    """
-    return _term("zero_allgather_bucket", 0,
-                 "0: all-gather writes in place into the flat parameter buffer; "
-                 f"allgather_bucket_size {int(allgather_bucket_size)} only chunks the collective",
-                 {"stage": stage, "allgather_bucket_size": int(allgather_bucket_size),
-                  "param_dtype": param_dtype},
-                 "deepspeed/runtime/utils.py all_gather_dp_groups")
-
-
-def stage3_prefetch_bucket(prefetch_bucket_size: int = DEFAULT_PREFETCH_BUCKET,
-                           param_dtype: str = "bf16",
-                           max_live_parameters: int = DEFAULT_MAX_LIVE_PARAMETERS) -> dict:
-    """ZeRO-3 prefetch: up to min(prefetch_bucket_size, max_live_parameters) parameter elements
-    gathered ahead of the module that needs them, in the parameter dtype.
-
-    `PartitionedParameterCoordinator.fetch_sub_module` (runtime/zero/partitioned_param_coordinator.py)
-    prefetches at most min(max available - currently available, prefetch_bucket_sz) elements.
-    """
-    elements = min(int(prefetch_bucket_size), int(max_live_parameters))
-    per = _bytes(param_dtype)
-    return _term("zero3_prefetch_bucket", elements * per,
-                 f"min(prefetch_bucket_size {int(prefetch_bucket_size)}, max_live_parameters "
-                 f"{int(max_live_parameters)}) x {per} B",
-                 {"prefetch_bucket_size": int(prefetch_bucket_size), "param_dtype": param_dtype,
-                  "max_live_parameters": int(max_live_parameters)},
-                 "deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module")
-
-
-def stage3_live_parameters(max_live_parameters: int = DEFAULT_MAX_LIVE_PARAMETERS,
+def stage3_live_parameters(max_live_parameters: int = facts.MAX_LIVE_PARAMETERS,
                            param_dtype: str = "bf16", total_params: Optional[int] = None,
-                           largest_module_params: int = 0) -> dict:
+                           largest_module_params: int = 0) -> Term:
     """ZeRO-3 ceiling on gathered (unpartitioned) parameters held at once, prefetch included.
 
     The coordinator counts gathered elements (`__n_available_params`) and releases parameters
     once max_live_parameters is reached, except those of the module running now, so the
     ceiling is max(min(max_live_parameters, total_params), largest_module_params) elements.
-    This term bounds stage3_prefetch_bucket: add one or the other, not both.
+    The prefetch bucket (stage3_prefetch_bucket_size) lives inside this ceiling
+    (`PartitionedParameterCoordinator.fetch_sub_module`), so it is not a term of its own.
     """
     limit = int(max_live_parameters)
     if total_params is not None:
@@ -126,8 +86,8 @@ def stage3_live_parameters(max_live_parameters: int = DEFAULT_MAX_LIVE_PARAMETER
 
 def stage3_persistent_parameters(tensor_numels: Iterable[int], dp: int,
                                  param_dtype: str = "bf16",
-                                 threshold: int = DEFAULT_PERSISTENCE_THRESHOLD,
-                                 model_threshold: Optional[int] = None) -> dict:
+                                 threshold: int = facts.PARAM_PERSISTENCE_THRESHOLD,
+                                 model_threshold: Optional[int] = None) -> Term:
     """ZeRO-3 parameters small enough to stay unpartitioned on every rank.
 
     `DeepSpeedZeRoOffload.mark_persistent_parameters` (runtime/zero/parameter_offload.py) keeps
@@ -153,82 +113,3 @@ def stage3_persistent_parameters(tensor_numels: Iterable[int], dp: int,
                  {"threshold": int(threshold), "model_threshold": model_threshold, "dp": dp,
                   "param_dtype": param_dtype, "persistent_numel": total, "tensors": count},
                  "deepspeed/runtime/zero/parameter_offload.py mark_persistent_parameters")
-
-
-def offload_optimizer_host(params: int, shard: int, device: str = "cpu",
-                           master_dtype: str = "fp32", moments: int = 2,
-                           state_dtype: str = "fp32", grad_dtype: str = "fp32",
-                           ranks_per_node: int = 1) -> dict:
-    """Host RAM for ZeRO optimizer offload (ZeRO-Offload / ZeRO-Infinity), per node.
-
-    With offload_optimizer.device cpu, each rank keeps on the CPU its partition of the fp32
-    master weights (4 B/param), of the fp32 gradients the CPU optimizer reads (4 B/param:
-    `single_partition_of_fp32_groups` grads in stage_1_and_2.py, `grad_partitions_flat_buffer`
-    on the CPU in stage3.py) and of the Adam moments (2 x 4 B/param, DeepSpeedCPUAdam): 16 B per
-    parameter / shard. With nvme the same bytes live on the NVMe drive and the host keeps only
-    swap buffers (see nvme_swap_buffers_host); this term is then 0. Pinned memory
-    (pin_memory: true) cannot be paged out.
-    """
-    if device != "cpu":
-        return _term("offload_optimizer_host", 0, f"0: optimizer states on {device}",
-                     {"device": device, "params": params, "shard": shard},
-                     "deepspeed/runtime/zero/offload_config.py", device="host")
-    per_param = _bytes(master_dtype) + moments * _bytes(state_dtype) + _bytes(grad_dtype)
-    shard = max(1, int(shard))
-    per_rank = -(-int(params) * per_param // shard)
-    return _term("offload_optimizer_host", per_rank * int(ranks_per_node),
-                 f"ceil(params {int(params)} x ({_bytes(master_dtype)} master + {moments} x "
-                 f"{_bytes(state_dtype)} moments + {_bytes(grad_dtype)} grads) B / shard {shard})"
-                 f" x {int(ranks_per_node)} ranks per node",
-                 {"params": int(params), "shard": shard, "bytes_per_param": per_param,
-                  "ranks_per_node": int(ranks_per_node), "device": device},
-                 "deepspeed/runtime/zero/stage_1_and_2.py and stage3.py (cpu_offload paths); "
-                 "deepspeed/ops/adam/cpu_adam.py", device="host")
-
-
-def offload_param_host(params: int, shard: int, device: str = "cpu", param_dtype: str = "bf16",
-                       ranks_per_node: int = 1) -> dict:
-    """Host RAM for ZeRO-3 parameter offload, per node.
-
-    With offload_param.device cpu each rank's parameter partition (ds_tensor, param dtype) lives
-    in CPU memory: params x bytes / shard per rank (runtime/zero/partition_parameters.py,
-    offload_param). With nvme it lives on the drive (see nvme_swap_buffers_host).
-    """
-    if device != "cpu":
-        return _term("offload_param_host", 0, f"0: parameters on {device}",
-                     {"device": device, "params": params, "shard": shard},
-                     "deepspeed/runtime/zero/offload_config.py", device="host")
-    per = _bytes(param_dtype)
-    shard = max(1, int(shard))
-    per_rank = -(-int(params) * per // shard)
-    return _term("offload_param_host", per_rank * int(ranks_per_node),
-                 f"ceil(params {int(params)} x {per} B / shard {shard}) x {int(ranks_per_node)} "
-                 "ranks per node",
-                 {"params": int(params), "shard": shard, "param_dtype": param_dtype,
-                  "ranks_per_node": int(ranks_per_node)},
-                 "deepspeed/runtime/zero/partition_parameters.py (offload_param)", device="host")
-
-
-def nvme_swap_buffers_host(param_buffer_count: int = 5, param_buffer_size: int = 100_000_000,
-                           param_dtype: str = "bf16", param_offload_nvme: bool = False,
-                           ranks_per_node: int = 1) -> dict:
-    """Pinned host buffers ZeRO-Infinity uses to stage parameters to and from NVMe, per node.
-
-    offload_param with device nvme allocates buffer_count x buffer_size elements of the
-    parameter dtype in pinned CPU memory per rank (AsyncPartitionedParameterSwapper,
-    runtime/swap_tensor/partitioned_param_swapper.py; defaults 5 x 1e8 in
-    zero/offload_config.py). Optimizer-state swapping to NVMe also stages through pinned
-    buffers sized from the largest sub-group; the memory model adds that with sub_group_size.
-    """
-    if not param_offload_nvme:
-        return _term("nvme_param_swap_buffers", 0, "0: no parameter offload to NVMe",
-                     {"param_offload_nvme": False},
-                     "deepspeed/runtime/swap_tensor/partitioned_param_swapper.py", device="host")
-    per = _bytes(param_dtype)
-    per_rank = int(param_buffer_count) * int(param_buffer_size) * per
-    return _term("nvme_param_swap_buffers", per_rank * int(ranks_per_node),
-                 f"buffer_count {int(param_buffer_count)} x buffer_size {int(param_buffer_size)}"
-                 f" x {per} B x {int(ranks_per_node)} ranks per node",
-                 {"buffer_count": int(param_buffer_count), "buffer_size": int(param_buffer_size),
-                  "param_dtype": param_dtype, "ranks_per_node": int(ranks_per_node)},
-                 "deepspeed/runtime/swap_tensor/partitioned_param_swapper.py", device="host")

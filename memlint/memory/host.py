@@ -20,6 +20,7 @@ This module gives one rank's host terms; memory/host_nodes.py adds them up per n
 from __future__ import annotations
 
 from memlint.catalog import nodes as node_catalog
+from memlint.facts import deepspeed as facts
 from memlint.keys import to_int
 from memlint.memory.stages import microbatches
 from memlint.memory.terms import Term
@@ -27,16 +28,7 @@ from memlint.memory.terms import Term
 
 DS = "deepspeed/runtime/zero/"
 
-# DeepSpeed defaults (zero/offload_config.py, zero/config.py at edaa722)
-PARAM_BUFFER_COUNT = 5
-
-PARAM_BUFFER_SIZE = 100_000_000
-
-PARAM_MAX_IN_CPU = 1_000_000_000
-
-OPTIMIZER_BUFFER_COUNT = 4
-
-SUB_GROUP_SIZE = 1_000_000_000
+# DeepSpeed's defaults (zero/offload_config.py, zero/config.py): memlint/facts/deepspeed.py
 
 
 def default_model_init(scenario) -> tuple:
@@ -136,9 +128,12 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
     if par.offload_params == "cpu" and par.zero >= 3 and param_pin:
         pinned.append(("bit16 parameter partition", n * pb))
     if par.offload_params == "nvme":
-        count = deepspeed_int(scenario, "deepspeed.offload_param.buffer_count", PARAM_BUFFER_COUNT)
-        size = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size", PARAM_BUFFER_SIZE)
-        in_cpu = min(n, deepspeed_int(scenario, "deepspeed.offload_param.max_in_cpu", PARAM_MAX_IN_CPU))
+        count = deepspeed_int(scenario, "deepspeed.offload_param.buffer_count",
+                              facts.PARAM_BUFFER_COUNT)
+        size = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size",
+                             facts.PARAM_BUFFER_SIZE)
+        in_cpu = min(n, deepspeed_int(scenario, "deepspeed.offload_param.max_in_cpu",
+                                      facts.PARAM_MAX_IN_CPU))
         ram.append(Term("host.nvme_param_swap_buffers", "buffers", count * size * pb,
                         f"buffer_count {count} × buffer_size {size:,} × {pb} B",
                         {"buffer_count": count, "buffer_size": size},
@@ -150,8 +145,10 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
             pinned.append(("parameter swap buffers", count * size * pb))
             pinned.append(("parameter CPU cache", in_cpu * pb))
     if par.offload_optimizer == "nvme":
-        count = deepspeed_int(scenario, "deepspeed.offload_optimizer.buffer_count", OPTIMIZER_BUFFER_COUNT)
-        largest = min(n, deepspeed_int(scenario, "deepspeed.sub_group_size", SUB_GROUP_SIZE))
+        count = deepspeed_int(scenario, "deepspeed.offload_optimizer.buffer_count",
+                              facts.OPTIMIZER_BUFFER_COUNT)
+        largest = min(n, deepspeed_int(scenario, "deepspeed.sub_group_size",
+                                       facts.SUB_GROUP_SIZE))
         ram.append(Term("host.nvme_optimizer_swap_buffers", "buffers", count * largest * 4,
                         f"buffer_count {count} × largest sub-group {largest:,} × 4 B (fp32)",
                         {"buffer_count": count, "largest_numel": largest},

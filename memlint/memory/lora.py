@@ -11,7 +11,7 @@ from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 
 
-def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> float:
+def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed_states: bool) -> float:
     """Bytes per frozen base parameter.
 
     nf4 (bitsandbytes, blocksize 64 with double quantization): 0.5 B + an 8-bit absmax per 64
@@ -20,7 +20,7 @@ def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> flo
     scale per row, ~1 B.
     """
     if base_quant == "nf4":
-        return 0.5 if seed else 0.5 + 1 / 64 + 4 / (64 * 256)
+        return 0.5 if seed_states else 0.5 + 1 / 64 + 4 / (64 * 256)
     if base_quant == "int8":
         return 1.0
     return float(param_bytes)
@@ -56,7 +56,7 @@ def dequant_terms(model: Model, plan: StagePlan) -> list:
     if model.tr.base_quant == "none" or not plan.layers:
         return []
     arch = model.arch
-    if model.seed:
+    if model.seed_states:
         size = arch.hidden * arch.hidden
         formula = f"2 B × d² = 2 × {arch.hidden}²"
     else:

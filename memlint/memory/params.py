@@ -160,7 +160,14 @@ def count_params(arch: Architecture) -> ParamCounts:
 
 
 def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
-    """Exact LoRA adapter parameters per layer (A: in×r, B: r×out per target linear; GQA-aware)."""
+    """Exact LoRA adapter parameters per layer (A: in×r, B: r×out per target linear; GQA-aware).
+
+    `qkvo`: the attention projections. `all-linear` is PEFT's: every nn.Linear but the output
+    layer, so in MoE layers the router and the shared expert, not the routed experts:
+    transformers 5 holds those as fused 3-D parameters (`gate_up_proj`, `down_proj`,
+    integrations/moe.py), which PEFT's module targeting does not wrap. `all-linear+experts`
+    adds one adapter per routed expert linear (a model whose experts are nn.Linear modules,
+    named in the targets, e.g. axolotl's linearized Llama 4)."""
     d = arch.hidden
     if arch.mla is not None:
         m = arch.mla
@@ -174,19 +181,22 @@ def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
         qkvo = [(d, dq), (d, dkv), (d, dkv), (dq, d)]
     # (shape, how many): counted by multiplication, never by listing every expert's linears
     attention = sum(rank * (a + b) for a, b in qkvo)
+    mlp_linears = 3 if arch.gated_mlp else 2
     per_layer = []
     for i in range(arch.layers):
         total = attention
-        if targets == "all-linear":
+        if targets.startswith("all-linear"):
             moe_layer = arch.moe is not None and i < len(arch.moe_layers) and arch.moe_layers[i]
             if moe_layer:
-                ffn = arch.moe.expert_ffn
-                count = arch.moe.num_experts * (3 if arch.gated_mlp else 2)
-                ups = count * 2 // 3 if arch.gated_mlp else count // 2
-                downs = count // 3 if arch.gated_mlp else count // 2
+                moe = arch.moe
+                total += rank * (d + moe.num_experts)                     # the router
+                if moe.shared_ffn:
+                    total += mlp_linears * rank * (d + moe.shared_ffn)
+                if moe.shared_gate:
+                    total += rank * (d + 1)
+                if targets == "all-linear+experts":
+                    total += moe.num_experts * mlp_linears * rank * (d + moe.expert_ffn)
             else:
-                ffn = arch.ffn
-                ups, downs = (2 if arch.gated_mlp else 1), 1
-            total += (ups + downs) * rank * (d + ffn)
+                total += mlp_linears * rank * (d + arch.ffn)
         per_layer.append(total)
     return per_layer

@@ -70,7 +70,8 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         terms.append(Term(
             name="activations", component="activations",
             bytes=int(round(full_bytes * inflight)),
-            formula=(f"{full_layers} layers × {per_layer_full:,.1f} B/token × "
+            formula=(f"{full_layers} layers × {per_layer_full:,.1f} B/token (saved tensors at "
+                     f"tp {topo.tp}{', sp' if par.sp and topo.tp > 1 else ''}) × "
                      f"{tokens:,} tokens (B {tr.micro_batch} × T/cp {seq_local})"
                      + (f" × {inflight:g} in-flight micro-batches" if inflight != 1 else "")),
             inputs={"layers": full_layers, "bytes_per_token_per_layer": per_layer_full,
@@ -82,7 +83,8 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         terms.append(Term(
             name="activations.checkpoints", component="activations",
             bytes=int(round(per_layer * stage_tokens * kept)),
-            formula=(f"{kept} checkpointed layers × {per_layer:g} B/token (layer input) × "
+            formula=(f"{kept} checkpointed layers × {per_layer:g} B/token (layer input"
+                     f"{f' / tp {topo.tp} (sp)' if par.sp and topo.tp > 1 else ''}) × "
                      f"{tokens:,} tokens" + (f" × {inflight:g} in flight" if inflight != 1 else "")),
             inputs={"layers": kept, "bytes_per_token": per_layer, "tokens": tokens,
                     "inflight": inflight},

@@ -20,9 +20,11 @@ def state_terms(model: Model, plan: StagePlan):
     par, topo, dt, tr = model.par, model.topo, model.dt, model.tr
     groups_raw = model.stage_param_groups(plan)
     vision = model.vision_params(plan)
-    groups = [states.ShardedCount("dense", groups_raw["dense"], topo.shard)]
+    split = groups_raw["split"]
+    groups = [states.ShardedCount("dense", groups_raw["dense"], topo.shard, split["dense"])]
     if groups_raw["experts"]:
-        groups.append(states.ShardedCount("experts", groups_raw["experts"], topo.expert_shard))
+        groups.append(states.ShardedCount("experts", groups_raw["experts"], topo.expert_shard,
+                                          split["experts"]))
     weights, gradients, optimizer, host = [], [], [], []
     if model.lora:
         trainable_count = sum(model.lora_per_layer[i] for i in plan.layers)
@@ -31,7 +33,8 @@ def state_terms(model: Model, plan: StagePlan):
         if saved:
             # PEFT modules_to_save: full trainable copies beside the frozen originals
             trainable.append(states.ShardedCount("modules_to_save", saved, topo.shard))
-        frozen = [states.ShardedCount("frozen", g.params, g.shard) for g in groups]
+        frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
+                  for g in groups]
         if tr.base_quant != "none" and not model.uniform:
             # bitsandbytes quantizes the linear layers; embeddings, LM head and norms keep the
             # loaded dtype (lora.unquantized_params)
@@ -41,7 +44,7 @@ def state_terms(model: Model, plan: StagePlan):
                 [states.ShardedCount("frozen_unquantized", kept, topo.shard)], dt, par.zero,
                 par.fsdp, par.offload_params, frozen_bytes_per_param=dt.param,
                 source=UNQUANTIZED_SOURCE)
-        frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed)
+        frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed_states)
         weights += states.weight_terms(frozen, dt, par.zero,
             par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
         weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params)
@@ -55,14 +58,14 @@ def state_terms(model: Model, plan: StagePlan):
         # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
         # but it has no gradients and no optimizer states
         weights += states.weight_terms(
-            [states.ShardedCount("frozen", g.params, g.shard) for g in groups], dt, par.zero,
-            par.fsdp, par.offload_params)
+            [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split) for g in groups],
+            dt, par.zero, par.fsdp, par.offload_params)
     else:
         # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
         fp8_weights = []
         weight_groups = groups
         remainder_bytes = None
-        if (fp8.applies(tr.precision, tr.framework, model.seed) and not model.uniform
+        if (fp8.applies(tr.precision, tr.framework, model.seed_states) and not model.uniform
                 and par.zero < 3 and par.fsdp == "none"
                 and not fp8.adapter_fp8_weights(tr)):
             lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
@@ -98,6 +101,11 @@ def state_terms(model: Model, plan: StagePlan):
     host += [t for t in optimizer if t.name.startswith("host.")]
     optimizer = [t for t in optimizer if not t.name.startswith("host.")]
     return weights, gradients, optimizer, host
+
+
+def _frozen_name(group) -> str:
+    """weights.frozen for the dense part, weights.frozen.experts for the routed experts."""
+    return "frozen" if group.name == "dense" else f"frozen.{group.name}"
 
 
 def adafactor_factored(model: Model, plan: StagePlan) -> int:

@@ -48,14 +48,15 @@ class Dtypes:
         return oq.formula_width(self.moment_bits, self.state_block)
 
 
-def dtypes(training, profile: str) -> Dtypes:
+def dtypes(training, states_model: str = "precise") -> Dtypes:
     """Per-parameter dtypes of the scenario, then any explicit overrides.
 
     Sources: Megatron-LM keeps fp32 main grads (`--accumulate-allreduce-grads-in-fp32`, default for
     bf16) and fp32 master weights in its optimizer; DeepSpeed ZeRO keeps bf16/fp16 grads and fp32
     master + moments (deepspeed/runtime/zero/stage_1_and_2.py); FSDP2's MixedPrecisionPolicy keeps
     fp32 sharded params (which are the master) and fp32 reduced grads; the HF Trainer's bf16 flag is
-    autocast over fp32 params. The seed profile keeps the articles' 2 + 2 + 12 bytes.
+    autocast over fp32 params. `states_model` "seed" (assumption states.model) keeps the articles'
+    2 + 2 + 12 bytes.
     """
     precision = training.precision
     framework = training.framework
@@ -66,7 +67,7 @@ def dtypes(training, profile: str) -> Dtypes:
         base = Dtypes(2, 2, 0, 2, 2, False, persistent, "bf16 params, grads and states, no master")
     elif precision == "amp-bf16":
         base = Dtypes(4, 4, 0, 4, 2, True, persistent, "fp32 params/grads/states, bf16 autocast")
-    elif profile == "seed":
+    elif states_model == "seed":
         base = Dtypes(2, 2, 4, 4, 2, False, persistent,
                       "seed: 2 bytes weights + 2 bytes grads + 12 bytes optimizer")
     elif framework == "megatron":
@@ -114,6 +115,13 @@ class ShardedCount:
     name: str
     params: int       # per GPU after model parallelism (tp, pp, ep), before ZeRO/FSDP
     shard: int        # ZeRO/FSDP shard group size for this group
+    split: str = ""   # how tp, pp and ep divided the model into `params` (Model.stage_param_groups)
+
+    def text(self, label: str, shard: int) -> str:
+        """`params 1,463,270,400 (a stage of pp 2: 11,706,163,200 / tp 8) / shard 4` in a
+        formula: every divisor from the model to this GPU's count."""
+        out = f"{label} {self.params:,}" + (f" ({self.split})" if self.split else "")
+        return out + (f" / shard {shard}" if shard > 1 else "")
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -141,8 +149,7 @@ def weight_terms(groups, dt: Dtypes, zero: int, fsdp: str, offload_params: str,
         terms.append(Term(
             name="weights" + ("" if group.name == "dense" else f".{group.name}"),
             component="weights", bytes=int(round(count * per_param)),
-            formula=(f"params {group.params:,} / shard {shard} × {per_param} B"
-                     if shard > 1 else f"params {group.params:,} × {per_param} B"),
+            formula=f"{group.text('params', shard)} × {per_param} B",
             inputs={"params": group.params, "shard": shard, "bytes_per_param": per_param},
             source=source))
     return terms
@@ -156,8 +163,7 @@ def gradient_terms(groups, dt: Dtypes, zero: int, fsdp: str) -> list:
         terms.append(Term(
             name="gradients" + ("" if group.name == "dense" else f".{group.name}"),
             component="gradients", bytes=count * dt.grad,
-            formula=(f"trainable {group.params:,} / shard {shard} × {dt.grad} B" if shard > 1
-                     else f"trainable {group.params:,} × {dt.grad} B"),
+            formula=f"{group.text('trainable', shard)} × {dt.grad} B",
             inputs={"params": group.params, "shard": shard, "bytes_per_grad": dt.grad},
             source="Rajbhandari et al. 2020 (ZeRO-2 partitions gradients: 2N/dp)"))
     return terms
@@ -177,8 +183,7 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
         if dt.master:
             terms.append(Term(
                 name="optimizer.master" + suffix, component="optimizer", bytes=count * dt.master,
-                formula=f"trainable {group.params:,}" + (f" / shard {shard}" if shard > 1 else "")
-                + f" × {dt.master} B (fp32 master)",
+                formula=f"{group.text('trainable', shard)} × {dt.master} B (fp32 master)",
                 inputs={"params": group.params, "shard": shard, "bytes": dt.master},
                 source="Micikevicius et al. 2018 (fp32 master weights: 4 B/param)"))
         moments = MOMENTS[optimizer]
@@ -188,7 +193,7 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
             # Muon: one buffer on 2-D hidden matrices, AdamW's two elsewhere (seed 000 CH 1.2).
             mix = muon_matrix_fraction * 1 + (1 - muon_matrix_fraction) * 2
             moment_bytes = dt.moment_bytes(count, mix)
-            formula = (f"trainable {group.params:,}{shard_text} × {width} × "
+            formula = (f"{group.text('trainable', shard)} × {width} × "
                        f"(1 on 2-D share {muon_matrix_fraction:.3f}, 2 else)")
         elif optimizer == "adafactor":
             factored = _ceil_div(adafactor_factored, shard)
@@ -197,7 +202,7 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
                        f"{shard_text} × {width}")
         else:
             moment_bytes = dt.moment_bytes(count, moments)
-            formula = f"trainable {group.params:,}{shard_text} × {moments} moments × {width}"
+            formula = f"{group.text('trainable', shard)} × {moments} moments × {width}"
         source = ("Loshchilov & Hutter 2019 (AdamW m, v); Jordan et al. 2024 (Muon m); "
                   "Shazeer & Stern 2018 (Adafactor factored)")
         if dt.state_block:

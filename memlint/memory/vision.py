@@ -19,14 +19,14 @@ def vision_state_terms(params: int, dt, optimizer: str, shard: int, zero: int, f
     terms = []
     w_shard = shard if (zero >= 3 or fsdp in ("full", "hybrid")) else 1
     terms.append(Term("vision.weights", "vision", _ceil_div(params, w_shard) * dt.param,
-                      f"vision params {params:,} × {dt.param} B" + (f" / {w_shard}" if w_shard > 1 else ""),
+                      f"vision params {params:,} × {dt.param} B" + (f" / shard {w_shard}" if w_shard > 1 else ""),
                       {"params": params, "shard": w_shard}, VISION_SOURCE))
     if lora:
         return terms
     g_shard = shard if (zero >= 2 or fsdp != "none") else 1
     o_shard = shard if (zero >= 1 or fsdp != "none") else 1
     terms.append(Term("vision.gradients", "vision", _ceil_div(params, g_shard) * dt.grad,
-                      f"vision params {params:,} × {dt.grad} B" + (f" / {g_shard}" if g_shard > 1 else ""),
+                      f"vision params {params:,} × {dt.grad} B" + (f" / shard {g_shard}" if g_shard > 1 else ""),
                       {"params": params, "shard": g_shard}, VISION_SOURCE))
     count = _ceil_div(params, o_shard)
     moments = MOMENTS[optimizer]
@@ -34,7 +34,7 @@ def vision_state_terms(params: int, dt, optimizer: str, shard: int, zero: int, f
     terms.append(Term("vision.optimizer", "vision",
                       count * dt.master + dt.moment_bytes(count, moments),
                       f"vision params {params:,} × ({dt.master} B master + {moments} × "
-                      f"{dt.moment_width()})" + (f" / {o_shard}" if o_shard > 1 else ""),
+                      f"{dt.moment_width()})" + (f" / shard {o_shard}" if o_shard > 1 else ""),
                       {"params": params, "shard": o_shard, "bytes_per_param": per},
                       VISION_SOURCE))
     return terms

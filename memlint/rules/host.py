@@ -272,7 +272,8 @@ class NvmeSwapBufferTooSmall(Rule):
         if not isinstance(vocab, int) or not isinstance(hidden, int) or vocab <= 0 or hidden <= 0:
             return
         # for start-up speed: a one-file check without ZeRO-Infinity never needs these
-        from memlint.memory.host import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU, deepspeed_int
+        from memlint.facts.deepspeed import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU
+        from memlint.memory.host import deepspeed_int
         from memlint.memory.states import ceil_div
 
         dp = ctx.resolved.topology.dp

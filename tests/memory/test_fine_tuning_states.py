@@ -146,3 +146,58 @@ def test_unknown_gpu_is_a_warning_and_the_verdict_uses_the_default():
     estimate = result.estimates[0]
     assert estimate.gpu_name == "H100-80GB"
     assert {a["key"]: a["source"] for a in estimate.assumed}["gpu"] == "default"
+
+
+@pytest.mark.parametrize("targets,kind", [
+    (["q_proj", "v_proj"], "qkvo"),
+    ("q_proj,k_proj,v_proj,o_proj", "qkvo"),
+    (["self_attn.q_proj", "shared_expert.gate_proj"], "all-linear"),
+    (["q_proj", "gate_proj", "down_proj"], "all-linear"),
+    ("all", "all-linear"),
+    (["self_attn.q_proj", "experts.gate_projs.[0-9]+$"], "all-linear+experts"),
+    (["query_key_value", "dense"], "qkvo"),
+    (["dense_h_to_4h"], "all-linear"),
+])
+def test_lora_target_names_read_as_kinds(targets, kind):
+    from memlint.adapters._lora import target_kind
+
+    assert target_kind(targets) == kind
+
+
+def test_all_linear_lora_on_moe_adapts_router_and_shared_expert_not_routed_experts():
+    """PEFT's all-linear wraps nn.Linear modules; transformers 5 holds routed experts as fused
+    3-D parameters, so a MoE layer gets adapters on its attention, router and shared expert
+    (Qwen1.5-MoE: shared expert 5632 wide with its sigmoid gate), and the routed experts only
+    when a target names them (all-linear+experts)."""
+    from memlint.memory.params import architecture, lora_params_per_layer
+    arch = architecture({
+        "model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
+        "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+        "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "num_experts": 60, "num_experts_per_tok": 4, "vocab_size": 151936})
+    r, d = 8, 2048
+    attention = r * (d + d) * 4
+    base = attention + r * (d + 60) + 3 * r * (d + 5632) + r * (d + 1)
+    assert lora_params_per_layer(arch, r, "qkvo") == [attention] * 2
+    assert lora_params_per_layer(arch, r, "all-linear") == [base] * 2
+    experts = 60 * 3 * r * (d + 1408)
+    assert lora_params_per_layer(arch, r, "all-linear+experts") == [base + experts] * 2
+
+
+def test_a_checkpoint_saved_in_nf4_is_counted_in_nf4(tmp_path):
+    """config.json's quantization_config (bitsandbytes load_in_4bit) is applied by transformers
+    whatever the training config says: the base is NF4 without a load_in_4bit anywhere."""
+    from memlint.scenario import build, overrides_partial
+
+    config = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1408,
+              "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+              "vocab_size": 32000, "quantization_config": {
+                  "quant_method": "bitsandbytes", "load_in_4bit": True}}
+    settings = [f"model.{k}={v}" for k, v in config.items() if k != "quantization_config"]
+    settings += ["model.quantization_config.quant_method=bitsandbytes",
+                 "model.quantization_config.load_in_4bit=true"]
+    scenario, _ = build([overrides_partial(settings)])
+    assert scenario.training.base_quant == "nf4"
+    gptq = [s.replace("bitsandbytes", "gptq") for s in settings]
+    scenario, _ = build([overrides_partial(gptq)])
+    assert scenario.training.base_quant == "none"

@@ -1,5 +1,6 @@
-"""FSDP terms: hand-checked numbers, and the all-gather / unsharded categories of the FSDP2
-calibration records (../shared/calibration/fsdp2-records.json)."""
+"""FSDP terms: hand-checked numbers, and the sharded / all-gather / unsharded categories of the
+FSDP2 calibration records (../shared/calibration/fsdp2-records.json); the resident shards are
+memory/states.py's terms."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from memlint.memory import fsdp as F
+from memlint.memory import states
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CALIBRATION = os.path.join(ROOT, "..", "shared", "calibration", "fsdp2-records.json")
@@ -25,38 +27,30 @@ def test_hand_checked_counts():
     assert LAYER == 2_819_072 and ROOT_PARAMS == 32_768_512 and TOTAL == 55_321_088
 
 
+def _sharded(count: int, width: int, shard: int, kind: str) -> int:
+    """The resident shard the model counts (memory/states.py) for `count` parameters."""
+    group = [states.ShardedCount("dense", count, shard)]
+    dt = states.Dtypes(param=width, grad=width, master=0, state=4, compute=2, autocast=False,
+                       grads_persistent=False, note="")
+    if kind == "weights":
+        return sum(t.bytes for t in states.weight_terms(group, dt, 0, "full", "none"))
+    return sum(t.bytes for t in states.optimizer_terms(group, dt, "adamw", 0, "full", "none"))
+
+
 def test_resident_shards():
-    params, grads, states = F.resident_shards(TOTAL, shard=8)
-    assert params["bytes"] == TOTAL * 4 // 8 == 27_660_544
-    assert grads["bytes"] == 27_660_544 and grads["component"] == "gradients"
-    assert states["bytes"] == TOTAL * 8 // 8 and states["component"] == "optimizer"
-    assert F.sharded_params(10, 2, 3)["bytes"] == 7  # ceil(20 / 3)
+    assert _sharded(TOTAL, 4, 8, "weights") == TOTAL * 4 // 8 == 27_660_544
+    assert _sharded(10, 2, 3, "weights") == 8   # ceil(10 / 3) = 4 parameters × 2 B
 
 
-def test_hsdp_divides_by_shard_only():
-    terms = F.hsdp_resident_shards(TOTAL, dp_shard=4, dp_replicate=2)
-    assert terms[0]["bytes"] == TOTAL * 4 // 4 and terms[0]["inputs"]["dp_replicate"] == 2
-
-
-def test_unit_and_prefetch():
-    assert F.unit_allgather(LAYER, 2, prefetched=1)["bytes"] == 2 * LAYER * 2
-    peak = F.allgather_peak([10, 30, 20, 5], compute_bytes=2, prefetched=1)
-    assert peak["bytes"] == (30 + 20) * 2
+def test_unit_and_root():
+    assert F.unit_allgather(LAYER, 2, prefetched=1).bytes == 2 * LAYER * 2
+    root = F.root_unsharded(ROOT_PARAMS, 2)
+    assert root.bytes == 2 * ROOT_PARAMS and root.name == "buffers.fsdp.root_unsharded"
 
 
 def test_no_reshard_keeps_all_units():
     term = F.no_reshard_unsharded([LAYER] * 8, 2, ROOT_PARAMS)
-    assert term["bytes"] == TOTAL * 2
-
-
-def test_mixed_precision_and_offload():
-    shards, cast = F.mixed_precision_policy(TOTAL, LAYER, shard=2)
-    assert shards["bytes"] == TOTAL * 4 // 2 and cast["bytes"] == LAYER * 2 // 2
-    off = F.cpu_offload(TOTAL, LAYER, shard=2)
-    assert [t["name"] for t in off["host"]] == ["fsdp.sharded_params.host",
-                                                "fsdp.sharded_grads.host",
-                                                "fsdp.sharded_optimizer.host"]
-    assert off["gpu"][0]["bytes"] == LAYER * 4 // 2
+    assert term.bytes == (8 * LAYER + ROOT_PARAMS) * 2
 
 
 def test_recompute_traffic_is_not_a_memory_term():
@@ -66,22 +60,9 @@ def test_recompute_traffic_is_not_a_memory_term():
     assert F.recompute_allgather_traffic([LAYER], 2, shard=1)["bytes"] == 0
 
 
-def test_terms_build_the_contract_type():
-    from memlint.memory.terms import Term
-
-    for term in F.resident_shards(TOTAL, 2) + [F.root_unsharded(ROOT_PARAMS, 2)]:
-        Term(**term)
-
-
-def test_shard_degree_fill():
-    assert F.shard_degree(64, tp=8) == 8
-    assert F.shard_degree(64, tp=8, dp_replicate=2) == 4
-    assert F.shard_degree(64, dp_shard=4, cp=2) == 8
-
-
 @given(st.integers(1, 10**12), st.sampled_from([1, 2, 4]), st.integers(1, 4096))
 def test_shards_cover_the_whole(count, width, shard):
-    assert F.sharded_params(count, width, shard)["bytes"] * shard >= count * width
+    assert _sharded(count, width, shard, "weights") * shard >= count * width
 
 
 @pytest.mark.skipif(not os.path.exists(CALIBRATION), reason="calibration not present")
@@ -93,17 +74,17 @@ def test_against_fsdp2_calibration_records():
         width = 4 if record["dtype_mode"] == "fp32" else 2
         world = record["world_size"]
         assert record["params_total"] == TOTAL
-        assert F.sharded_params(TOTAL, 4, world)["bytes"] == peak["Sharded Param"]
+        assert _sharded(TOTAL, 4, world, "weights") == peak["Sharded Param"]
         # AdamW moments; the tracker also counts one fp32 `step` scalar per parameter tensor
-        assert 0 <= peak["OptState"] - F.sharded_optimizer(TOTAL, 8, world)["bytes"] <= 400
+        assert 0 <= peak["OptState"] - _sharded(TOTAL, 4, world, "optimizer") <= 400
         measured = peak["Unsharded Param"] + peak["All Gather"]
         if record["reshard_after_forward"]:
             # the peak falls at the loss: root unit unsharded + the last layer being gathered
-            estimate = (F.root_unsharded(ROOT_PARAMS, width)["bytes"]
-                        + F.unit_allgather(LAYER, width, prefetched=0)["bytes"])
+            estimate = (F.root_unsharded(ROOT_PARAMS, width).bytes
+                        + F.unit_allgather(LAYER, width, prefetched=0).bytes)
             assert peak["All Gather"] == LAYER * width
         else:
-            estimate = F.no_reshard_unsharded([LAYER] * 8, width, ROOT_PARAMS)["bytes"]
+            estimate = F.no_reshard_unsharded([LAYER] * 8, width, ROOT_PARAMS).bytes
             assert record["forward_end"]["Unsharded Param"] == estimate
         assert estimate == measured
 
@@ -112,11 +93,11 @@ def test_against_fsdp2_calibration_records():
 
 def test_backward_unit_buffers_hand_checked():
     # bf16 compute, fp32 reduce (torchtitan mixed_precision_reduce = float32), 8 shards
-    named = {t["name"]: t["bytes"] for t in F.backward_unit_buffers(LAYER, 2, 4, 8)}
-    assert named == {"fsdp.backward_prefetch": 2 * LAYER,
-                     "fsdp.unsharded_grads": 2 * LAYER,
-                     "fsdp.reduce_scatter_input": 4 * LAYER,
-                     "fsdp.reduce_scatter_output": 4 * LAYER // 8}
+    named = {t.name: t.bytes for t in F.backward_unit_buffers(LAYER, 2, 4, 8)}
+    assert named == {"buffers.fsdp.backward_prefetch": 2 * LAYER,
+                     "buffers.fsdp.unsharded_grads": 2 * LAYER,
+                     "buffers.fsdp.reduce_scatter_input": 4 * LAYER,
+                     "buffers.fsdp.reduce_scatter_output": 4 * LAYER // 8}
 
 
 def _fsdp_estimate(sets):
