@@ -4,9 +4,9 @@ at most once.
 From a Scenario, `resolve_context(scenario)` gives the parallel layout (`topology`,
 memory/topology.py), the architecture the run builds (`architecture`: the model's config with the
 vocabulary padded for the run's tp, memlint/facts/vocab.py) and its exact parameter counts
-(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the pipeline schedule
-(`schedule`: layers per virtual stage, the layers of each rank, micro-batches per step;
-memory/stages.py). The API builds one per run; the memory model builds from it
+(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the
+pipeline schedule (`schedule`: layers per virtual stage, the layers of each rank, micro-batches
+per step; memory/stages.py). The API builds one per run; the memory model builds from it
 (memory/model.py), the Estimate carries it (`Estimate.context`) and the engine hands the same
 object to every rule (`ctx.resolved`), so nothing is resolved twice.
 
@@ -82,8 +82,9 @@ class Resolved:
 
     @property
     def architecture(self):
-        """The Architecture the run builds (memory/params.py `run_architecture`), None without a
-        model or when its config cannot be read (the error: `error("architecture")`)."""
+        """The Architecture the run builds (the model's config, memory/params.py, with the
+        vocabulary padded for the run's tp by `pad_vocabulary`), None without a model or when
+        its config cannot be read (the error: `error("architecture")`)."""
         return self._part("architecture", self._architecture)[0]
 
     @property
