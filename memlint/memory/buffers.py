@@ -28,7 +28,7 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
     """
     par, topo, counts = model.par, model.topo, model.counts
-    if phase == "optimizer" or model.seed:
+    if phase == "optimizer" or not model.assume["buffers.enabled"]:
         return []
     layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
     uses_deepspeed = (model.tr.framework == "deepspeed"
