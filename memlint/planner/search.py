@@ -34,7 +34,7 @@ from memlint.assumptions import assumed
 from memlint.memory import activations as act
 from memlint.memory import states
 from memlint.memory.estimate import estimate
-from memlint.memory.params import architecture, count_params
+from memlint.memory.params import architecture, count_params, pad_vocabulary
 from memlint.memory.stages import stage_layers
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
@@ -159,6 +159,7 @@ class Space:
             top_k=a.moe.top_k if a.moe else 0, num_experts=a.moe.num_experts if a.moe else 0)
         self._act_cache: dict = {}
         self._stage_cache: dict = {}
+        self._counts_by_tp: dict = {}
 
     # -- the space ----------------------------------------------------------------------------
     def tp_options(self) -> list:
@@ -267,7 +268,7 @@ class Space:
                             self.expert_params * share / expert_div, n))
         else:
             start = 0
-            c = self.counts
+            c = self.counts_at(tp)
             for i, n in enumerate(layers):
                 dense = experts = 0
                 for layer in c.layers[start:start + n]:
@@ -281,6 +282,18 @@ class Space:
                 start += n
         self._stage_cache[key] = out
         return out
+
+    def counts_at(self, tp: int):
+        """Parameter counts with the vocabulary padded for `tp` (Megatron and gpt-neox pad it
+        with the run's tp: memlint/facts/vocab.py), as each candidate's estimate counts them."""
+        multiple = self.base.model.vocab_pad_multiple
+        if not multiple:
+            return self.counts
+        cached = self._counts_by_tp.get(tp)
+        if cached is None:
+            cached = self._counts_by_tp[tp] = count_params(
+                pad_vocabulary(self.arch, multiple, tp))
+        return cached
 
     def states_bound(self, stage_params: list, topo, zero: int, fsdp: str, off_opt: str,
                      off_par: str) -> list:
