@@ -42,6 +42,22 @@ _LIST = [
     Assumption("activations.tp_divides", to_bool,
                "whether tensor parallelism divides activations (seed profile: no; "
                "precise: yes, Korthikanti et al. 2022 Table 2)", "Korthikanti et al. 2022"),
+    Assumption("states.model", lambda v: _choice(v, ("seed", "precise")),
+               "seed: the articles' model states: parameters split evenly per layer from the "
+               "totals, experts over tp·ep, 2 + 2 + 12 bytes per parameter, LoRA as L·8·d·r, "
+               "nf4 at 0.5 B, QLoRA dequantizing d² at a time, an even pipeline split, no FP8 "
+               "weight copies, no multi-token-prediction layers; precise: exact per-layer "
+               "counts and the framework's dtypes",
+               "seed 000 CH 1-3, 7.4, 9.2, 9.4; memory/params.py, memory/states.py"),
+    Assumption("step.phases", lambda v: _choice(v, ("one", "timeline")),
+               "one: a single moment holding weights, gradients, optimizer states and "
+               "activations together (the articles' sum); timeline: end of forward, start of "
+               "backward, recompute and optimizer step, each with what is alive then",
+               "seed 000 CH 1; memory/estimate.py"),
+    Assumption("buffers.enabled", to_bool,
+               "count the frameworks' buffers and workspaces (ZeRO/FSDP buckets and all-gathers, "
+               "cuBLAS and Transformer Engine workspaces)",
+               "memory/buffers.py, memory/runtime.py workspace_terms"),
     Assumption("pipeline.inflight_microbatches", to_bool,
                "count the micro-batches a pipeline stage holds at once (1F1B / interleaved)",
                "Narayanan et al. 2021; Megatron-LM schedules.py"),
@@ -87,6 +103,9 @@ MiB = 1024**2
 
 PROFILES: dict = {
     "seed": {
+        "states.model": "seed",
+        "step.phases": "one",
+        "buffers.enabled": False,
         "activations.model": "seed",
         "activations.c_act": 34.0,
         "activations.c_act_full_recompute": 2.0,
@@ -103,6 +122,9 @@ PROFILES: dict = {
         "units": "GB",
     },
     "precise": {
+        "states.model": "precise",
+        "step.phases": "timeline",
+        "buffers.enabled": True,
         "activations.model": "precise",
         "activations.c_act": 34.0,
         "activations.c_act_full_recompute": 2.0,
@@ -123,3 +145,9 @@ PROFILES: dict = {
 
 def profile_defaults(profile: str) -> dict:
     return PROFILES.get(profile, PROFILES["precise"])
+
+
+def assumed(assumptions, name: str):
+    """The value of assumption `name` in force (the precise profile's when a hand-built
+    Assumptions leaves it out)."""
+    return assumptions.get(name, PROFILES["precise"][name])

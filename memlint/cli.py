@@ -201,8 +201,9 @@ def _color(args) -> bool:
 def _units(args, estimates) -> str:
     if args.units:
         return args.units
-    for estimate in estimates:
-        if estimate.profile == "seed":
+    for estimate in estimates:  # the assumption `units` in force (GB under the seed profile)
+        scenario = getattr(estimate, "scenario", None)
+        if scenario is not None and scenario.assumptions.get("units") == "GB":
             return "GB"
     return "GiB"
 

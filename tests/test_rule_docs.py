@@ -71,3 +71,57 @@ def test_explained_estimates_cite_papers_and_code_not_internal_notes(capsys):
         found = INTERNAL.search(out)
         assert found is None, f"{argv}: {found.group(0)!r} in:\n" + "\n".join(
             line for line in out.splitlines() if found.group(0) in line)
+
+
+def _rule(example: str):
+    from memlint.rules.base import Rule
+
+    class Documented(Rule):
+        code, name = "ML990", "documented"
+
+    Documented.__doc__ = ("T.\n\n    What it checks:\n        x\n\n    Why it matters:\n        1\n\n"
+                          "    How to fix:\n        y\n\n    Example:\n" + example)
+    return Documented()
+
+
+def test_examples_are_parsed_once_for_docs_and_tests():
+    from memlint.rules.docs import examples
+
+    rule = _rule("        Two GPUs per node here.\n\n"
+                 "        Bad (ds_config.json; --set world_size=8 --set tp=2):\n\n"
+                 '            {"train_batch_size": 64,\n'
+                 '             "train_micro_batch_size_per_gpu": 4}\n\n'
+                 "        Good (memlint.toml):\n\n"
+                 "            tp = 2\n")
+    bad, good = examples(rule)
+    assert (bad.label, bad.filename, bad.settings, bad.fires) == (
+        "Bad", "ds_config.json", ("world_size=8", "tp=2"), True)
+    assert bad.text == '{"train_batch_size": 64,\n "train_micro_batch_size_per_gpu": 4}\n'
+    assert (good.label, good.filename, good.settings, good.text, good.fires) == (
+        "Good", "memlint.toml", (), "tp = 2\n", False)
+    page = markdown_page(rule)
+    assert "Two GPUs per node here.\n\nBad (ds_config.json; --set world_size=8 --set tp=2):" \
+        "\n\n```json\n{" in page
+    assert "Good (memlint.toml):\n\n```toml\ntp = 2\n```" in page
+
+
+@pytest.mark.parametrize("example,problem", [
+    ("        Bad:\n\n            {}\n", "is not `Bad (FILENAME):`"),
+    ("        Bad (ds_config.json):\n        ```json\n        {}\n        ```\n", "no fences"),
+    ("        Bad (ds_config.json; --gpu H100):\n\n            {}\n", "--set key=value"),
+    ("        Some prose.\n        More prose.\n\n            an indented line\n", "must follow"),
+    ("        Good (memlint.toml):\n\n        Bad (memlint.toml):\n\n            tp = 2\n",
+     "has no indented file"),
+])
+def test_examples_outside_the_style_are_refused_with_the_line(example, problem):
+    from memlint.rules.docs import ExampleError, examples
+
+    with pytest.raises(ExampleError, match=re.escape(problem)) as info:
+        examples(_rule(example))
+    assert str(info.value).startswith("ML990 documented: example line ")
+
+
+def test_a_plugin_example_in_another_style_is_shown_as_written():
+    """SARIF and `explain` render any rule's page: a plugin's own Example style must not fail."""
+    page = markdown_page(_rule("        Bad:\n        ```yaml\n        x: 1\n        ```\n"))
+    assert "````text\nBad:\n```yaml\nx: 1\n```\n````" in page

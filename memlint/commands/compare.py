@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from memlint.logs import LogReport, read
-from memlint.memory.terms import RESERVED_TERMS
 from memlint.memory.context import context_of
+from memlint.memory.terms import RESERVED_TERMS
 from memlint.units import fmt
 
 MiB = 1024**2

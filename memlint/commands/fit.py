@@ -28,8 +28,8 @@ from typing import Callable, Optional
 
 from memlint import __version__
 from memlint.ir import Training
-from memlint.memory.estimate import EstimateError, estimate
 from memlint.memory.context import context_of, resolve_context
+from memlint.memory.estimate import EstimateError, estimate
 from memlint.planner import search_plans
 from memlint.planner.search import FRAMEWORKS
 from memlint.units import fmt

@@ -40,3 +40,4 @@ PARAM_BUFFER_COUNT = 5                           # offload_param.buffer_count
 PARAM_BUFFER_SIZE = 100_000_000                  # offload_param.buffer_size (elements)
 PARAM_MAX_IN_CPU = 1_000_000_000                 # offload_param.max_in_cpu (elements)
 OPTIMIZER_BUFFER_COUNT = 4                       # offload_optimizer.buffer_count
+PIN_MEMORY = False                               # offload_param / offload_optimizer .pin_memory

@@ -12,9 +12,6 @@ SOURCE = ("Megatron-LM megatron/training/tokenizer/tokenizer.py _vocab_size_with
           "(multiple = make_vocab_size_divisible_by × tensor_model_parallel_size); gpt-neox "
           "megatron/tokenizer/tokenizer.py _vocab_size_with_padding (× model_parallel_size)")
 
-#: Megatron's --make-vocab-size-divisible-by default (megatron/training/arguments.py).
-MEGATRON_MULTIPLE = 128
-
 
 def padded_vocab(vocab: int, multiple: int, tp: int) -> int:
     """`vocab` rounded up to a multiple of multiple·tp (the frameworks' while-loop, closed form)."""

@@ -20,17 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from memlint.memory.terms import Item
+
 # the unfused attention's T×T item (memory/softmax.py finds the last layer's softmax by it)
 SCORES_ITEM = "attention scores, softmax, dropout (T×T)"
-
-
-@dataclass(frozen=True)
-class Item:
-    """One saved tensor (or group) of a layer: bytes per token, or per token per key position."""
-
-    name: str
-    per_token: float        # bytes per token
-    per_token_pair: float = 0.0  # bytes per token per attended position (T x T tensors)
 
 
 def seed_layer_coefficient(c_act: float, c_scores: float, heads: int, seq: int, hidden: int,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memlint.memory.activations import Item, Shapes
+from memlint.memory.activations import Shapes
+from memlint.memory.terms import Item
 
 
 @dataclass(frozen=True)

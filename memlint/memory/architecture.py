@@ -168,20 +168,6 @@ class ParamCounts:
         return (self.embedding + self.position_embedding + self.lm_head + self.final_norm
                 + self.decoder + self.vision + self.projector)
 
-    def component_totals(self) -> dict:
-        """Totals by component, the vocabulary of `--explain` and the JSON `params` block."""
-        out = {"embedding": self.embedding + self.position_embedding, "lm_head": self.lm_head,
-               "attention": 0, "mlp": 0, "experts": 0, "shared_experts": 0, "router": 0,
-               "norms": self.final_norm, "vision": self.vision, "projector": self.projector}
-        for layer in self.layers:
-            out["attention"] += layer.attention
-            out["mlp"] += layer.mlp
-            out["experts"] += layer.experts
-            out["shared_experts"] += layer.shared_experts
-            out["router"] += layer.router
-            out["norms"] += layer.norms
-        return out
-
 
 def mlp_params(d: int, ffn: int, gated: bool, bias: bool) -> int:
     """Parameters of one MLP of width `ffn` (gated: gate, up and down projections)."""

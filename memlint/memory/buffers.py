@@ -5,6 +5,7 @@ as Terms of the phase they are live in.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as ds
@@ -28,7 +29,7 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).
     """
     par, topo, counts = model.par, model.topo, model.counts
-    if phase == "optimizer" or model.seed:
+    if phase == "optimizer" or not model.assume["buffers.enabled"]:
         return []
     layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
     uses_deepspeed = (model.tr.framework == "deepspeed"
@@ -60,7 +61,9 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
         # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
         terms += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
                                             prefetched=1 if par.reshard_after_forward else 0)
-    return [term for term in terms if term.bytes]
+    # P_unit and P_root are per GPU: tensor parallelism divided them first
+    return [replace(term, formula=f"{term.formula}  (P: parameters / tp {topo.tp})")
+            for term in terms if term.bytes]
 
 
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:

@@ -4,9 +4,9 @@ at most once.
 From a Scenario, `resolve_context(scenario)` gives the parallel layout (`topology`,
 memory/topology.py), the architecture the run builds (`architecture`: the model's config with the
 vocabulary padded for the run's tp, memlint/facts/vocab.py) and its exact parameter counts
-(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the pipeline schedule
-(`schedule`: layers per virtual stage, the layers of each rank, micro-batches per step;
-memory/stages.py). The API builds one per run; the memory model builds from it
+(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the
+pipeline schedule (`schedule`: layers per virtual stage, the layers of each rank, micro-batches
+per step; memory/stages.py). The API builds one per run; the memory model builds from it
 (memory/model.py), the Estimate carries it (`Estimate.context`) and the engine hands the same
 object to every rule (`ctx.resolved`), so nothing is resolved twice.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from memlint.assumptions import assumed
 from memlint.memory.topology import Topology, resolve
 
 #: Every pipeline stage is an estimate of its own (its terms, a row of the report), so the work
@@ -81,8 +82,9 @@ class Resolved:
 
     @property
     def architecture(self):
-        """The Architecture the run builds (memory/params.py `run_architecture`), None without a
-        model or when its config cannot be read (the error: `error("architecture")`)."""
+        """The Architecture the run builds (the model's config, memory/params.py, with the
+        vocabulary padded for the run's tp by `pad_vocabulary`), None without a model or when
+        its config cannot be read (the error: `error("architecture")`)."""
         return self._part("architecture", self._architecture)[0]
 
     @property
@@ -151,7 +153,8 @@ class Resolved:
         # start-up: the dtype tables load only when something asks for them
         from memlint.memory.states import dtypes
 
-        return dtypes(self.scenario.training, self.scenario.assumptions.profile)
+        return dtypes(self.scenario.training,
+                      assumed(self.scenario.assumptions, "states.model"))
 
     def _schedule(self) -> Optional[Schedule]:
         # start-up: the pipeline split loads only when something asks for it
@@ -161,8 +164,8 @@ class Resolved:
         par = self.scenario.parallelism
         if arch is None or par.pp > MAX_STAGES or par.pp > arch.layers:
             return None
-        seed = self.scenario.assumptions.profile == "seed"
-        chunks = virtual_chunks(self.scenario.extra, par, arch.layers, seed)
+        even = assumed(self.scenario.assumptions, "states.model") == "seed"
+        chunks = virtual_chunks(self.scenario.extra, par, arch.layers, even)
         return Schedule(chunks, stage_plans(arch.layers, par, chunks),
                         microbatches(self.scenario.training, self.topology.dp))
 

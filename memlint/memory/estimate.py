@@ -64,15 +64,17 @@ def fsdp_layer_freed(terms: list, layers: int) -> list:
     return out
 
 
+def _allocator(model: Model, terms: list) -> list:
+    """The caching allocator's share of a phase; none on the CPU or at a zero fraction."""
+    return [t for t in allocator_terms(model, terms) if t.bytes]
+
+
 def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, optimizer,
                  workspaces: list):
     terms = list(weights) + list(optimizer)
-    if model.seed:
-        terms += list(gradients)
-        terms += activation_terms(model, plan, phase)
-        terms += dequant_terms(model, plan)
-        return terms
-    grads_now = model.dt.grads_persistent or phase == "optimizer" or model.microbatches > 1
+    # one moment (assumption step.phases "one", the articles' sum) holds the gradients too
+    grads_now = (model.assume["step.phases"] == "one" or model.dt.grads_persistent
+                 or phase == "optimizer" or model.microbatches > 1)
     if grads_now:
         terms += list(gradients)
     terms += workspaces
@@ -102,7 +104,8 @@ def _stage_class(model: Model, plan: StagePlan) -> tuple:
     moe, lora, layers = model.arch.moe_layers, model.lora_per_layer, model.counts.layers
     kinds = tuple((layers[i], moe[i] if i < len(moe) else None, lora[i] if model.lora else 0)
                   for i in plan.layers)
-    inflight = None if model.seed else stage_inflight(model, plan)
+    inflight = (None if model.assume["activations.model"] == "seed"
+                else stage_inflight(model, plan))
     return plan.first, plan.last, kinds, inflight
 
 
@@ -111,7 +114,8 @@ def estimate(scenario, context=None) -> Estimate:
     caller already has one, so that nothing is resolved twice."""
     model = Model(scenario, context)
     stages = []
-    runtime = [] if model.seed else runtime_terms(model)
+    # zero-byte runtime terms (the seed profile's assumptions) are not listed
+    runtime = [t for t in runtime_terms(model) if t.bytes]
     workspaces = workspace_terms(model)
     classes: dict = {}
     for plan in model.plans:
@@ -121,12 +125,12 @@ def estimate(scenario, context=None) -> Estimate:
             stages.append(replace(done, stage=plan.stage))
             continue
         weights, gradients, optimizer, host = state_terms(model, plan)
-        if model.par.offload_activations and not model.seed:
+        if model.par.offload_activations and model.assume["activations.model"] != "seed":
             # the host side of activation offload (memory/offload.py), at the end of forward
             moved: list = []
             activation_terms(model, plan, "forward_end", host_out=moved)
             host = list(host) + moved
-        if model.seed:
+        if model.assume["step.phases"] == "one":
             names = ["backward"]
         else:
             names = ["forward_end", "backward_start", "optimizer"]
@@ -144,9 +148,8 @@ def estimate(scenario, context=None) -> Estimate:
                 during = softmax_peak_terms(model, terms, -(-model.seq // model.topo.cp))
                 if during is not None:
                     phases.append(Phase("forward_softmax", tuple(
-                        during + (allocator_terms(model, during) + runtime if runtime else []))))
-            if runtime:
-                terms = terms + allocator_terms(model, terms) + runtime
+                        during + _allocator(model, during) + runtime)))
+            terms = terms + _allocator(model, terms) + runtime
             phases.append(Phase(name, tuple(terms)))
         peak = max(phases, key=lambda p: p.total)
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
@@ -154,7 +157,7 @@ def estimate(scenario, context=None) -> Estimate:
         classes[key] = stages[-1]
     notes = [model.dt.note]
     notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
-    if model.seed:
+    if model.profile == "seed":  # a label of the profile; the model reads its values
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,

@@ -63,8 +63,9 @@ def high_precision_bytes(param_bytes: int) -> int:
     return param_bytes if param_bytes > 1 else 2
 
 
-def applies(precision: str, framework: str, seed: bool) -> bool:
-    return precision == "fp8" and framework != "fsdp2" and not seed
+def applies(precision: str, framework: str, seed_states: bool) -> bool:
+    """Whether TE's FP8 weight copies are counted (not under the articles' states.model)."""
+    return precision == "fp8" and framework != "fsdp2" and not seed_states
 
 
 def needs_transpose(compute_capability) -> bool:

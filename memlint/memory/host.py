@@ -108,8 +108,8 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
     pb = dt.param
     rounding = bool(scenario.assumptions.get("host.pinned_pow2_rounding", True))
     pinned = []   # (what, bytes) of pinned flat buffers, for the rounding term
-    opt_pin = _flag(scenario, "deepspeed.offload_optimizer.pin_memory", True)
-    param_pin = _flag(scenario, "deepspeed.offload_param.pin_memory", True)
+    opt_pin = _flag(scenario, "deepspeed.offload_optimizer.pin_memory", facts.PIN_MEMORY)
+    param_pin = _flag(scenario, "deepspeed.offload_param.pin_memory", facts.PIN_MEMORY)
     if par.offload_optimizer == "cpu" and par.zero <= 2:
         ram.append(Term("host.bit16_partition_buffer", "buffers", n * pb,
                         f"partition {n:,} params × {pb} B", {"params": n, "bytes_per_param": pb},

@@ -5,13 +5,25 @@ and fused).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from memlint.facts import vocab as vocab_facts
 from memlint.memory.model import Model
 from memlint.memory.params import vocab_formula
 from memlint.memory.terms import Term
 
 
 def logits_terms(model: Model, phase: str) -> list:
+    """Logits and the loss (`_logits_terms`); where the framework padded the vocabulary, each
+    term cites the padding (memlint/facts/vocab.py) its V went through."""
+    terms = _logits_terms(model, phase)
+    if model.arch.vocab_unpadded:
+        terms = [replace(t, source=f"{t.source}; vocabulary padding: {vocab_facts.SOURCE}")
+                 for t in terms]
+    return terms
+
+
+def _logits_terms(model: Model, phase: str) -> list:
     """Logits and the loss.
 
     transformers (ForCausalLMLoss): logits in the compute dtype are held by the model output,

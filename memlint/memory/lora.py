@@ -5,13 +5,12 @@ Each function returns `Term`s (or activation items) with formula, inputs and sou
 """
 from __future__ import annotations
 
-from memlint.memory import activations as act
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
-from memlint.memory.terms import Term
+from memlint.memory.terms import Item, Term
 
 
-def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> float:
+def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed_states: bool) -> float:
     """Bytes per frozen base parameter.
 
     nf4 (bitsandbytes, blocksize 64 with double quantization): 0.5 B + an 8-bit absmax per 64
@@ -20,7 +19,7 @@ def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed: bool) -> flo
     scale per row, ~1 B.
     """
     if base_quant == "nf4":
-        return 0.5 if seed else 0.5 + 1 / 64 + 4 / (64 * 256)
+        return 0.5 if seed_states else 0.5 + 1 / 64 + 4 / (64 * 256)
     if base_quant == "int8":
         return 1.0
     return float(param_bytes)
@@ -56,7 +55,7 @@ def dequant_terms(model: Model, plan: StagePlan) -> list:
     if model.tr.base_quant == "none" or not plan.layers:
         return []
     arch = model.arch
-    if model.seed:
+    if model.seed_states:
         size = arch.hidden * arch.hidden
         formula = f"2 B × d² = 2 × {arch.hidden}²"
     else:
@@ -75,8 +74,8 @@ def lora_activation_items(model: Model, sh) -> list:
     rank = model.tr.lora_rank
     c = model.dt.compute
     targets = 4 if model.tr.lora_targets == "qkvo" else (7 if sh.gated else 6)
-    items = [act.Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
+    items = [Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
     if model.tr.lora_dropout > 0:
         mask = 1 if model.scenario.hardware.device == "cuda" else c
-        items.append(act.Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
+        items.append(Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
     return items

@@ -16,6 +16,7 @@ import functools
 import math
 from typing import Optional
 
+from memlint.assumptions import assumed
 from memlint.memory.context import MAX_STAGES, Resolved, resolve_context
 from memlint.memory.params import ConfigError, LayerParams, ParamCounts, lora_params_per_layer
 from memlint.memory.stages import StagePlan
@@ -52,7 +53,8 @@ class Model:
         self.par = scenario.parallelism
         self.assume = scenario.assumptions
         self.profile = scenario.assumptions.profile
-        self.seed = self.profile == "seed"
+        # the articles' model-state accounting (assumption states.model; the seed profile's)
+        self.seed_states = assumed(self.assume, "states.model") == "seed"
         model = scenario.model
         unsupported = scenario.extra.get("megatron.unsupported-architecture")
         if unsupported is not None:
@@ -70,7 +72,7 @@ class Model:
         self.dt = self.context.require("dtypes")
         self.total_override = model.total_params
         self.expert_override = model.expert_params
-        self.uniform = self.seed or self.total_override is not None
+        self.uniform = self.seed_states or self.total_override is not None
         if self.par.pp > MAX_STAGES:
             raise UnsupportedModel("pp", f"pp = {self.par.pp:,} pipeline stages: memlint "
                                          f"estimates pipelines of up to {MAX_STAGES} stages "
@@ -84,16 +86,16 @@ class Model:
         self.lora = self.tr.lora_rank > 0
         # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
         self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
-                       and self.tr.recompute_every <= 1 and not self.seed)
+                       and self.tr.recompute_every <= 1)
         self.lora_per_layer = (lora_params_per_layer(self.arch, self.tr.lora_rank, self.tr.lora_targets)
                                if self.lora else [0] * self.arch.layers)
-        if self.seed and self.lora:
+        if self.seed_states and self.lora:
             # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
         self.uses_deepspeed = (self.tr.framework == "deepspeed"
                                or "deepspeed.config" in scenario.extra)
         # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; buffers.buffer_terms)
-        self.fsdp_sharded = (not self.uses_deepspeed and not self.seed and self.topo.shard > 1
+        self.fsdp_sharded = (not self.uses_deepspeed and self.topo.shard > 1
                              and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
         visual = self.tr.images_per_sample * self.visual_tokens_per_image()
         self.seq = self.tr.seq_len + visual
@@ -134,7 +136,7 @@ class Model:
     def _mtp_layers(self) -> int:
         """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
         num_nextn_predict_layers): Megatron builds them on the last stage with their own loss."""
-        if self.tr.framework != "megatron" or self.seed:
+        if self.tr.framework != "megatron" or self.seed_states:
             return 0
         value = self.scenario.model.config.get("num_nextn_predict_layers") or 0
         return value if isinstance(value, int) and value > 0 else 0
@@ -184,7 +186,7 @@ class Model:
             share = len(plan.layers) / max(1, self.arch.layers)
             dense = (total - experts) * share
             expert_part = experts * share
-            expert_div = topo.tp * topo.ep if self.seed else topo.etp * topo.ep
+            expert_div = topo.tp * topo.ep if self.seed_states else topo.etp * topo.ep
             layers = f"{len(plan.layers)}/{self.arch.layers} layers"
             return {"dense": int(round(dense / topo.tp)),
                     "experts": int(round(expert_part / expert_div)),
@@ -192,7 +194,7 @@ class Model:
                         "dense": f"(total {total:,} − experts {experts:,}) × {layers} "
                                  f"/ tp {topo.tp}",
                         "experts": f"experts {experts:,} × {layers} / "
-                                   + (f"(tp {topo.tp} · ep {topo.ep})" if self.seed
+                                   + (f"(tp {topo.tp} · ep {topo.ep})" if self.seed_states
                                       else f"(etp {topo.etp} · ep {topo.ep})")}}
         dense = 0
         experts = 0

@@ -53,31 +53,34 @@ def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offlo
     """
     terms = []
     total = sum(ceil_div(g.params, g.shard) for g in groups)
+    # this GPU's share, each group divided by its ZeRO/FSDP shard (the divisors in the formula)
+    share = f"{total:,} params (" + " + ".join(
+        f"{g.params:,}" + (f" / shard {g.shard}" if g.shard > 1 else "") for g in groups) + ")"
     moments = MOMENTS[optimizer]
     if fsdp_offload:
         if not lora:
             terms.append(Term(
                 "host.gradients_cpu", "gradients", total * dt.grad,
-                f"sharded grads {total:,} × {dt.grad} B", {"params": total, "bytes": dt.grad},
+                f"sharded grads: {share} × {dt.grad} B", {"params": total, "bytes": dt.grad},
                 SRC_FSDP_OFFLOAD))
             if offload_optimizer != "none":
                 state = total * dt.master + dt.moment_bytes(total, moments)
                 terms.append(Term(
                     "host.optimizer_cpu", "optimizer", state,
-                    f"{total:,} params × ({dt.master} B master + {moments} × {dt.moment_width()})",
+                    f"{share} × ({dt.master} B master + {moments} × {dt.moment_width()})",
                     {"params": total, "moments": moments}, SRC_FSDP_OFFLOAD))
         terms.append(Term("host.params_cpu", "weights", total * dt.param,
-                          f"sharded params {total:,} × {dt.param} B", {"params": total},
+                          f"sharded params: {share} × {dt.param} B", {"params": total},
                           SRC_FSDP_OFFLOAD))
         return terms
     if offload_optimizer != "none" and not lora:
         per = 4 + moments * 4 + 4
         terms.append(Term(f"host.optimizer_{offload_optimizer}", "optimizer", total * per,
-                          f"{total:,} params × (4 master + {moments}×4 moments + 4 grad) B",
+                          f"{share} × (4 master + {moments}×4 moments + 4 grad) B",
                           {"params": total}, SRC_ZERO_OFFLOAD))
     if offload_params != "none":
         terms.append(Term(f"host.params_{offload_params}", "weights", total * dt.param,
-                          f"{total:,} params × {dt.param} B", {"params": total},
+                          f"{share} × {dt.param} B", {"params": total},
                           "ZeRO-Infinity param offload"))
     return terms
 

@@ -32,8 +32,11 @@ def optimizer_step_terms(model: Model, plan: StagePlan) -> list:
         shard = model.topo.shard if model.par.zero >= 1 else 1
         expert_shard = model.topo.expert_shard if model.par.zero >= 1 else 1
         n = _ceil_div(groups["dense"], shard) + _ceil_div(groups["experts"], expert_shard)
+        parts = f"{groups['dense']:,} / shard {shard}" + (
+            f" + experts {groups['experts']:,} / shard {expert_shard}" if groups["experts"]
+            else "")
         return [Term("optimizer.fp32_grad_copies", "optimizer", 4 * n,
-                     f"fp32 copies of {dt.grad}-byte main grads: {n:,} × 4 B",
+                     f"fp32 copies of {dt.grad}-byte main grads: {n:,} ({parts}) × 4 B",
                      {"params": n, "grad_bytes": dt.grad},
                      "megatron/core/optimizer/optimizer.py _copy_model_grads_to_main_grads")]
     if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":

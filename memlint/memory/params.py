@@ -50,7 +50,7 @@ from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, t
 __all__ = ["FRAMEWORK_MODEL_TYPES", "KNOWN_MODEL_TYPES", "MAX_CONFIG_INT", "MAX_CONFIG_NUMBER",
            "MAX_LAYERS", "MLA", "Architecture", "ConfigError", "LayerParams", "MoE", "ParamCounts",
            "Vision", "architecture", "count_params", "lora_params_per_layer", "pad_vocabulary",
-           "run_architecture", "vocab_formula"]
+           "vocab_formula"]
 
 
 def pad_vocabulary(arch: Architecture, multiple: Optional[int], tp: int) -> Architecture:
@@ -60,12 +60,6 @@ def pad_vocabulary(arch: Architecture, multiple: Optional[int], tp: int) -> Arch
         return arch
     return replace(arch, vocab=vocab_facts.padded_vocab(arch.vocab, multiple, tp),
                    vocab_unpadded=arch.vocab, vocab_multiple=int(multiple))
-
-
-def run_architecture(model, tp: int) -> Architecture:
-    """The architecture a run builds: the scenario model's config (an `ir.Model`) with the
-    vocabulary padded for the run's tp. Raises ConfigError."""
-    return pad_vocabulary(architecture(model.config), model.vocab_pad_multiple, tp)
 
 
 def vocab_formula(arch: Architecture, tp: int) -> str:

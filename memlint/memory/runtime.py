@@ -104,7 +104,7 @@ def workspace_terms(model: Model) -> list:
       ("mpu", B · heads/tp · T² in the compute dtype; megatron/core/transformer/
       dot_product_attention.py, megatron/core/utils.py GlobalMemoryBuffer).
     """
-    if model.scenario.hardware.device == "cpu" or model.seed:
+    if model.scenario.hardware.device == "cpu" or not model.assume["buffers.enabled"]:
         return []
     tr, arch, topo = model.tr, model.arch, model.topo
     cc = compute_capability(model.scenario.hardware.gpu)

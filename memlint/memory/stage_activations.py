@@ -76,7 +76,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                      + (f" × {inflight:g} in-flight micro-batches" if inflight != 1 else "")),
             inputs={"layers": full_layers, "bytes_per_token_per_layer": per_layer_full,
                     "tokens": tokens, "inflight": inflight,
-                    "saved": {i.name: round(i.per_token + i.per_token_pair * seq_local, 2)
+                    "saved": {i.name: round(i.bytes_per_token(seq_local), 2)
                               for i in items_full}},
             source=activation_source(model)))
     if kept:
@@ -153,7 +153,7 @@ def megatron_vision_terms(model: Model, inflight: float) -> list:
         model.arch.attention_dropout > 0,
         model.tr.recompute == "selective" and model.tr.recompute_every <= 1,
         softmax_bytes=softmax_bytes(model, tokens_per_image, vision.heads, flash))
-    per_token = sum(i.per_token + i.per_token_pair * tokens_per_image for i in items)
+    per_token = sum(i.bytes_per_token(tokens_per_image) for i in items)
     layers_bytes = int(per_token * tokens * vision.layers * inflight)
     width = (2 if model.arch.gated_mlp else 1) * model.arch.ffn
     projection = int((c * vision.hidden + 2 * c * width / topo.tp) * tokens * inflight)
@@ -162,7 +162,7 @@ def megatron_vision_terms(model: Model, inflight: float) -> list:
                  f"tokens (B {tr.micro_batch} × {tokens_per_image}) + projection MLP "
                  f"{projection:,} B" + (f" × {inflight:g} in flight" if inflight != 1 else ""),
                  {"layers": vision.layers, "tokens": tokens, "bytes_per_token": per_token,
-                  "saved": {i.name: round(i.per_token + i.per_token_pair * tokens_per_image, 2)
+                  "saved": {i.name: round(i.bytes_per_token(tokens_per_image), 2)
                             for i in items}},
                  "Korthikanti et al. 2022 on the ViT's shapes; megatron/core/models/vision/"
                  "clip_vit_model.py, llava_model.py")]
@@ -262,7 +262,7 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
             if moe_layer and moe_balance.applies(topo.ep, imbalance):
                 # the busiest expert-parallel rank (memory/moe_balance.py)
                 items = moe_balance.scale_routed(items, imbalance)
-            cache[key] = (items, sum(i.per_token + i.per_token_pair * seq_local for i in items))
+            cache[key] = (items, sum(i.bytes_per_token(seq_local) for i in items))
         items, per_token = cache[key]
         total += per_token
         items_seen = items

@@ -44,7 +44,7 @@ def state_terms(model: Model, plan: StagePlan):
                 [states.ShardedCount("frozen_unquantized", kept, topo.shard)], dt, par.zero,
                 par.fsdp, par.offload_params, frozen_bytes_per_param=dt.param,
                 source=UNQUANTIZED_SOURCE)
-        frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed)
+        frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed_states)
         weights += states.weight_terms(frozen, dt, par.zero,
             par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
         weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params)
@@ -65,7 +65,7 @@ def state_terms(model: Model, plan: StagePlan):
         fp8_weights = []
         weight_groups = groups
         remainder_bytes = None
-        if (fp8.applies(tr.precision, tr.framework, model.seed) and not model.uniform
+        if (fp8.applies(tr.precision, tr.framework, model.seed_states) and not model.uniform
                 and par.zero < 3 and par.fsdp == "none"
                 and not fp8.adapter_fp8_weights(tr)):
             lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)

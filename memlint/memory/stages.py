@@ -49,7 +49,7 @@ def microbatches(training, dp: int) -> int:
     return 0
 
 
-def virtual_chunks(extra, par, layers: int, seed: bool) -> Optional[list]:
+def virtual_chunks(extra, par, layers: int, even: bool = False) -> Optional[list]:
     """Decoder layers of each virtual pipeline stage (pp·vpp of them, virtual stage k on rank
     k mod pp), when Megatron's split is not an even one: `--pipeline-model-parallel-layout`
     (PipelineParallelLayerLayout: the 't' of each '|'-separated stage), or
@@ -57,7 +57,7 @@ def virtual_chunks(extra, par, layers: int, seed: bool) -> Optional[list]:
     (the embedding and the loss each count as one layer of the even split:
     megatron/core/transformer/transformer_block.py get_num_layers_to_build). None otherwise."""
     pp, vpp = par.pp, max(1, par.vpp)
-    if pp <= 1 or seed:
+    if pp <= 1 or even:  # even: the articles' even split (assumption states.model seed)
         return None
     layout = extra.get("megatron.pipeline-layout-stages")
     if layout is not None and isinstance(layout.value, (list, tuple)):

@@ -48,14 +48,15 @@ class Dtypes:
         return oq.formula_width(self.moment_bits, self.state_block)
 
 
-def dtypes(training, profile: str) -> Dtypes:
+def dtypes(training, states_model: str = "precise") -> Dtypes:
     """Per-parameter dtypes of the scenario, then any explicit overrides.
 
     Sources: Megatron-LM keeps fp32 main grads (`--accumulate-allreduce-grads-in-fp32`, default for
     bf16) and fp32 master weights in its optimizer; DeepSpeed ZeRO keeps bf16/fp16 grads and fp32
     master + moments (deepspeed/runtime/zero/stage_1_and_2.py); FSDP2's MixedPrecisionPolicy keeps
     fp32 sharded params (which are the master) and fp32 reduced grads; the HF Trainer's bf16 flag is
-    autocast over fp32 params. The seed profile keeps the articles' 2 + 2 + 12 bytes.
+    autocast over fp32 params. `states_model` "seed" (assumption states.model) keeps the articles'
+    2 + 2 + 12 bytes.
     """
     precision = training.precision
     framework = training.framework
@@ -66,7 +67,7 @@ def dtypes(training, profile: str) -> Dtypes:
         base = Dtypes(2, 2, 0, 2, 2, False, persistent, "bf16 params, grads and states, no master")
     elif precision == "amp-bf16":
         base = Dtypes(4, 4, 0, 4, 2, True, persistent, "fp32 params/grads/states, bf16 autocast")
-    elif profile == "seed":
+    elif states_model == "seed":
         base = Dtypes(2, 2, 4, 4, 2, False, persistent,
                       "seed: 2 bytes weights + 2 bytes grads + 12 bytes optimizer")
     elif framework == "megatron":

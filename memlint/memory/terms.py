@@ -1,4 +1,5 @@
-"""Terms and their sums per phase and per pipeline stage (the Estimate is in memory/result.py).
+"""Terms and their sums per phase and per pipeline stage (the Estimate is in memory/result.py);
+the per-token items an activations Term is made of.
 
 Every number memlint prints is a sum of `Term`s; each carries its formula, the inputs substituted
 into it, and a one-line source, so `--explain` can show the derivation and tests can pin it.
@@ -35,6 +36,23 @@ class Term:
     def to_dict(self) -> dict:
         return {"name": self.name, "component": self.component, "bytes": self.bytes,
                 "formula": self.formula, "inputs": dict(self.inputs), "source": self.source}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One named share of an activations Term, per token: a saved tensor (or group) of a layer.
+
+    Not a term of its own: an activations Term is layers × Σ item.bytes_per_token(T) × tokens,
+    and lists its items under `inputs["saved"]` (what --explain and the JSON show). Built by
+    memory/activations.py and activations_eager.py."""
+
+    name: str
+    per_token: float        # bytes per token
+    per_token_pair: float = 0.0  # bytes per token per attended position (T x T tensors)
+
+    def bytes_per_token(self, seq: int) -> float:
+        """Bytes per token when each token attends to `seq` positions."""
+        return self.per_token + self.per_token_pair * seq
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from memlint.assumptions import assumed
 from memlint.memory import activations as act
 from memlint.memory import states
 from memlint.memory.estimate import estimate
-from memlint.memory.params import architecture, count_params
+from memlint.memory.params import architecture, count_params, pad_vocabulary
 from memlint.memory.stages import stage_layers
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
@@ -60,7 +61,7 @@ FRAMEWORKS = {
                offload_params=True),
 }
 #: The seed articles combine any ZeRO stage with Megatron TP/PP/EP (000 CH 3, 7: "Megatron
-#: TP4+PP4+ZeRO2"); under profile=seed the framework's list is widened to that.
+#: TP4+PP4+ZeRO2"); under states.model seed (the seed profile) the framework's list is widened.
 SEED_ZERO = (0, 1, 2, 3)
 RECOMPUTE = (("none", 1), ("selective", 2), ("selective", 4), ("full", 1))
 #: Data-parallel sizes named when none divides the global batch.
@@ -130,17 +131,18 @@ class Space:
         self.allow_bubble = allow_bubble
         tr, self.tr = base.training, base.training
         self.framework = tr.framework
-        self.seed = base.assumptions.profile == "seed"
+        # the articles' model-state accounting (assumption states.model, the seed profile's)
+        self.seed_states = assumed(base.assumptions, "states.model") == "seed"
         self.ep_in_dp = bool(base.assumptions.get("parallel.ep_in_dp", True))
         opts = dict(FRAMEWORKS[self.framework])
-        if self.seed:
+        if self.seed_states:
             opts["zero"] = SEED_ZERO if self.framework != "fsdp2" else opts["zero"]
         self.opts = opts
         self.arch = architecture(base.model.config)
         self.counts = count_params(self.arch)
-        self.dt = states.dtypes(tr, base.assumptions.profile)
+        self.dt = states.dtypes(tr, assumed(base.assumptions, "states.model"))
         model = base.model
-        self.uniform = self.seed or model.total_params is not None
+        self.uniform = self.seed_states or model.total_params is not None
         total = model.total_params if model.total_params is not None else self.counts.total
         experts = (model.expert_params if model.expert_params is not None
                    else (0 if model.total_params is not None else self.counts.experts))
@@ -157,6 +159,7 @@ class Space:
             top_k=a.moe.top_k if a.moe else 0, num_experts=a.moe.num_experts if a.moe else 0)
         self._act_cache: dict = {}
         self._stage_cache: dict = {}
+        self._counts_by_tp: dict = {}
 
     # -- the space ----------------------------------------------------------------------------
     def tp_options(self) -> list:
@@ -258,14 +261,14 @@ class Space:
         layers = stage_layers(self.arch.layers, pp, *(split or (None, None)))
         out = []
         if self.uniform:
-            expert_div = tp * ep if self.seed else etp * ep
+            expert_div = tp * ep if self.seed_states else etp * ep
             for n in layers:
                 share = n / max(1, self.arch.layers)
                 out.append(((self.total_params - self.expert_params) * share / tp,
                             self.expert_params * share / expert_div, n))
         else:
             start = 0
-            c = self.counts
+            c = self.counts_at(tp)
             for i, n in enumerate(layers):
                 dense = experts = 0
                 for layer in c.layers[start:start + n]:
@@ -279,6 +282,18 @@ class Space:
                 start += n
         self._stage_cache[key] = out
         return out
+
+    def counts_at(self, tp: int):
+        """Parameter counts with the vocabulary padded for `tp` (Megatron and gpt-neox pad it
+        with the run's tp: memlint/facts/vocab.py), as each candidate's estimate counts them."""
+        multiple = self.base.model.vocab_pad_multiple
+        if not multiple:
+            return self.counts
+        cached = self._counts_by_tp.get(tp)
+        if cached is None:
+            cached = self._counts_by_tp[tp] = count_params(
+                pad_vocabulary(self.arch, multiple, tp))
+        return cached
 
     def states_bound(self, stage_params: list, topo, zero: int, fsdp: str, off_opt: str,
                      off_par: str) -> list:
@@ -303,7 +318,8 @@ class Space:
                 if off_opt == "none":
                     paged = 0 if dt.state_paged else 1  # paged states are host memory
                     o += params / so * (dt.master + paged * moments * dt.state_element_bytes)
-            persistent = g if (self.seed or dt.grads_persistent) else 0.0
+            one_moment = assumed(self.base.assumptions, "step.phases") == "one"
+            persistent = g if (one_moment or dt.grads_persistent) else 0.0
             out.append((w + g + o, w + o + persistent))
         return out
 
@@ -350,14 +366,14 @@ class Space:
             items = act.fused_layer_items(sh, self.dt.compute, self.tr.attention in ("flash", "sdpa"),
                                           tp, sp, arch.hidden_dropout > 0,
                                           arch.attention_dropout > 0, selective)
-            value = sum(i.per_token + i.per_token_pair * seq_local for i in items)
+            value = sum(i.bytes_per_token(seq_local) for i in items)
             best = value if best is None else min(best, value)
         self._act_cache[key] = best
         return best
 
     def runtime_floor(self, tensors: float) -> float:
         """CUDA context and allocator reserve, as the assumptions in force set them (0 in seed)."""
-        if self.seed or self.base.hardware.device == "cpu":
+        if self.base.hardware.device == "cpu":
             return 0.0
         assume = self.base.assumptions
         try:

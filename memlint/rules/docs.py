@@ -7,6 +7,12 @@ at or carry the same text. Regenerate the pages after changing a rule's docstrin
     python -m memlint.rules.docs docs/rules
 
 tests/test_rule_docs.py fails while the pages in the repository are not current.
+
+A rule's Example section has one style, read by `examples` (the one parser: the pages here and
+tests/rules/test_rule_fixtures.py, which checks that each Bad file fires its rule and each Good one
+does not): optional prose, then `Bad (FILENAME):` / `Good (FILENAME; --set key=value):` headings,
+each followed by the whole file indented one level deeper. FILENAME picks the adapter, as a user's
+file name would; `--set` gives what the file alone does not say.
 """
 from __future__ import annotations
 
@@ -78,6 +84,10 @@ def example_parts(text: str) -> list:
     """
     parts: list = []
     lines = text.splitlines()
+    fenced = next((i for i, line in enumerate(lines, 1) if line.lstrip().startswith("```")), None)
+    if fenced is not None:
+        raise ExampleError(f"example line {fenced}: no fences; indent the file under a "
+                           "`Bad (FILENAME):` heading")
     index = 0
     prose: list = []
 
@@ -96,9 +106,6 @@ def example_parts(text: str) -> list:
         if line[0] in " \t":
             raise ExampleError(f"example line {index}: an indented block must follow a "
                                f"`Bad (FILENAME):` or `Good (FILENAME):` heading: {stripped!r}")
-        if stripped.startswith("```"):
-            raise ExampleError(f"example line {index}: no fences; indent the file under a "
-                               "`Bad (FILENAME):` heading")
         head = _HEAD.match(stripped)
         if head is None:
             if _HEAD_LIKE.match(stripped):
@@ -144,9 +151,14 @@ def examples(rule: Rule) -> list:
 
 def _example(text: str) -> str:
     """The Example section as Markdown: prose stays, each snippet is its heading and a fence in
-    its file's format."""
+    its file's format. A section in another style (a plugin's) is shown as it is written."""
+    try:
+        parts = example_parts(text)
+    except ExampleError:
+        fence = "`" * max([3] + [len(run) + 1 for run in re.findall(r"`{3,}", text)])
+        return "\n".join([f"{fence}text", text.strip("\n"), fence]) + "\n"
     out: list = []
-    for part in example_parts(text):
+    for part in parts:
         if isinstance(part, str):
             out += [part, ""]
             continue

@@ -128,7 +128,7 @@ class LowHostMemoryHeadroom(Rule):
             zero = 2
             offload_optimizer = "cpu"
             world_size = 8
-            host_memory = "150GiB"
+            host_memory = "145GiB"
 
         Good (memlint.toml):
 
@@ -271,6 +271,9 @@ class NvmeSwapBufferTooSmall(Rule):
         vocab, hidden = config.get("vocab_size"), config.get("hidden_size")
         if not isinstance(vocab, int) or not isinstance(hidden, int) or vocab <= 0 or hidden <= 0:
             return
+        arch = ctx.resolved.architecture
+        if arch is not None:
+            vocab = arch.vocab  # as the framework builds it: padded for tp (facts/vocab.py)
         # for start-up speed: a one-file check without ZeRO-Infinity never needs these
         from memlint.facts.deepspeed import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU
         from memlint.memory.host import deepspeed_int

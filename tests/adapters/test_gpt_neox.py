@@ -14,7 +14,7 @@ from memlint.adapters import gpt_neox
 from memlint.adapters.registry import detect_format
 from memlint.diagnostics import Severity
 from memlint.engine import LintConfig
-from memlint.memory.params import count_params, run_architecture
+from memlint.memory.context import resolve_context
 from memlint.runs import Planner
 from memlint.scenario import build
 from helpers import padded_vocab
@@ -178,7 +178,7 @@ PYTHIA = {"70M": 70_426_624, "160M": 162_322_944, "410M": 405_334_016,
 @pytest.mark.parametrize("name,total", sorted(PYTHIA.items()))
 def test_pythia_parameter_count_matches_published(name, total):
     scenario, _diags = build([load(real(f"pythia/{name}.yml"))])
-    assert count_params(run_architecture(scenario.model, scenario.parallelism.tp)).total == total
+    assert resolve_context(scenario).counts.total == total
 
 
 def test_mistral_7b_with_the_older_llama_mlp_type_matches_its_published_count():
@@ -190,7 +190,7 @@ def test_mistral_7b_with_the_older_llama_mlp_type_matches_its_published_count():
     assert got["model.gated_mlp"] is True and got["model.mlp_bias"] is False
     assert got["model.intermediate_size"] == 14336 and got["model.num_key_value_heads"] == 8
     scenario, _diags = build([partial])
-    assert count_params(run_architecture(scenario.model, scenario.parallelism.tp)).total == 7_241_732_096
+    assert resolve_context(scenario).counts.total == 7_241_732_096
 
 
 def test_llama_30b_swiglu_width():
@@ -234,7 +234,7 @@ def test_pythia_12b_at_the_pinned_commit_matches_published():
     assert values(partial)["model.vocab_size"] == 50277
     scenario, _diags = build([partial])
     assert padded_vocab(scenario) == 50688
-    assert count_params(run_architecture(scenario.model, scenario.parallelism.tp)).total == 11_846_072_320
+    assert resolve_context(scenario).counts.total == 11_846_072_320
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +350,7 @@ def test_dropless_moe_experts_are_counted():
     assert got["model.moe_intermediate_size"] == 4096 and got["model.moe_layer_freq"] == 1
     assert not errors(partial)
     scenario, _diags = build([partial])
-    counts = count_params(run_architecture(scenario.model, scenario.parallelism.tp))
+    counts = resolve_context(scenario).counts
     assert counts.experts == 12 * 8 * 2 * 1024 * 4096
 
 

@@ -14,6 +14,7 @@ import pytest
 from memlint.catalog import nodes
 from memlint.cli import main
 from memlint.memory import host, host_nodes
+from memlint.ir import Provenance
 from memlint.memory.estimate import estimate
 from memlint.scenario import build, overrides_partial
 
@@ -29,8 +30,13 @@ LLAMA3_70B = 70_553_706_496
 LLAMA3_8B = 8_030_261_248
 
 
-def _estimate(*assignments):
-    scenario, _ = build([overrides_partial(list(assignments))])
+def _estimate(*assignments, pin_memory=None):
+    partial = overrides_partial(list(assignments))
+    if pin_memory is not None:  # what a DeepSpeed config's offload_*.pin_memory gives
+        for block in ("offload_optimizer", "offload_param"):
+            partial.set_extra(f"deepspeed.{block}.pin_memory", pin_memory,
+                              Provenance("ds_config.json", 1, 1, "pin_memory"))
+    scenario, _ = build([partial])
     return estimate(scenario)
 
 
@@ -50,7 +56,7 @@ def test_pow2_rounds_up_like_the_caching_host_allocator():
 
 def test_zero3_cpu_offload_70b_on_one_node():
     est = _estimate("model=llama3-70b", "framework=deepspeed", "zero=3", "offload_optimizer=cpu",
-                    "offload_params=cpu", "world_size=8", "host_memory=1TiB")
+                    "offload_params=cpu", "world_size=8", "host_memory=1TiB", pin_memory=True)
     (node,) = est.host
     part = -(-LLAMA3_70B // 8)
     terms = _terms(node)
@@ -65,9 +71,20 @@ def test_zero3_cpu_offload_70b_on_one_node():
 
 
 def test_pinned_rounding_is_an_assumption():
-    est = _estimate("model=llama3-70b", "framework=deepspeed", "zero=3", "offload_optimizer=cpu",
-                    "world_size=8", "host.pinned_pow2_rounding=false")
+    args = ("model=llama3-70b", "framework=deepspeed", "zero=3", "offload_optimizer=cpu",
+            "world_size=8")
+    assert "host.pinned_rounding" in _terms(_estimate(*args, pin_memory=True).host[0])
+    est = _estimate(*args, "host.pinned_pow2_rounding=false", pin_memory=True)
     assert "host.pinned_rounding" not in _terms(est.host[0])
+
+
+def test_pin_memory_defaults_to_deepspeeds_false():
+    """offload_optimizer / offload_param pin_memory default to False (DeepSpeed
+    runtime/zero/offload_config.py, edaa722): without it nothing is pinned, nothing rounded."""
+    args = ("model=llama3-70b", "framework=deepspeed", "zero=3", "offload_optimizer=cpu",
+            "offload_params=cpu", "world_size=8")
+    assert "host.pinned_rounding" not in _terms(_estimate(*args).host[0])
+    assert "host.pinned_rounding" in _terms(_estimate(*args, pin_memory=True).host[0])
 
 
 def test_zero2_offload_keeps_a_bit16_buffer_and_loads_the_model_on_every_rank():

@@ -16,7 +16,8 @@ from memlint.memory import activations as act
 from memlint.memory import runtime
 from memlint.memory.estimate import estimate
 from memlint.memory.model import Model
-from memlint.memory.params import architecture, count_params, run_architecture
+from memlint.memory.context import resolve_context
+from memlint.memory.params import architecture, count_params
 from memlint.scenario import build, overrides_partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -178,12 +179,12 @@ def test_megatron_gpt_count_matches_megatron_formula():
     V·d + P·d + L·(12d² + 13d) + 2d (Megatron's own count for this layout)."""
     sc = args_scenario("--num-layers 12 --hidden-size 512 --num-attention-heads 8 "
                        "--max-position-embeddings 1024 --seq-length 1024 --vocab-size 50257\n")
-    counts = count_params(run_architecture(sc.model, sc.parallelism.tp))
+    counts = resolve_context(sc).counts
     d, v = 512, 50304
     assert counts.total == v * d + 1024 * d + 12 * (12 * d * d + 13 * d) + 2 * d
     rope = args_scenario("--num-layers 12 --hidden-size 512 --num-attention-heads 8 "
                          "--position-embedding-type rope --vocab-size 50257\n")
-    assert count_params(run_architecture(rope.model, rope.parallelism.tp)).position_embedding == 0
+    assert resolve_context(rope).counts.position_embedding == 0
 
 
 def test_env_vars_recorded_from_yaml():

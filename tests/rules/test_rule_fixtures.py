@@ -4,7 +4,8 @@
         bad/<file>         fires the rule exactly as bad/_expect.yaml says
         bad/_expect.yaml   <file>: [{code, line, column}]   (`file: other.json` when a finding
                                                            is reported in a file <file> reads)
-                           args: {<file>: [key=value, ...]}  (--set values the file lacks)
+                           args: {<file>: [key=value, ...]}  (--set values the file lacks;
+                                                            a path is from the repository root)
         good/<file>        leaves the rule silent
         good/_args.yaml    <file>: [key=value, ...]
         */<folder>/        files that a fixture reads (a launch script's DeepSpeed JSON)
