@@ -123,6 +123,8 @@ class Training:
     recompute: str = "none"
     recompute_every: int = 1
     train_base: bool = True   # False: the base model is frozen (no grads / optimizer states)
+    trainable_layers: Optional[str] = None  # keys.layer_spec: the layers a partial fine-tune trains
+    frozen_dtype: Optional[str] = None      # frozen weights' dtype when not the param dtype
     lora_rank: int = 0
     lora_targets: str = "qkvo"
     lora_dropout: float = 0.0

@@ -213,6 +213,18 @@ def _bad_module(part: Any) -> str:
     raise ValueError(f"expected a module name, got {_short(part)}")
 
 
+_LAYER_SPEC = re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,6})\s*")
+
+
+def layer_spec(value: Any) -> str:
+    """Which decoder layers a partial fine-tune trains: "last:N", "first:N" (LLaMA-Factory's
+    freeze_trainable_layers N and -N) or "expanded:N" (LLaMA-Pro: every (L/N)-th layer)."""
+    match = _LAYER_SPEC.fullmatch(str(value)) if isinstance(value, str) else None
+    if not match or int(match.group(2)) < 1:
+        raise ValueError(f"expected last:N, first:N or expanded:N, got {_short(value)}")
+    return f"{match.group(1)}:{int(match.group(2))}"
+
+
 def optional_positive_int(value: Any) -> Optional[int]:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "auto")):
         return None
@@ -302,6 +314,12 @@ _KEYS = [
         "selective recompute: keep a full activation set every K layers"),
     Key("train_base", "training", "train_base", to_bool,
         "whether the base model's weights are trained (false: frozen, e.g. Megatron --freeze-LM)"),
+    Key("trainable_layers", "training", "trainable_layers", layer_spec,
+        "with train_base false, the decoder layers still trained (partial / freeze fine-tuning): "
+        "last:N, first:N, expanded:N (LLaMA-Pro)"),
+    Key("frozen_dtype", "training", "frozen_dtype", _dtype,
+        "dtype of frozen weights when it differs from the trained ones (LLaMA-Factory upcasts "
+        "only the trainable parameters to fp32)"),
     Key("lora_rank", "training", "lora_rank", non_negative_int, "LoRA rank (0: no LoRA)"),
     Key("lora_targets", "training", "lora_targets",
         choice("qkvo", "all-linear", "all-linear+experts",

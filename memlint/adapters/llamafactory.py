@@ -56,6 +56,33 @@ _SENTINEL = re.compile(r"^(finetuning_type|stage|cutoff_len|template|lora_target
                        r"quantization_bit):", re.M)
 
 
+def _freeze(given, truth, partial: Partial, anchor: Provenance, notes: list) -> None:
+    """Freeze tuning (model/adapter.py _setup_freeze_tuning): the base is frozen but for
+    `freeze_trainable_layers` decoder layers (default 2): the last N, the first -N when
+    negative, or with `use_llama_pro` every (L/N)-th layer (the expanded blocks)."""
+    partial.set("train_base", False, anchor)
+    item = given("freeze_trainable_layers")
+    count = hf_trainer.to_int(item.value) if item is not None else None
+    if count is None:
+        count = 2
+        notes.append(f"freeze_trainable_layers 2 ({SOURCE} finetuning_args.py default)")
+    if count == 0:
+        return
+    if truth("use_llama_pro"):
+        spec = f"expanded:{abs(count)}"
+    else:
+        spec = f"last:{count}" if count > 0 else f"first:{-count}"
+    partial.set("trainable_layers", spec, item.prov if item is not None else anchor)
+    modules = given("freeze_trainable_modules")
+    extra = given("freeze_extra_modules")
+    if (modules is not None and str(modules.value).strip().lower() != "all") or extra is not None:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            "freeze_trainable_modules / freeze_extra_modules: memlint trains the whole of each "
+            "trained layer and nothing outside the layers",
+            (modules or extra).prov, key="freeze_trainable_modules"))
+
+
 def detect(path: str, text: str) -> bool:
     if not os.path.basename(path).lower().endswith((".yaml", ".yml")):
         return False
@@ -141,13 +168,7 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
             except (TypeError, ValueError):
                 pass
     elif method == "freeze":
-        layers = given("freeze_trainable_layers")
-        partial.set("train_base", False, method_item.prov)
-        partial.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO,
-            f"freeze tuning trains only {layers.value if layers else 2} layer(s): memlint counts "
-            "the base as frozen, without those layers' gradients and optimizer states",
-            method_item.prov, key="finetuning_type"))
+        _freeze(given, truth, partial, method_item.prov, notes)
 
     if quant_bits is not None:
         quant_method = str(data.get("quantization_method", "bnb")).strip().lower()
@@ -170,6 +191,11 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
         loaded = "bf16"
     else:
         loaded = "fp32"   # trainable parameters upcast to float32
+    if method == "freeze" and loaded == "fp32":
+        # only the trained layers are upcast (model/adapter.py _setup_freeze_tuning)
+        partial.set("frozen_dtype", "bf16", method_item.prov)
+        notes.append("frozen layers in the checkpoint's dtype, taken as bf16 "
+                     f"({SOURCE} model/loader.py torch_dtype='auto'); the trained ones in fp32")
     if not truth("disable_gradient_checkpointing") and "gradient_checkpointing" not in by_name:
         items.append(hf_trainer.Item("gradient_checkpointing", True, anchor))
         notes.append(DEFAULTS["recompute"][1].replace("checkpointing is on",

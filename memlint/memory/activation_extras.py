@@ -74,12 +74,17 @@ def autocast_weight_terms(model: Model, plan: StagePlan) -> list:
                   else model.dt.param)
     base_fp32 = base_bytes == 4 and tr.base_quant == "none"
     linear = head = first_qkv = 0
+    # a partial fine-tune with its frozen layers in bf16 (frozen_dtype): only the trained
+    # layers are fp32, so only they are cast
+    only_trained = bool(model.trained_layers) and tr.frozen_dtype not in (None, "fp32")
     if base_fp32:
         for index in plan.layers:
+            if only_trained and index not in model.trained_layers:
+                continue
             layer = counts.layers[index]
             router = 0 if (arch.moe is not None and arch.moe.router_bias) else layer.router
             linear += layer.attention + layer.mlp + layer.shared_experts + router
-        if plan.last:
+        if plan.last and not only_trained:
             head = counts.lm_head or counts.embedding
         if model.lora and plan.first and plan.layers and arch.mla is None:
             # q, k, v of the first layer read the embedding output, which needs no grad

@@ -151,6 +151,29 @@ class Model:
             return 0
         return self.counts.experts
 
+    @functools.cached_property
+    def trained_layers(self) -> frozenset:
+        """Decoder layers a partial fine-tune trains (`trainable_layers`; empty otherwise), as
+        LLaMA-Factory's freeze tuning picks them (model/adapter.py _setup_freeze_tuning): the
+        last N, the first N, or LLaMA-Pro's expanded layers, every (L/N)-th ending at the last."""
+        spec = self.tr.trainable_layers
+        if self.tr.train_base or not spec:
+            return frozenset()
+        kind, count = spec.split(":")
+        n, layers = int(count), self.arch.layers
+        if kind == "last":
+            return frozenset(range(max(0, layers - n), layers))
+        if kind == "first":
+            return frozenset(range(min(n, layers)))
+        stride = max(1, layers // n)
+        return frozenset(range(stride - 1, layers, stride))
+
+    def trained_layer_params(self, plan: Optional[StagePlan] = None) -> int:
+        """Parameters of the trained layers, per GPU of one stage (the whole model without one)."""
+        layers = self.trained_layers if plan is None else self.trained_layers & set(plan.layers)
+        count = sum(self.counts.layers[i].total for i in layers)
+        return count if plan is None else -(-count // self.topo.tp)
+
     def saved_module_params(self, plan: Optional[StagePlan] = None) -> int:
         """Parameters of the PEFT `modules_to_save` copies memlint counts, per GPU of one stage
         (the whole model without a plan): the word embedding and the output layer (a tied
@@ -170,7 +193,7 @@ class Model:
         total = self.total_params()
         lora = sum(self.lora_per_layer) if self.lora else 0
         trainable = lora + self.saved_module_params() if self.lora else (
-            total if self.tr.train_base else 0)
+            total if self.tr.train_base else self.trained_layer_params())
         return {"total": total + lora, "trainable": trainable,
                 "embedding": counts.embedding + counts.position_embedding,
                 "lm_head": counts.lm_head, "experts": self.expert_params(),

@@ -86,6 +86,10 @@ def _largest_and_total_trainable(model: Model, plan: StagePlan) -> tuple:
         return largest, sum(per) + saved
     counts = model.counts
     arch = model.arch
+    if model.trained_layers:
+        # a partial fine-tune steps only its trained layers
+        trained = model.trained_layer_params(plan)
+        return (math.ceil(arch.hidden * arch.ffn / model.topo.tp) if trained else 0), trained
     candidates = []
     if plan.first:
         candidates.append(counts.embedding)

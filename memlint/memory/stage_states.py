@@ -11,6 +11,7 @@ from memlint.memory.lora import (SAVED_SOURCE, UNQUANTIZED_SOURCE, frozen_bytes_
                                   unquantized_params)
 from memlint.memory.model import Model
 from memlint.memory.runtime import compute_capability
+from memlint.memory.states import DTYPE_BYTES
 from memlint.memory.stages import StagePlan
 from memlint.memory.vision import vision_state_terms
 
@@ -56,10 +57,25 @@ def state_terms(model: Model, plan: StagePlan):
                                             adafactor_factored=trainable_count + saved)
     elif not tr.train_base:
         # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
-        # but it has no gradients and no optimizer states
-        weights += states.weight_terms(
-            [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split) for g in groups],
-            dt, par.zero, par.fsdp, par.offload_params)
+        # but it has no gradients and no optimizer states; a partial fine-tune (LLaMA-Factory
+        # freeze tuning) still trains some layers, in the trained dtype
+        trained = min(model.trained_layer_params(plan), groups[0].params)
+        frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
+                  for g in groups]
+        if trained:
+            frozen[0] = states.ShardedCount("frozen", frozen[0].params - trained,
+                                            frozen[0].shard)
+        frozen_bytes = DTYPE_BYTES[tr.frozen_dtype] if tr.frozen_dtype else None
+        weights += states.weight_terms(frozen, dt, par.zero, par.fsdp, par.offload_params,
+                                       frozen_bytes_per_param=frozen_bytes)
+        if trained:
+            group = [states.ShardedCount("trained_layers", trained, topo.shard)]
+            weights += states.weight_terms(group, dt, par.zero, par.fsdp, par.offload_params,
+                                           source=PARTIAL_SOURCE)
+            gradients += states.gradient_terms(group, dt, par.zero, par.fsdp)
+            optimizer += states.optimizer_terms(group, dt, tr.optimizer, par.zero, par.fsdp,
+                                                par.offload_optimizer,
+                                                adafactor_factored=trained)
     else:
         # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
         fp8_weights = []
@@ -101,6 +117,10 @@ def state_terms(model: Model, plan: StagePlan):
     host += [t for t in optimizer if t.name.startswith("host.")]
     optimizer = [t for t in optimizer if not t.name.startswith("host.")]
     return weights, gradients, optimizer, host
+
+
+PARTIAL_SOURCE = ("hiyouga/LLaMA-Factory@ff6d4d12 model/adapter.py _setup_freeze_tuning (the "
+                  "trained layers, upcast to fp32 unless pure_bf16 / ZeRO-3)")
 
 
 def _frozen_name(group) -> str:

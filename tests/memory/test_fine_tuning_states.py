@@ -201,3 +201,56 @@ def test_a_checkpoint_saved_in_nf4_is_counted_in_nf4(tmp_path):
     gptq = [s.replace("bitsandbytes", "gptq") for s in settings]
     scenario, _ = build([overrides_partial(gptq)])
     assert scenario.training.base_quant == "none"
+
+
+@pytest.mark.parametrize("given,spec", [("last:2", "last:2"), (" first : 4 ", "first:4"),
+                                        ("expanded:8", "expanded:8")])
+def test_trainable_layer_specs(given, spec):
+    from memlint.keys import layer_spec
+
+    assert layer_spec(given) == spec
+
+
+@pytest.mark.parametrize("bad", ["last", "middle:2", "last:0", 3, "last:-1"])
+def test_trainable_layer_spec_rejects(bad):
+    from memlint.keys import layer_spec
+
+    with pytest.raises(ValueError):
+        layer_spec(bad)
+
+
+@pytest.mark.parametrize("spec,layers", [
+    ("last:2", {30, 31}), ("first:3", {0, 1, 2}),
+    ("expanded:8", {3, 7, 11, 15, 19, 23, 27, 31}),
+])
+def test_partial_fine_tune_picks_llamafactorys_layers(spec, layers):
+    """model/adapter.py _setup_freeze_tuning: the last N, the first N (a negative
+    freeze_trainable_layers), or LLaMA-Pro's every (L/N)-th layer ending at the last."""
+    from memlint.memory.model import Model
+    from memlint.scenario import build, overrides_partial
+
+    scenario, _ = build([overrides_partial(["model=llama3-8b", "framework=hf", "train_base=false",
+                                            f"trainable_layers={spec}", "world_size=1"])])
+    assert Model(scenario).trained_layers == layers
+
+
+def test_llamafactory_freeze_tuning_trains_its_layers_in_fp32_beside_a_bf16_base():
+    """LLaMA-Factory examples/extras/llama_pro/llama3_freeze_sft.yaml: finetuning_type freeze,
+    freeze_trainable_layers 8 with use_llama_pro. The trained layers are upcast to fp32 (4 B
+    weights, 4 B gradients, 8 B AdamW moments); the frozen ones stay in the checkpoint's bf16,
+    and only the fp32 ones get autocast copies. Counting the whole base frozen in fp32 (as
+    memlint did) missed 1.74B parameters' gradients and moments and doubled the frozen bytes."""
+    path = os.path.join(REAL, "hiyouga__LLaMA-Factory", "examples", "extras", "llama_pro",
+                        "llama3_freeze_sft.yaml")
+    estimate = memlint.estimate([path], model="meta-llama/Meta-Llama-3-8B", world_size=1)
+    layer = 218_112_000      # one Llama-3-8B decoder layer
+    trained = 8 * layer
+    terms = _terms(estimate)
+    assert estimate.params["trainable"] == trained
+    assert terms["weights.trained_layers"].bytes == trained * 4
+    assert terms["gradients.trained_layers"].bytes == trained * 4
+    assert terms["optimizer.moments.trained_layers"].bytes == trained * 8
+    assert terms["weights.frozen"].bytes == (8_030_261_248 - trained) * 2
+    copies = terms["activations.autocast_weight_copies"]
+    assert copies.inputs["head_params"] == 0
+    assert copies.inputs["layer_linear_params"] < trained
