@@ -403,7 +403,13 @@ def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
     train_lora.py) trains LoRA adapters, so there the rank alone means LoRA."""
     use = next((args[n] for n in ("use_peft", "use_lora", "lora") if n in args), None)
     rank_item = next((args[n] for n in ("lora_r", "lora_rank") if n in args), None)
-    enabled = use is not None and not use.unresolved and to_bool(use.value) is True
+    mode, mode_prov = _train_mode(args, rank_item, assumed, resolved, trainer)
+    if mode == "full":
+        return False
+    if mode is not None and use is None:
+        use = args.get("train_mode") or rank_item
+    enabled = use is not None and not use.unresolved and (
+        mode is not None or to_bool(use.value) is True)
     if use is None and rank_item is not None and trainer != "trl":
         enabled = True
         use = rank_item
@@ -438,7 +444,30 @@ def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
         item = args.get(name)
         if item is not None and not item.unresolved and to_bool(item.value):
             partial.set("base_quant", quant, item.prov)
+    if mode is not None:
+        # Firefly-style train.py: QLoRA loads the base in NF4 (BitsAndBytesConfig
+        # load_in_4bit, nf4) and adapts every linear layer (find_all_linear_names)
+        if mode == "qlora" and "base_quant" not in partial.settings:
+            partial.set("base_quant", "nf4", mode_prov)
+        if targets is None:
+            partial.set("lora_targets", "all-linear", mode_prov)
     return True
+
+
+def _train_mode(args: dict, rank_item, assumed: list, resolved, trainer: str) -> tuple:
+    """(mode, provenance) of a `train_mode` argument (full, lora, qlora, dora) as Firefly's
+    train.py and the scripts derived from it take it; (None, None) without one. Firefly's
+    CustomizedArguments default it to qlora (yangjianxin1/Firefly component/argument.py), so a
+    Firefly argument file (its `template_name`) that gives a LoRA rank but no mode is QLoRA."""
+    item = args.get("train_mode")
+    if item is not None and resolved(item):
+        mode = str(item.value).strip().lower()
+        return (mode, item.prov) if mode in ("full", "lora", "qlora", "dora") else (None, None)
+    if item is None and "template_name" in args and rank_item is not None and trainer != "trl":
+        assumed.append("train_mode qlora (yangjianxin1/Firefly component/argument.py: "
+                       "CustomizedArguments.train_mode defaults to qlora)")
+        return "qlora", rank_item.prov
+    return None, None
 
 
 def _precision(flags: dict, loaded: str, lora: bool, partial: Partial, table: dict,

@@ -447,3 +447,17 @@ def test_liger_loss_spares_logits_only_where_the_trainer_calls_the_model_with_la
     assert _values(lf)["logits.enabled"] is False   # enable_liger_kernel, stage sft
     liger_off = load_file(os.path.join(base, "OlympicCoder-32B/sft/config_v00.00.yaml"))
     assert "logits.enabled" not in _values(liger_off)   # use_liger: false
+
+
+def test_firefly_argument_files_default_to_qlora():
+    """yangjianxin1/Firefly train.py: CustomizedArguments.train_mode defaults to qlora, which
+    loads the base in NF4 (BitsAndBytesConfig load_in_4bit, nf4) and adapts every linear layer.
+    Its train_args/sft/qlora/*.json files give lora_rank but no train_mode; read as a bf16 base,
+    Mixtral-8x7B counted 168 GiB of frozen weights (an OOM warning on a file that trains on one
+    GPU). Its train_args/sft/full/*.json say train_mode full and stay full fine-tunes."""
+    base = os.path.join(REAL, "yangjianxin1__Firefly", "train_args", "sft")
+    qlora = _values(load_file(os.path.join(base, "qlora", "mixtral-8x7b-sft-qlora.json")))
+    assert (qlora["lora_rank"], qlora["base_quant"], qlora["lora_targets"]) == \
+        (16, "nf4", "all-linear")
+    full = _values(load_file(os.path.join(base, "full", "yi-6b-sft-full.json")))
+    assert "lora_rank" not in full and "base_quant" not in full
