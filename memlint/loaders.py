@@ -542,17 +542,28 @@ def load_yaml(path: str, text: str) -> Document:
     return doc
 
 
-def load_yaml_mapping(path: str, text: str, what: str, diagnostics: list) -> Optional[Document]:
+def load_yaml_mapping(path: str, text: str, what: str, diagnostics: list,
+                      code=SCHEMA_ERROR) -> Optional[Document]:
     """`load_yaml` for a format whose document must be a mapping: the Document, or None when it
     does not parse or is not a mapping (`diagnostics` gets the parse problems and, for a
-    non-mapping, a schema error at 1:1 naming `what`, e.g. "a gpt-neox config")."""
-    doc = load_yaml(path, text)
+    non-mapping, a `code` error at 1:1 naming `what`, e.g. "a gpt-neox config")."""
+    return _mapping(load_yaml(path, text), path, f"{what} must be a mapping", diagnostics, code)
+
+
+def load_json_mapping(path: str, text: str, what: str, diagnostics: list,
+                      allow_comments: bool = False, code=PARSE_ERROR) -> Optional[Document]:
+    """`load_json` for a format whose document must be an object (see load_yaml_mapping)."""
+    return _mapping(load_json(path, text, allow_comments=allow_comments), path,
+                    f"{what} must be a JSON object", diagnostics, code)
+
+
+def _mapping(doc: Document, path: str, message: str, diagnostics: list,
+             code) -> Optional[Document]:
     diagnostics.extend(doc.diagnostics)
     if doc.data is None:
         return None
     if not isinstance(doc.data, dict):
-        diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, f"{what} must be a mapping",
-                                Provenance(path, 1, 1, None)))
+        diagnostics.append(make(code, Severity.ERROR, message, Provenance(path, 1, 1, None)))
         return None
     return doc
 

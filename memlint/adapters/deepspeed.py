@@ -26,15 +26,15 @@ import json
 import os
 import re
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
-from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
+from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
-from memlint.loaders import Document, load_json, read_text, suppressions
+from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
 
 FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
@@ -649,15 +649,10 @@ _OPTIMIZERS = {
 
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
-    doc = load_json(path, text, allow_comments=True)
-    partial.diagnostics.extend(doc.diagnostics)
     partial.suppressions = suppressions(text)
-    if doc.data is None:
-        return partial
-    if not isinstance(doc.data, dict):
-        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                        "a DeepSpeed config must be a JSON object",
-                                        Provenance(path, 1, 1, None)))
+    doc = load_json_mapping(path, text, "a DeepSpeed config", partial.diagnostics,
+                            allow_comments=True)
+    if doc is None:
         return partial
     partial.diagnostics.extend(_schema_diagnostics(doc))
     _map(doc, partial)

@@ -8,12 +8,11 @@ script, a torchtitan flavor) go through one reader.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import Iterator
 
 from memlint.adapters._neighbours import training_arguments
-from memlint.diagnostics import PARSE_ERROR, Severity, make
-from memlint.ir import Partial, Provenance
-from memlint.loaders import MAX_FILE_BYTES, load_json, read_text
+from memlint.ir import Partial
+from memlint.loaders import MAX_FILE_BYTES, load_json_mapping, read_text
 
 FORMAT = "hf_config"
 _SENTINELS = ('"model_type"', '"architectures"', '"num_hidden_layers"', '"n_layer"')
@@ -44,14 +43,8 @@ def flatten(data: dict, prefix: str = "") -> Iterator[tuple]:
 
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
-    doc = load_json(path, text, allow_comments=False)
-    partial.diagnostics.extend(doc.diagnostics)
-    if doc.data is None:
-        return partial
-    if not isinstance(doc.data, dict):
-        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                        "an HF config.json must be a JSON object",
-                                        Provenance(path, 1, 1, None)))
+    doc = load_json_mapping(path, text, "an HF config.json", partial.diagnostics)
+    if doc is None:
         return partial
     for key, value in flatten(doc.data):
         path_tuple = tuple(key.split("."))

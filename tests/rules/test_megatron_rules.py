@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from memlint.rules import megatron as R
-from _megatron_helpers import run, where
+from _megatron_helpers import check_metadata, fires_and_stays_silent, run, where
 
 L64 = "# launcher: torchrun --nproc_per_node 8 --nnodes 8\n"
 
@@ -80,18 +80,12 @@ CASES = [
 @pytest.mark.parametrize("rule,bad,good", CASES,
                          ids=[f"{c[0].code}-{i}" for i, c in enumerate(CASES)])
 def test_fires_and_stays_silent(rule, bad, good):
-    _, findings = run(rule, bad)
-    assert findings, f"{rule.name} should fire on:\n{bad}"
-    _, findings = run(rule, good)
-    assert not findings, [f.message for f in findings]
+    fires_and_stays_silent(rule, bad, good)
 
 
 def test_rule_metadata():
-    assert len({r.code for r in R.RULES}) == len(R.RULES)
-    for rule in R.RULES:
-        assert rule.code.startswith("ML4") and rule.formats == ("megatron",)
-        assert set(rule.sections()) >= {"What it checks", "Why it matters", "How to fix",
-                                        "Example"}
+    check_metadata(R.RULES, "ML4")
+    assert all(rule.formats == ("megatron",) for rule in R.RULES)
 
 
 def test_query_groups_finding_points_at_flag_line():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from memlint.rules import topology as T
-from _megatron_helpers import run, where
+from _megatron_helpers import check_metadata, fires_and_stays_silent, run, where
 
 L8 = "# launcher: torchrun --nproc_per_node 8 --nnodes 1\n"
 
@@ -66,18 +66,11 @@ CASES = [
 @pytest.mark.parametrize("rule,bad,good", CASES,
                          ids=[f"{c[0].code}-{i}" for i, c in enumerate(CASES)])
 def test_fires_and_stays_silent(rule, bad, good):
-    _, findings = run(rule, bad)
-    assert findings, f"{rule.name} should fire on:\n{bad}"
-    _, findings = run(rule, good)
-    assert not findings, [f.message for f in findings]
+    fires_and_stays_silent(rule, bad, good)
 
 
 def test_rule_metadata():
-    assert len({r.code for r in T.RULES}) == len(T.RULES)
-    for rule in T.RULES:
-        assert rule.code.startswith("ML2") and rule.name and rule.__doc__
-        assert set(rule.sections()) >= {"What it checks", "Why it matters", "How to fix",
-                                        "Example"}
+    check_metadata(T.RULES, "ML2")
 
 
 def test_heads_finding_points_at_tp_flag():

@@ -10,7 +10,7 @@ from memlint.adapters.megatron.flags import (FLAG_BY_DEST, KNOWN_DESTS, MEGATRON
 from memlint.adapters.megatron.readers import Arg, Read, dollar_refs
 from memlint.diagnostics import PARSE_ERROR, UNKNOWN_KEY, Severity, make
 from memlint.ir import Provenance
-from memlint.loaders import load_yaml
+from memlint.loaders import load_yaml_mapping
 
 
 _YAML_SECTIONS = ("language_model", "model_parallel", "override_transformer_config",
@@ -19,14 +19,9 @@ _YAML_SECTIONS = ("language_model", "model_parallel", "override_transformer_conf
 
 def read_yaml(path: str, text: str) -> Read:
     read = Read()
-    doc = load_yaml(path, text)
-    read.diagnostics.extend(doc.diagnostics)
-    if doc.data is None:
-        return read
-    if not isinstance(doc.data, dict):
-        read.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                     "a Megatron YAML config must be a mapping",
-                                     Provenance(path, 1, 1, None)))
+    doc = load_yaml_mapping(path, text, "a Megatron YAML config", read.diagnostics,
+                            code=PARSE_ERROR)
+    if doc is None:
         return read
     if isinstance(doc.data.get("MODEL_ARGS"), dict):
         env = doc.data.get("ENV_VARS")
