@@ -213,14 +213,14 @@ def _bad_module(part: Any) -> str:
     raise ValueError(f"expected a module name, got {_short(part)}")
 
 
-_LAYER_SPEC = re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,6})\s*")
+_LAYER_SPEC = re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,16})\s*")
 
 
 def layer_spec(value: Any) -> str:
     """Which decoder layers a partial fine-tune trains: "last:N", "first:N" (LLaMA-Factory's
     freeze_trainable_layers N and -N) or "expanded:N" (LLaMA-Pro: every (L/N)-th layer)."""
     match = _LAYER_SPEC.fullmatch(str(value)) if isinstance(value, str) else None
-    if not match or int(match.group(2)) < 1:
+    if not match or not 1 <= int(match.group(2)) <= MAX_INT:
         raise ValueError(f"expected last:N, first:N or expanded:N, got {_short(value)}")
     return f"{match.group(1)}:{int(match.group(2))}"
 

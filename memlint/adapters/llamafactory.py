@@ -63,9 +63,15 @@ def _freeze(given, truth, partial: Partial, anchor: Provenance, notes: list) -> 
     partial.set("train_base", False, anchor)
     item = given("freeze_trainable_layers")
     count = hf_trainer.to_int(item.value) if item is not None else None
-    if count is None:
+    if item is None:
         count = 2
         notes.append(f"freeze_trainable_layers 2 ({SOURCE} finetuning_args.py default)")
+    elif count is None:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.WARNING,
+            f"freeze_trainable_layers {item.value!r} is not an integer: the trained layers are "
+            "not counted", item.prov, key="freeze_trainable_layers"))
+        return
     if count == 0:
         return
     if truth("use_llama_pro"):

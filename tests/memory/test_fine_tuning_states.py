@@ -254,3 +254,22 @@ def test_llamafactory_freeze_tuning_trains_its_layers_in_fp32_beside_a_bf16_base
     copies = terms["activations.autocast_weight_copies"]
     assert copies.inputs["head_params"] == 0
     assert copies.inputs["layer_linear_params"] < trained
+
+
+def test_freeze_layer_counts_beyond_the_model_or_not_integers(tmp_path):
+    """LLaMA-Factory trains range(max(0, L - n), L): a count past the model's depth trains every
+    layer (a valid config, no error); a count that is not an integer is a warning."""
+    from memlint.keys import layer_spec
+
+    assert layer_spec("last:100000000000") == "last:100000000000"
+    yaml = tmp_path / "freeze.yaml"
+    yaml.write_text("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\n"
+                    "finetuning_type: freeze\nfreeze_trainable_layers: 100000000000\n")
+    result = memlint.check([str(yaml)], world_size=1)
+    assert not [d for d in result.diagnostics if d.code in ("ML004", "ML009")]
+    layer = 218_112_000
+    assert result.estimates[0].params["trainable"] == 32 * layer
+    yaml.write_text(yaml.read_text().replace("100000000000", "abc"))
+    result = memlint.check([str(yaml)], world_size=1)
+    warned = [d for d in result.diagnostics if "freeze_trainable_layers" in d.message]
+    assert warned and warned[0].severity.name == "WARNING"
