@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Optional
 
-from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Diagnostic, Severity,
-                                 make)
+from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Severity, make)
 from memlint.ir import Provenance
 
 MAX_FILE_BYTES = 4 * 1024 * 1024

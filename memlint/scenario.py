@@ -20,8 +20,8 @@ from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
-from memlint.ir import (COMMAND_LINE, Assumptions, Hardware, Model, Parallelism, Partial,
-                        Provenance, Scenario, Setting, Training, frozen_mapping)
+from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
+                        Training, frozen_mapping)
 from memlint.loaders import repo_root
 
 SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}

@@ -4,7 +4,6 @@ LoRA adapters' inputs and outputs; `HFRun` holds the run settings that decide th
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from memlint.memory.activations import Shapes

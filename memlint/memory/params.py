@@ -172,9 +172,7 @@ def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
     if arch.mla is not None:
         m = arch.mla
         q_out = arch.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-        kv_out = arch.heads * (m.qk_nope_head_dim + m.v_head_dim)
         qkvo = [(d, q_out), (d, m.kv_lora_rank + m.qk_rope_head_dim), (arch.heads * m.v_head_dim, d)]
-        del kv_out
     else:
         dq = arch.heads * arch.head_dim
         dkv = arch.kv_heads * arch.head_dim

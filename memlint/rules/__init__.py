@@ -17,7 +17,7 @@ import re
 from typing import Iterable, Optional
 
 from memlint import plugins as _plugins
-from memlint.diagnostics import INTERNAL_ERROR, Diagnostic, Severity, make
+from memlint.diagnostics import INTERNAL_ERROR, Severity, make
 from memlint.ir import Provenance
 from memlint.rules.base import DOC_SECTIONS, Rule
 
