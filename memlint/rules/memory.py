@@ -18,7 +18,7 @@ import math
 from memlint.diagnostics import Severity
 from memlint.ir import UNREAD_REFERENCE
 from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
-                                    with_training)
+                                    with_parallelism, with_training)
 from memlint.rules.base import Finding, Rule
 
 # Keys to point at, by what dominates the stage: the setting a user would change first.
@@ -60,8 +60,10 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
         return unread_references(scenario)
     sequence = component(stage, "activations") + component(stage, "logits")
     states = sum(component(stage, name) for name in ("weights", "gradients", "optimizer"))
-    # an HF trainer's sharding left to the launcher: ZeRO-3 could shrink the states to ~nothing
-    shardable = states if "sharding" in assumed else 0
+    # an HF trainer's sharding left to the launcher: over an unknown number of GPUs ZeRO-3 could
+    # shrink the states toward nothing; over a known number, the model is asked (below)
+    world_known = "world_size" not in assumed
+    shardable = states if "sharding" in assumed and not world_known else 0
     states_fit = (stage.total_bytes - sequence - shardable <= estimate.capacity_bytes or not oom
                   or (_SEQUENCE_KEYS & set(assumed) and _fits_as(ctx, stage, seq_len=1,
                                                                  micro_batch=1)))
@@ -78,7 +80,10 @@ def resting_defaults(ctx, stage, oom: bool = True) -> list:
             rests = par.zero > 0 or par.fsdp != "none" or par.ep > 1
         elif key == "sharding":
             # sharding shrinks the states, never the activations, logits or runtime
-            rests = not oom or stage.total_bytes - states <= estimate.capacity_bytes
+            if not oom or not world_known:
+                rests = not oom or stage.total_bytes - states <= estimate.capacity_bytes
+            else:
+                rests = _fits_as_sharded(ctx, stage)
         else:  # precision: would the lightest one (bf16 everything, no master) fit?
             rests = not oom or _fits_as(ctx, stage, precision="pure-bf16")
         if rests:
@@ -91,6 +96,18 @@ def unread_references(scenario) -> list:
     settings (a ZeRO stage, FSDP sharding, offload) may be what decides the verdict."""
     return sorted((UNREAD_REFERENCE, setting.value) for key, setting in scenario.extra.items()
                   if key.startswith(UNREAD_REFERENCE))
+
+
+def _fits_as_sharded(ctx, stage) -> bool:
+    """Would ZeRO-3 over the run's known GPUs make the stage fit? (No with one GPU.)"""
+    if ctx.resolved is not None and ctx.resolved.topology is not None and \
+            ctx.resolved.topology.dp <= 1:
+        return False
+    variant = try_estimate(with_parallelism(ctx.scenario, zero=3), ctx.resolved)
+    if variant is None:
+        return True  # cannot tell: the default may matter
+    other = [s for s in variant.stages if s.stage == stage.stage]
+    return bool(other) and other[0].total_bytes <= variant.capacity_bytes
 
 
 def _fits_as(ctx, stage, **training) -> bool:

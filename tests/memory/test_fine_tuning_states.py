@@ -273,3 +273,17 @@ def test_freeze_layer_counts_beyond_the_model_or_not_integers(tmp_path):
     result = memlint.check([str(yaml)], world_size=1)
     warned = [d for d in result.diagnostics if "freeze_trainable_layers" in d.message]
     assert warned and warned[0].severity.name == "WARNING"
+
+
+def test_unstated_sharding_matters_only_where_gpus_could_share_the_states():
+    """With one GPU, ZeRO-3 removes nothing: the OOM is firm. With eight, the model is asked
+    whether ZeRO-3 over them would fit (it does for OLMo-2-13B at 4,096 tokens with full
+    recompute), so the verdict rests on the launcher's sharding and is a warning."""
+    path = os.path.join(REAL, "allenai__open-instruct", "configs", "train_configs", "olmo2",
+                        "olmo2_1124_13b_sft.yaml")
+    one = memlint.check([path], recompute="full", world_size=1, gpu="H100-80GB")
+    oom = [d for d in one.diagnostics if d.code == "ML101"]
+    assert oom and oom[0].severity.name == "ERROR" and "sharding" not in oom[0].message
+    eight = memlint.check([path], recompute="full", world_size=8, gpu="H100-80GB")
+    oom = [d for d in eight.diagnostics if d.code == "ML101"]
+    assert oom and oom[0].severity.name == "WARNING" and "sharding" in oom[0].message
