@@ -20,11 +20,12 @@ from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
-from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
-                        Training, frozen_mapping)
+from memlint.ir import (RL, Assumptions, Engine, Hardware, Model, Parallelism, Partial,
+                        Provenance, Scenario, Training, frozen_mapping)
 from memlint.loaders import repo_root
 
-SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
+SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware, "rl": RL,
+            "engine": Engine}
 
 
 def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:
@@ -262,7 +263,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             settings.setdefault(key, setting)
 
     values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
-                                          "model")}
+                                          "model", "rl", "engine")}
     provenance: dict = {}
     model_settings: dict = {}
     assumption_names = _assumption_names()
@@ -344,6 +345,8 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         provenance=frozen_mapping(provenance),
         sources=tuple(p.source for p in partials if p.fmt not in ("cli",)),
         extra=frozen_mapping(extra),
+        rl=RL(**values["rl"]),
+        engine=Engine(**values["engine"]),
     )
     return scenario, diagnostics
 

@@ -396,6 +396,10 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
     partial.set("model", name, prov)
 
 
+# the one Hub-id-or-local-folder rule, for other trainers' readers (verl, OpenRLHF)
+local_or_hub_model = _model
+
+
 def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
           trainer: str = "hf") -> bool:
     """TRL's --use_peft / --lora_r, open-instruct's --use_lora / --lora_rank, 4/8-bit loading.
