@@ -185,6 +185,7 @@ class RL:
     phases. Defaults describe plain training (no second model, nothing moved)."""
 
     algorithm: Optional[str] = None   # grpo, ppo, rloo, dpo, kto, orpo, simpo, reward, ...
+    framework: Optional[str] = None   # verl, openrlhf, trl, ... (memory/rl/conventions.py)
     placement: str = "hybrid"         # hybrid (one process per GPU) | colocated | separate
     # the reference policy: none, a frozen copy ("model"), the base with the adapter disabled
     # ("adapter", PEFT), or log-probabilities computed before training ("precomputed")

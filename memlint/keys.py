@@ -416,6 +416,10 @@ _KEYS = [
     Key("rl.algorithm", "rl", "algorithm", to_str,
         "the RL / preference algorithm (grpo, ppo, rloo, reinforce++, dpo, kto, orpo, simpo, "
         "reward, ...): which models the run holds"),
+    Key("rl.framework", "rl", "framework",
+        choice("verl", "openrlhf", "trl", "easyr1", "nemo-rl", "llamafactory", "axolotl",
+               aliases={"nemo_rl": "nemo-rl", "llama-factory": "llamafactory"}),
+        "the RL / preference framework whose conventions apply (memory/rl/conventions.py)"),
     Key("rl.placement", "rl", "placement", choice("hybrid", "colocated", "separate"),
         "where the roles sit: hybrid (trainer and rollout engine in one process per GPU), "
         "colocated (several processes share each GPU), separate (each role on its own GPUs)"),

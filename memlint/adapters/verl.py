@@ -355,6 +355,7 @@ def _overlay_yaml(config: Config, yaml_file: str, partial: Partial) -> Optional[
 
 def _apply(config: Config, overrides: list, partial: Partial) -> None:
     unknown = []
+    known = list(config.entries)
     for item in overrides:
         if item.mode == "delete":
             config.delete(item.key)
@@ -363,7 +364,7 @@ def _apply(config: Config, overrides: list, partial: Partial) -> None:
             unknown.append(item)
         config.set(item.key, item.value, item.prov, item.unresolved)
     for item in unknown[:20]:
-        hint = suggest(item.key, list(config.entries))
+        hint = suggest(item.key, [k for k in known if k != item.key])
         partial.diagnostics.append(make(
             UNKNOWN_KEY, Severity.WARNING,
             f"{item.key} is not a key of verl {version()}'s {config.name} config: Hydra refuses "

@@ -135,6 +135,7 @@ class Reader:
 def apply(config, partial: Partial, anchor: Provenance) -> None:
     read = Reader(config, partial, anchor)
     partial.set_extra("verl.version", read.version, anchor)
+    partial.set("rl.framework", "verl", anchor)
     world = _topology(read)
     strategy = str(read.value(A + "actor.strategy", "fsdp"))
     _model(read)

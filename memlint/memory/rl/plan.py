@@ -1,0 +1,149 @@
+"""The RL run on one GPU group, resolved once: its roles, engine, and the tokens of each pass.
+
+Tokens per pass, per GPU: a log-prob pass sees `logprob_micro_batch` sequences of prompt +
+response tokens (or `logprob_tokens` with dynamic batching); an update micro-batch
+`micro_batch` sequences (or `update_tokens`); the logits cover the whole sequence or only the
+response (the framework's convention). Sequences are taken at their full length: packing and
+padding removal can only make them shorter, so the estimate is the worst micro-batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from memlint.memory.rl.conventions import RLConventions, conventions
+from memlint.memory.rl.engine import EngineBudget, EngineSettings, budget
+from memlint.memory.rl.roles import Role, derived, frozen_role, trained_role
+from memlint.memory.rl.shape import engine_shape
+from memlint.memory.terms import Term
+
+# the defaults of an engine a scenario names without its settings (vLLM 0.12.0 engine args on a
+# GPU of >= 70 GiB: vllm/engine/arg_utils.py:1827-1835, LLM_CLASS usage: 16384 tokens, 1024 seqs)
+ENGINE_TOKENS, ENGINE_SEQS = 16384, 1024
+
+
+@dataclass
+class Plan:
+    conv: RLConventions
+    actor: Role
+    roles: list
+    engine: Optional[EngineBudget]
+    sleep_level: int
+    tp: int
+    cp: int
+    world: int
+    sync_terms: list = field(default_factory=list)
+    logprob_tokens: int = 0
+    logprob_entropy: bool = False
+    entropy_chunking: bool = False
+    reference_tokens: int = 0
+    adapter_reference: bool = False
+    critic_tokens: int = 0
+    reward_tokens: int = 0
+    critic_update_tokens: int = 0
+    update_logit_tokens: int = 0
+    update_entropy: bool = False
+    host_terms: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def role(self, name: str) -> Optional[Role]:
+        return next((r for r in self.roles if r.name == name), None)
+
+
+def build(scenario, context) -> Plan:
+    rl, eng, tr = scenario.rl, scenario.engine, scenario.training
+    conv = conventions(rl.framework)
+    arch, counts = context.require("architecture"), context.require("counts")
+    dt, topo = context.require("dtypes"), context.topology
+    shape = engine_shape(arch, counts, scenario.model.config)
+    prompt = rl.prompt_len or 0
+    response = rl.response_len or 0
+    seq = prompt + response if prompt and response else tr.seq_len
+    logit_seq = seq if conv.logits_over_prompt or not response else response
+    update_tokens = rl.update_tokens
+    micro = 1 if update_tokens else tr.micro_batch
+    actor = trained_role("actor", derived(scenario, micro_batch=micro,
+                                          seq_len=update_tokens or seq),
+                         shape, rl.actor_param_offload, rl.actor_optimizer_offload)
+    roles = [actor]
+    plan = Plan(conv, actor, roles, None, eng.sleep_level, topo.tp, topo.cp,
+                topo.world or 1)
+    plan.update_logit_tokens = update_tokens or micro * logit_seq
+    plan.update_entropy = rl.entropy
+    plan.entropy_chunking = rl.entropy_chunking
+    lora = tr.lora_rank > 0
+    # old log-probs: verl computes them with the entropy unless LoRA (fsdp_workers.py
+    # compute_log_prob: calculate_entropy=not is_lora)
+    plan.logprob_tokens = _tokens(rl.logprob_tokens, rl.logprob_micro_batch, logit_seq, micro)
+    plan.logprob_entropy = conv.name == "verl" and not lora
+    frozen_bytes = dt.param
+    shard = topo.shard if topo.shard > 1 else 1
+    if rl.reference == "model":
+        on_host = rl.reference_offload or (conv.reference_on_host and shard > 1)
+        roles.append(frozen_role("reference", shape, frozen_bytes, shard, on_host,
+                                 dt.compute, False, conv.reference_source
+                                 or "a frozen copy of the policy"))
+    plan.adapter_reference = rl.reference == "adapter"
+    if rl.reference in ("model", "adapter"):
+        plan.reference_tokens = _tokens(rl.logprob_tokens, rl.reference_micro_batch
+                                        or rl.logprob_micro_batch, logit_seq, micro)
+    if rl.critic:
+        critic_micro = rl.critic_micro_batch or micro
+        critic_scn = derived(scenario, micro_batch=1 if update_tokens else critic_micro,
+                             seq_len=update_tokens or seq,
+                             recompute=None if rl.critic_recompute is None else (
+                                 "full" if rl.critic_recompute else "none"),
+                             config={"tie_word_embeddings": True}, lora=0)
+        roles.append(trained_role("critic", critic_scn, shape, rl.critic_param_offload,
+                                  rl.critic_optimizer_offload, value_head=True))
+        plan.critic_tokens = _tokens(rl.logprob_tokens, rl.critic_forward_micro_batch
+                                     or critic_micro, seq, micro)
+        plan.critic_update_tokens = update_tokens or critic_micro * seq
+    if rl.reward_model:
+        roles.append(frozen_role("reward", shape, frozen_bytes, shard, rl.reward_offload,
+                                 dt.compute, True, "a frozen reward model with a value head"))
+        plan.reward_tokens = _tokens(rl.logprob_tokens, rl.reward_micro_batch, seq, micro)
+    if eng.name != "none":
+        plan.engine = _engine(scenario, shape)
+        plan.sync_terms = _sync(shape, dt.param, rl.sync_bucket)
+        if eng.sleep_level == 1:
+            plan.host_terms.append(Term(
+                "host.engine_weights", "weights", plan.engine.weights,
+                "sleep level 1: the engine's weights kept in host RAM between rollouts", {},
+                "vLLM sleep mode level 1 (vllm/v1/worker/gpu_worker.py sleep: CuMemAllocator "
+                "offloads the 'weights' pool to the CPU)"))
+    for role in roles:
+        plan.host_terms += list(role.offloaded[0]) if role.offloaded else []
+    return plan
+
+
+def _tokens(dynamic: Optional[int], sequences: Optional[int], seq: int, fallback: int) -> int:
+    if dynamic:
+        return dynamic
+    return (sequences or fallback) * seq
+
+
+def _engine(scenario, shape) -> EngineBudget:
+    eng = scenario.engine
+    settings = EngineSettings(
+        name=eng.name, tp=eng.tp, pp=eng.pp, dp=eng.dp, ep=eng.ep,
+        utilization=eng.gpu_memory_utilization,
+        max_num_batched_tokens=eng.max_num_batched_tokens or ENGINE_TOKENS,
+        max_num_seqs=eng.max_num_seqs or ENGINE_SEQS,
+        max_model_len=eng.max_model_len, enforce_eager=eng.enforce_eager,
+        kv_dtype=None if eng.kv_cache_dtype in (None, "auto") else eng.kv_cache_dtype,
+        quantization=eng.quantization, dtype=eng.dtype)
+    return budget(shape, settings, scenario.hardware.gpu_memory, scenario.assumptions)
+
+
+def _sync(shape, param_bytes: int, bucket: Optional[int]) -> list:
+    largest = shape.vocab * shape.hidden
+    terms = [Term("sync.gathered_tensor", "buffers", largest * param_bytes,
+                  f"the largest parameter (vocab {shape.vocab:,} × d {shape.hidden:,}) gathered "
+                  f"in full × {param_bytes} B", {"params": largest},
+                  "verl fsdp_workers.py rollout_mode: each parameter .full_tensor() before "
+                  "update_weights; OpenRLHF/TRL gather one parameter at a time")]
+    if bucket:
+        terms.append(Term("sync.bucket", "buffers", bucket, f"one bucket of {bucket:,} B", {},
+                          "verl rollout.checkpoint_engine.update_weights_bucket_megabytes"))
+    return terms
