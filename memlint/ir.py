@@ -222,6 +222,7 @@ class RL:
     update_tokens: Optional[int] = None         # dynamic batching: tokens per GPU per update
     entropy: bool = False                       # entropy computed from the logits
     entropy_chunking: bool = False              # verl entropy_from_logits_with_chunking
+    padding_free: bool = False                  # micro-batches hold only the real tokens
     paired: bool = False                        # chosen + rejected in one forward (DPO family)
     sync_bucket: Optional[int] = None           # bytes of one weight-sync bucket
 

@@ -480,6 +480,9 @@ _KEYS = [
     Key("rl.entropy", "rl", "entropy", to_bool, "entropy computed from the logits"),
     Key("rl.entropy_chunking", "rl", "entropy_chunking", to_bool,
         "entropy computed chunk by chunk (verl entropy_from_logits_with_chunking)"),
+    Key("rl.padding_free", "rl", "padding_free", to_bool,
+        "micro-batches hold only the real tokens (verl use_remove_padding, OpenRLHF "
+        "--packing_samples, TRL padding_free): their size depends on the generated lengths"),
     Key("rl.paired", "rl", "paired", to_bool,
         "chosen and rejected sequences concatenated into one forward (DPO, ORPO, SimPO, reward)"),
     Key("rl.sync_bucket", "rl", "sync_bucket", to_bytes,

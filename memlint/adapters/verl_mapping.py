@@ -229,6 +229,10 @@ def _tokens(read: Reader, world: Optional[int], strategy: str) -> None:
     ref_micro = read.number(A + "ref.log_prob_micro_batch_size_per_gpu")
     if ref_micro is not None:
         read.put("rl.reference_micro_batch", ref_micro, A + "ref.log_prob_micro_batch_size_per_gpu")
+    # use_remove_padding packs each micro-batch's real tokens (flash-attn varlen): its size is
+    # the generated lengths', unless dynamic batching caps it at a token budget
+    if read.truth(A + "model.use_remove_padding") and not dynamic:
+        read.put("rl.padding_free", True, A + "model.use_remove_padding")
     entropy_coeff = read.value(A + "actor.entropy_coeff", 0)
     entropy = bool(read.truth(A + "actor.calculate_entropy")) or (
         isinstance(entropy_coeff, (int, float)) and entropy_coeff != 0)

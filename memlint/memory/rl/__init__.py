@@ -27,17 +27,31 @@ def rl_estimate(scenario, context=None):
     from memlint.memory.context import resolve_context
     from memlint.memory.estimate import EstimateError
     from memlint.memory.model import Model
-    from memlint.memory.result import Estimate
-    from memlint.memory.rl.plan import build
-    from memlint.memory.runtime import allocator_terms, runtime_terms
+    from memlint.memory.rl.result import RLEstimate
 
     if scenario.model is None:
         raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
     context = context if context is not None else resolve_context(scenario)
-    plan = build(scenario, context)
     model = Model(scenario, context)
-    runtime = [t for t in runtime_terms(model) if t.bytes]
-    runtime = _processes(runtime, plan)
+    plan, stages = _stages(scenario, context, model)
+    summary = _summary(scenario, context, model, plan, stages)
+    notes = [f"RL step ({plan.conv.name} conventions): phases "
+             + ", ".join(p.name for p in stages[0].phases) + "; the peak is the largest phase"]
+    notes += plan.notes
+    return RLEstimate(profile=model.profile, sources=tuple(scenario.sources),
+                      params=dict(model.params_block()), gpu_name=scenario.hardware.gpu,
+                      capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
+                      notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                      scenario=scenario, context=context, rl=summary)
+
+
+def _stages(scenario, context, model) -> tuple:
+    """(plan, StageEstimate per actor pipeline stage, each with every phase of the step)."""
+    from memlint.memory.rl.plan import build
+    from memlint.memory.runtime import allocator_terms, runtime_terms
+
+    plan = build(scenario, context)
+    runtime = _processes([t for t in runtime_terms(model) if t.bytes], plan)
 
     def allocator(terms):
         return [t for t in allocator_terms(model, terms) if t.bytes]
@@ -50,15 +64,33 @@ def rl_estimate(scenario, context=None):
         stages.append(StageEstimate(stage=actor_stage.stage, layers=actor_stage.layers,
                                     phase=peak.name, terms=peak.terms, phases=phases,
                                     host_terms=tuple(plan.host_terms)))
-    notes = [f"RL step ({plan.conv.name} conventions): phases "
-             + ", ".join(p.name for p in stages[0].phases) + "; the peak is the largest phase"]
-    notes += plan.notes
-    params = dict(model.params_block())
-    return Estimate(profile=model.profile, sources=tuple(scenario.sources), params=params,
-                    gpu_name=scenario.hardware.gpu, capacity_bytes=scenario.hardware.gpu_memory,
-                    stages=tuple(stages), notes=tuple(notes),
-                    assumed=inputs.assumed(scenario, model.topo), scenario=scenario,
-                    context=context)
+    return plan, stages
+
+
+def _summary(scenario, context, model, plan, stages):
+    from dataclasses import replace
+
+    from memlint.memory.rl.result import RLSummary
+
+    rl, eng = scenario.rl, scenario.engine
+    floors = {}
+    if rl.padding_free and (rl.prompt_len or 0) + (rl.response_len or 0) > 2:
+        short = replace(scenario, rl=replace(rl, prompt_len=1, response_len=1))
+        _plan, short_stages = _stages(short, context, model)
+        floors = {(s.stage, p.name): p.total for s in short_stages for p in s.phases}
+    engine_gpus = eng.tp * eng.pp * eng.dp
+    engines = eng.instances or max(1, (plan.world or 1) // max(1, engine_gpus))
+    sequences = rl.prompts_per_step * rl.samples_per_prompt if rl.prompts_per_step else 0
+    per_engine = -(-sequences // engines) if sequences else 0
+    if plan.engine is not None and eng.max_num_seqs:
+        per_engine = min(per_engine, eng.max_num_seqs) if per_engine else eng.max_num_seqs
+    tokens = (rl.prompt_len or 0) + (rl.response_len or 0)
+    return RLSummary(
+        framework=plan.conv.name, placement=rl.placement, engine=plan.engine,
+        sleep_level=eng.sleep_level, engine_gpus=engine_gpus, engines=engines,
+        kv_demand_tokens=per_engine * tokens, sequences_per_engine=per_engine,
+        padding_free=rl.padding_free, prompt_len=rl.prompt_len or 0,
+        response_len=rl.response_len or 0, floors=floors)
 
 
 def _processes(runtime: list, plan) -> list:
