@@ -220,6 +220,7 @@ class RL:
     logprob_micro_batch: Optional[int] = None   # sequences per GPU in a log-prob pass
     logprob_tokens: Optional[int] = None        # dynamic batching: tokens per GPU per pass
     update_tokens: Optional[int] = None         # dynamic batching: tokens per GPU per update
+    update_sequences: Optional[int] = None      # sequences per GPU in one optimizer step
     entropy: bool = False                       # entropy computed from the logits
     entropy_chunking: bool = False              # verl entropy_from_logits_with_chunking
     padding_free: bool = False                  # micro-batches hold only the real tokens

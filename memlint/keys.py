@@ -477,6 +477,9 @@ _KEYS = [
         "dynamic batching: tokens per GPU in a log-prob pass"),
     Key("rl.update_tokens", "rl", "update_tokens", positive_int,
         "dynamic batching: tokens per GPU in an update micro-batch"),
+    Key("rl.update_sequences", "rl", "update_sequences", positive_int,
+        "sequences per GPU in one optimizer step (the PPO mini-batch): with dynamic batching a "
+        "micro-batch holds at most their tokens"),
     Key("rl.entropy", "rl", "entropy", to_bool, "entropy computed from the logits"),
     Key("rl.entropy_chunking", "rl", "entropy_chunking", to_bool,
         "entropy computed chunk by chunk (verl entropy_from_logits_with_chunking)"),

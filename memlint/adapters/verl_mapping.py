@@ -213,8 +213,12 @@ def _tokens(read: Reader, world: Optional[int], strategy: str) -> None:
         read.put("micro_batch", micro, key)
     mini = read.number(A + "actor.ppo_mini_batch_size")
     ulysses = read.number(A + "actor.ulysses_sequence_parallel_size") or 1
-    if mini and micro and world and not dynamic and strategy != "megatron":
-        per_gpu = mini * n // max(1, world // ulysses)
+    per_gpu = mini * n // max(1, (world or 1) // ulysses) if mini and world else None
+    if per_gpu:
+        # verl normalizes ppo_mini_batch_size by rollout.n and the data-parallel size
+        # (workers/fsdp_workers.py __init__)
+        read.put("rl.update_sequences", max(1, per_gpu), A + "actor.ppo_mini_batch_size")
+    if per_gpu and micro and not dynamic and strategy != "megatron":
         if per_gpu >= micro and per_gpu % micro == 0:
             read.put("grad_accum", per_gpu // micro, A + "actor.ppo_mini_batch_size")
     if ulysses > 1:
@@ -230,8 +234,8 @@ def _tokens(read: Reader, world: Optional[int], strategy: str) -> None:
     if ref_micro is not None:
         read.put("rl.reference_micro_batch", ref_micro, A + "ref.log_prob_micro_batch_size_per_gpu")
     # use_remove_padding packs each micro-batch's real tokens (flash-attn varlen): its size is
-    # the generated lengths', unless dynamic batching caps it at a token budget
-    if read.truth(A + "model.use_remove_padding") and not dynamic:
+    # the generated lengths' (with dynamic batching: up to the token budget)
+    if read.truth(A + "model.use_remove_padding"):
         read.put("rl.padding_free", True, A + "model.use_remove_padding")
     entropy_coeff = read.value(A + "actor.entropy_coeff", 0)
     entropy = bool(read.truth(A + "actor.calculate_entropy")) or (

@@ -73,11 +73,17 @@ def _summary(scenario, context, model, plan, stages):
     from memlint.memory.rl.result import RLSummary
 
     rl, eng = scenario.rl, scenario.engine
-    floors = {}
-    if rl.padding_free and (rl.prompt_len or 0) + (rl.response_len or 0) > 2:
-        short = replace(scenario, rl=replace(rl, prompt_len=1, response_len=1))
-        _plan, short_stages = _stages(short, context, model)
-        floors = {(s.stage, p.name): p.total for s in short_stages for p in s.phases}
+    floors, fits_up_to = {}, {}
+    length = (rl.prompt_len or 0) + (rl.response_len or 0)
+    if rl.padding_free and length > 2:
+        floors = _totals_at(scenario, context, model, 2)
+        capacity = scenario.hardware.gpu_memory
+        for stage in stages:
+            for phase in stage.phases:
+                key = (stage.stage, phase.name)
+                if phase.total > capacity and floors.get(key, capacity + 1) <= capacity:
+                    fits_up_to[key] = _longest_fitting(scenario, context, model, key, capacity,
+                                                       length)
     engine_gpus = eng.tp * eng.pp * eng.dp
     engines = eng.instances or max(1, (plan.world or 1) // max(1, engine_gpus))
     sequences = rl.prompts_per_step * rl.samples_per_prompt if rl.prompts_per_step else 0
@@ -90,7 +96,34 @@ def _summary(scenario, context, model, plan, stages):
         sleep_level=eng.sleep_level, engine_gpus=engine_gpus, engines=engines,
         kv_demand_tokens=per_engine * tokens, sequences_per_engine=per_engine,
         padding_free=rl.padding_free, prompt_len=rl.prompt_len or 0,
-        response_len=rl.response_len or 0, floors=floors)
+        response_len=rl.response_len or 0, floors=floors, fits_up_to=fits_up_to)
+
+
+def _totals_at(scenario, context, model, length: int) -> dict:
+    """(stage, phase) -> total with every sequence `length` tokens long (prompt and response
+    shortened in proportion)."""
+    from dataclasses import replace
+
+    rl = scenario.rl
+    prompt = max(1, length * (rl.prompt_len or 1) // ((rl.prompt_len or 1)
+                                                      + (rl.response_len or 1)))
+    short = replace(scenario, rl=replace(rl, prompt_len=prompt,
+                                         response_len=max(1, length - prompt)))
+    _plan, stages = _stages(short, context, model)
+    return {(s.stage, p.name): p.total for s in stages for p in s.phases}
+
+
+def _longest_fitting(scenario, context, model, key, capacity: int, length: int) -> int:
+    """The longest average sequence (tokens) at which phase `key` fits: bisection on the
+    estimate itself (a dynamic batch's token cap makes the phase piecewise linear)."""
+    low, high = 2, length
+    while high - low > max(1, length // 256):
+        middle = (low + high) // 2
+        if _totals_at(scenario, context, model, middle).get(key, capacity + 1) <= capacity:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def _processes(runtime: list, plan) -> list:

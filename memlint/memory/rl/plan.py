@@ -60,7 +60,11 @@ def build(scenario, context) -> Plan:
     response = rl.response_len or 0
     seq = prompt + response if prompt and response else tr.seq_len
     logit_seq = seq if conv.logits_over_prompt or not response else response
-    update_tokens = rl.update_tokens
+    world = topo.world or 1
+    step_sequences = (-(-rl.prompts_per_step * rl.samples_per_prompt // world)
+                      if rl.prompts_per_step else None)
+    # a dynamic token budget holds at most the tokens its sequences have
+    update_tokens = _capped(rl.update_tokens, rl.update_sequences, seq)
     micro = 1 if update_tokens else tr.micro_batch
     actor = trained_role("actor", derived(scenario, micro_batch=micro,
                                           seq_len=update_tokens or seq),
@@ -74,7 +78,8 @@ def build(scenario, context) -> Plan:
     lora = tr.lora_rank > 0
     # old log-probs: verl computes them with the entropy unless LoRA (fsdp_workers.py
     # compute_log_prob: calculate_entropy=not is_lora)
-    plan.logprob_tokens = _tokens(rl.logprob_tokens, rl.logprob_micro_batch, logit_seq, micro)
+    logprob_budget = _capped(rl.logprob_tokens, step_sequences, seq)
+    plan.logprob_tokens = _tokens(logprob_budget, rl.logprob_micro_batch, logit_seq, micro)
     plan.logprob_entropy = conv.name == "verl" and not lora
     frozen_bytes = dt.param
     shard = topo.shard if topo.shard > 1 else 1
@@ -85,7 +90,7 @@ def build(scenario, context) -> Plan:
                                  or "a frozen copy of the policy"))
     plan.adapter_reference = rl.reference == "adapter"
     if rl.reference in ("model", "adapter"):
-        plan.reference_tokens = _tokens(rl.logprob_tokens, rl.reference_micro_batch
+        plan.reference_tokens = _tokens(logprob_budget, rl.reference_micro_batch
                                         or rl.logprob_micro_batch, logit_seq, micro)
     if rl.critic:
         critic_micro = rl.critic_micro_batch or micro
@@ -96,13 +101,13 @@ def build(scenario, context) -> Plan:
                              config={"tie_word_embeddings": True}, lora=0)
         roles.append(trained_role("critic", critic_scn, shape, rl.critic_param_offload,
                                   rl.critic_optimizer_offload, value_head=True))
-        plan.critic_tokens = _tokens(rl.logprob_tokens, rl.critic_forward_micro_batch
+        plan.critic_tokens = _tokens(logprob_budget, rl.critic_forward_micro_batch
                                      or critic_micro, seq, micro)
         plan.critic_update_tokens = update_tokens or critic_micro * seq
     if rl.reward_model:
         roles.append(frozen_role("reward", shape, frozen_bytes, shard, rl.reward_offload,
                                  dt.compute, True, "a frozen reward model with a value head"))
-        plan.reward_tokens = _tokens(rl.logprob_tokens, rl.reward_micro_batch, seq, micro)
+        plan.reward_tokens = _tokens(logprob_budget, rl.reward_micro_batch, seq, micro)
     if eng.name != "none":
         plan.engine = _engine(scenario, shape)
         plan.sync_terms = _sync(shape, dt.param, rl.sync_bucket)
@@ -115,6 +120,13 @@ def build(scenario, context) -> Plan:
     for role in roles:
         plan.host_terms += list(role.offloaded[0]) if role.offloaded else []
     return plan
+
+
+def _capped(budget: Optional[int], sequences: Optional[int], seq: int) -> Optional[int]:
+    """A dynamic batch's tokens: its budget, or all its sequences' tokens when fewer."""
+    if not budget:
+        return None
+    return min(budget, sequences * seq) if sequences else budget
 
 
 def _tokens(dynamic: Optional[int], sequences: Optional[int], seq: int, fallback: int) -> int:

@@ -31,6 +31,8 @@ class RLSummary:
     response_len: int = 0
     # (stage, phase) -> bytes with one-token prompts and responses (padding-free runs only)
     floors: dict = field(default_factory=dict)
+    # (stage, phase) -> the longest average sequence at which it fits (over-the-GPU phases)
+    fits_up_to: dict = field(default_factory=dict)
 
     @property
     def sequence_len(self) -> int:
@@ -39,17 +41,15 @@ class RLSummary:
     def break_even(self, stage: int, phase, capacity: int) -> Optional[int]:
         """The average sequence length (prompt + response tokens) up to which `phase` of `stage`
         fits: 0 when it does not fit even at the shortest; None when the phase does not depend
-        on lengths or fits at full length. The phase grows linearly with the tokens of a
-        micro-batch (activations, logits), so the line through both ends gives it."""
-        if not self.padding_free or phase.name in LENGTH_INDEPENDENT:
+        on lengths or fits at full length (found by bisection on the estimate)."""
+        if not self.padding_free or phase.name in LENGTH_INDEPENDENT or phase.total <= capacity:
             return None
         floor = self.floors.get((stage, phase.name))
-        if floor is None or phase.total <= capacity:
+        if floor is None:
             return None
-        if floor >= capacity or phase.total <= floor:
+        if floor > capacity:
             return 0
-        share = (capacity - floor) / (phase.total - floor)
-        return max(2, int(2 + share * (self.sequence_len - 2)))
+        return self.fits_up_to.get((stage, phase.name))
 
 
 @dataclass(frozen=True)
