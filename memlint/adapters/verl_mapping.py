@@ -235,8 +235,10 @@ def _tokens(read: Reader, world: Optional[int], strategy: str) -> None:
         read.put("rl.reference_micro_batch", ref_micro, A + "ref.log_prob_micro_batch_size_per_gpu")
     # use_remove_padding packs each micro-batch's real tokens (flash-attn varlen): its size is
     # the generated lengths' (with dynamic batching: up to the token budget)
-    if read.truth(A + "model.use_remove_padding"):
-        read.put("rl.padding_free", True, A + "model.use_remove_padding")
+    remove = A + ("actor.megatron.use_remove_padding" if strategy == "megatron"
+                  else "model.use_remove_padding")   # megatron_actor.py: "thd" packing
+    if read.truth(remove):
+        read.put("rl.padding_free", True, remove)
     entropy_coeff = read.value(A + "actor.entropy_coeff", 0)
     entropy = bool(read.truth(A + "actor.calculate_entropy")) or (
         isinstance(entropy_coeff, (int, float)) and entropy_coeff != 0)
@@ -248,9 +250,14 @@ def _fsdp(read: Reader, strategy: str) -> None:
     fsdp = A + "actor.fsdp_config."
     read.put("framework", "fsdp2", A + "actor.strategy")
     size = read.number(fsdp + "fsdp_size", minimum=-1)
-    if size is not None and size > 0:
+    world = read.partial.settings.get("world_size")
+    ulysses = read.number(A + "actor.ulysses_sequence_parallel_size") or 1
+    if size is not None and size > 0 and world is not None and world.value > size:
+        # HSDP: shard within groups of fsdp_size GPUs (fsdp_workers.py create_device_mesh),
+        # whose Ulysses ranks (cp) are part of the group
         read.put("fsdp", "hybrid", fsdp + "fsdp_size")
-        read.put("dp_shard", size, fsdp + "fsdp_size")
+        read.put("dp_shard", max(1, size // ulysses), fsdp + "fsdp_size")
+        read.put("dp_replicate", max(1, world.value // size), fsdp + "fsdp_size")
     else:
         read.put("fsdp", "full", fsdp + "fsdp_size")
     read.set_bool("reshard_after_forward", fsdp + "reshard_after_forward")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from memlint.diagnostics import Severity
 from memlint.memory.rl.result import LENGTH_INDEPENDENT
+from memlint.memory.terms import StageEstimate
 from memlint.rules._support import size
 from memlint.rules.base import Finding, Rule
+from memlint.rules.memory import defaults_note, resting_defaults
 
 _ROLLOUT_KEYS = ("engine.gpu_memory_utilization", "engine.sleep_level", "rl.actor_param_offload",
                  "rl.actor_optimizer_offload", "engine.tp", "world_size", "gpu")
@@ -26,6 +28,14 @@ def rl_of(ctx):
 def _top(ctx, phase, count: int = 3) -> str:
     top = sorted(phase.terms, key=lambda t: (-t.bytes, t.name))[:count]
     return ", ".join(f"{t.name} {size(ctx, t.bytes)}" for t in top)
+
+
+def _defaults(ctx, stage, phase) -> list:
+    """The memlint defaults (a GPU no file named, an unread file, ...) the verdict on `phase`
+    rests on (rules/memory.py resting_defaults, asked about the phase as a stage)."""
+    as_stage = StageEstimate(stage=stage.stage, layers=stage.layers, phase=phase.name,
+                             terms=phase.terms, phases=(phase,))
+    return resting_defaults(ctx, as_stage)
 
 
 def _worst(estimate, names=None):
@@ -111,16 +121,37 @@ class RolloutExceedsGpuMemory(Rule):
             return
         engine = sum(t.bytes for t in phase.terms if t.name.startswith("engine."))
         trainer = phase.total - engine
+        text = (f"the {phase.name} phase needs {size(ctx, phase.total)} of the "
+                f"{size(ctx, capacity)} GPU: the engine {size(ctx, engine)} (its budget "
+                f"{size(ctx, summary.engine.requested)} and CUDA graphs) beside "
+                f"{size(ctx, trainer)} the trainer keeps; largest terms: {_top(ctx, phase)}; "
+                f"lower the engine's gpu_memory_utilization to at most "
+                f"{max(0.0, (capacity - trainer) / capacity):.2f} or offload the trainer's "
+                "states")
+        severity = None
+        found = _defaults(ctx, stage, phase)
+        if found:
+            text += defaults_note(found)
+            severity = Severity.WARNING
+        elif ctx.scenario.engine.name == "vllm" and not ctx.scenario.engine.version and \
+                _fits_from_free(phase, summary, capacity, trainer):
+            # vLLM >= 0.7 takes its share of the total memory; verl's vLLM before 0.7 took it of
+            # what the trainer left free (verl docs/perf/perf_tuning.rst, config.rst)
+            text += ("; this holds for vLLM 0.7 and later, which take gpu_memory_utilization of "
+                     "the total memory: older vLLM under verl took it of the memory the trainer "
+                     "left free (set engine.version for a firm verdict)")
+            severity = Severity.WARNING
         yield Finding(
-            f"the {phase.name} phase needs {size(ctx, phase.total)} of the "
-            f"{size(ctx, capacity)} GPU: the engine {size(ctx, engine)} (its budget "
-            f"{size(ctx, summary.engine.requested)} and CUDA graphs) beside "
-            f"{size(ctx, trainer)} the trainer keeps; largest terms: {_top(ctx, phase)}; "
-            f"lower the engine's gpu_memory_utilization to at most "
-            f"{max(0.0, (capacity - trainer) / capacity):.2f} or offload the trainer's states",
-            keys=_ROLLOUT_KEYS,
+            text, keys=_ROLLOUT_KEYS, severity=severity,
             data={"stage": stage.stage, "phase": phase.name, "total_bytes": phase.total,
                   "capacity_bytes": capacity, "engine_bytes": engine, "trainer_bytes": trainer})
+
+
+def _fits_from_free(phase, summary, capacity: int, trainer: int) -> bool:
+    """Would the phase fit with the engine's share taken of what the trainer leaves free?"""
+    requested = summary.engine.requested
+    share = requested / capacity if capacity else 0.0
+    return phase.total - requested + int(share * max(0, capacity - trainer)) <= capacity
 
 
 class EngineRefusesToStart(Rule):
@@ -331,6 +362,10 @@ class RlPhaseExceedsGpuMemory(Rule):
                 + (f" (phases over the GPU: {', '.join(over)})" if len(over) > 1 else ""))
         severity = None
         tokens = None
+        found = _defaults(ctx, stage, phase)
+        if found:
+            text += defaults_note(found)
+            severity = Severity.WARNING
         if summary.padding_free:
             tokens = summary.break_even(stage.stage, phase, capacity)
             if tokens:

@@ -109,7 +109,11 @@ def build(scenario, context) -> Plan:
                                  dt.compute, True, "a frozen reward model with a value head"))
         plan.reward_tokens = _tokens(logprob_budget, rl.reward_micro_batch, seq, micro)
     if eng.name != "none":
-        plan.engine = _engine(scenario, shape)
+        # what the trainer leaves on the GPU when the engine starts: SGLang's fraction (and
+        # vLLM's start-up check) apply to the memory then free
+        residue = sum(t.bytes for role in roles for t in (role.resident[0] if role.resident
+                                                         else ()))
+        plan.engine = _engine(scenario, shape, scenario.hardware.gpu_memory - residue)
         plan.sync_terms = _sync(shape, dt.param, rl.sync_bucket)
         if eng.sleep_level == 1:
             plan.host_terms.append(Term(
@@ -135,7 +139,7 @@ def _tokens(dynamic: Optional[int], sequences: Optional[int], seq: int, fallback
     return (sequences or fallback) * seq
 
 
-def _engine(scenario, shape) -> EngineBudget:
+def _engine(scenario, shape, free: int) -> EngineBudget:
     eng = scenario.engine
     settings = EngineSettings(
         name=eng.name, tp=eng.tp, pp=eng.pp, dp=eng.dp, ep=eng.ep,
@@ -145,7 +149,8 @@ def _engine(scenario, shape) -> EngineBudget:
         max_model_len=eng.max_model_len, enforce_eager=eng.enforce_eager,
         kv_dtype=None if eng.kv_cache_dtype in (None, "auto") else eng.kv_cache_dtype,
         quantization=eng.quantization, dtype=eng.dtype)
-    return budget(shape, settings, scenario.hardware.gpu_memory, scenario.assumptions)
+    return budget(shape, settings, scenario.hardware.gpu_memory, scenario.assumptions,
+                  free_memory=free if eng.name == "sglang" else None)
 
 
 def _sync(shape, param_bytes: int, bucket: Optional[int]) -> list:
