@@ -27,6 +27,7 @@ from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root, suppressions
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
     "memlint.adapters.verl",
+    "memlint.adapters.openrlhf",
     "memlint.adapters.gpt_neox",
     "memlint.adapters.llamafactory",
     "memlint.adapters.hf_trainer",
@@ -98,6 +99,7 @@ NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
     "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.gpt_neox": (".yaml", ".yml"),
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",

@@ -55,8 +55,10 @@ def text_lines(estimate, units: str) -> list:
     """[(text, style)] lines: one table per stage (actor pipeline stage) of the RL step."""
     capacity = estimate.capacity_bytes
     lines = []
+    groups = getattr(getattr(estimate, "rl", None), "groups", None) or {}
     for stage in sorted(estimate.stages, key=lambda s: s.stage):
-        lines.append([(f"phases of stage {stage.stage} (* the peak, ! over the GPU's "
+        held = f" ({groups[stage.stage]})" if stage.stage in groups else ""
+        lines.append([(f"phases of stage {stage.stage}{held} (* the peak, ! over the GPU's "
                        f"{fmt(capacity, units, 2)}):", "bold")])
         header = f"  {'phase':<20}" + "".join(f"{c:>12}" for c in COLUMNS) + \
             f"{'total':>12} {'of GPU':>7}"

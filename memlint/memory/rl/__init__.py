@@ -15,10 +15,13 @@ from memlint.memory.terms import StageEstimate
 __all__ = ["is_rl", "rl_estimate"]
 
 
+PREFERENCE = ("dpo", "kto", "orpo", "simpo", "ipo", "cpo", "reward")
+
+
 def is_rl(scenario) -> bool:
     rl = scenario.rl
     return (scenario.engine.name != "none" or rl.critic or rl.reference != "none"
-            or bool(rl.reward_model))
+            or bool(rl.reward_model) or rl.paired or (rl.algorithm or "") in PREFERENCE)
 
 
 def rl_estimate(scenario, context=None):
@@ -57,14 +60,47 @@ def _stages(scenario, context, model) -> tuple:
         return [t for t in allocator_terms(model, terms) if t.bytes]
 
     stages = []
-    for index, actor_stage in enumerate(plan.actor.update_stages):
-        phases = tuple(with_runtime(name, terms, runtime, allocator)
-                       for name, terms in step_phases(plan, index))
-        peak = max(phases, key=lambda p: p.total)
-        stages.append(StageEstimate(stage=actor_stage.stage, layers=actor_stage.layers,
-                                    phase=peak.name, terms=peak.terms, phases=phases,
-                                    host_terms=tuple(plan.host_terms)))
+    if len(plan.groups) == 1:
+        # every role on every GPU: one stage per actor pipeline stage
+        for index, actor_stage in enumerate(plan.actor.update_stages):
+            phases = tuple(with_runtime(name, terms, runtime, allocator)
+                           for name, terms in step_phases(plan, index))
+            stages.append(_stage(actor_stage.stage, actor_stage.layers, phases,
+                                 plan.host_terms))
+        return plan, stages
+    # roles on GPUs of their own: one stage per group of GPUs
+    for index, group in enumerate(plan.groups):
+        phases = tuple(with_runtime(name, terms, _group_runtime(runtime, plan, group),
+                                    allocator)
+                       for name, terms in step_phases(plan, 0, group))
+        layers = plan.actor.update_stages[0].layers if group.roles else 0
+        stages.append(_stage(index, layers, phases, plan.host_of(group)))
     return plan, stages
+
+
+def _stage(number: int, layers: int, phases: tuple, host: list) -> StageEstimate:
+    peak = max(phases, key=lambda p: p.total)
+    return StageEstimate(stage=number, layers=layers, phase=peak.name, terms=peak.terms,
+                         phases=phases, host_terms=tuple(host))
+
+
+def _group_runtime(runtime: list, plan, group) -> list:
+    """The CUDA contexts of a group's processes (one per role and engine on the GPU)."""
+    from memlint.memory.terms import Term
+
+    count = len(group.roles) + (1 if group.engine else 0)
+    if plan.conv.one_process_per_gpu or count <= 1:
+        return [t for t in runtime if t.name != "runtime.cuda_context"] + [
+            t for t in runtime if t.name == "runtime.cuda_context"][:1]
+    out = []
+    for term in runtime:
+        if term.name == "runtime.cuda_context":
+            base = term.bytes // max(1, term.inputs.get("processes", 1))
+            term = Term(term.name, term.component, base * count,
+                        f"{count} processes on the GPU × {base:,} B", {"processes": count},
+                        plan.conv.placement_source)
+        out.append(term)
+    return out
 
 
 def _summary(scenario, context, model, plan, stages):
@@ -91,8 +127,9 @@ def _summary(scenario, context, model, plan, stages):
     if plan.engine is not None and eng.max_num_seqs:
         per_engine = min(per_engine, eng.max_num_seqs) if per_engine else eng.max_num_seqs
     tokens = (rl.prompt_len or 0) + (rl.response_len or 0)
+    labels = {i: g.label for i, g in enumerate(plan.groups)} if len(plan.groups) > 1 else {}
     return RLSummary(
-        framework=plan.conv.name, placement=rl.placement, engine=plan.engine,
+        groups=labels, framework=plan.conv.name, placement=rl.placement, engine=plan.engine,
         sleep_level=eng.sleep_level, engine_gpus=engine_gpus, engines=engines,
         kv_demand_tokens=per_engine * tokens, sequences_per_engine=per_engine,
         padding_free=rl.padding_free, prompt_len=rl.prompt_len or 0,

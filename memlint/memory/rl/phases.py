@@ -51,64 +51,76 @@ def _pass(role, stage: int, tokens: int, tp: int, cp: int, conv, entropy: bool,
     return terms
 
 
-def step_phases(plan, stage: int) -> list:
-    """[(phase name, terms without runtime)] of one GPU of actor pipeline stage `stage`."""
-    actor, roles, engine = plan.actor, plan.roles, plan.engine
-    others = [r for r in roles if r is not actor]
+def step_phases(plan, stage: int, group=None) -> list:
+    """[(phase name, terms without runtime)] of one GPU of `group` (the roles sharing it and
+    whether the engine does; every role and the engine when None) at actor pipeline stage
+    `stage`. A phase is on a GPU when its active role is."""
+    names = set(group.roles) if group is not None else {r.name for r in plan.roles}
+    has_engine = plan.engine is not None and (group is None or group.engine)
+    actor = plan.actor if "actor" in names else None
+    members = [r for r in plan.roles if r.name in names]
 
     def resident(*skip) -> list:
         out = []
-        for role in others:
+        for role in members:
             if role.name not in skip:
                 out += list(at(role.resident, stage))
         return out
 
-    asleep = _engine_asleep(engine, plan.sleep_level) if engine is not None else []
+    engine = plan.engine
+    asleep = _engine_asleep(engine, plan.sleep_level) if has_engine else []
     phases = []
-    if engine is not None:
-        sync = list(at(actor.resident, stage)) + [
-            t for t in at(actor.offloaded, stage) if t.component == "weights"]
-        sync += [engine.inside[0]] + list(engine.outside)
-        sync += plan.sync_terms
-        phases.append(("weight_sync", sync + resident()))
-        rollout = list(at(actor.resident, stage)) + list(engine.inside) + list(engine.outside)
-        phases.append(("rollout", rollout + resident()))
+    if has_engine:
+        if actor is not None:
+            sync = [t for t in at(actor.offloaded, stage) if t.component == "weights"]
+            sync += [engine.inside[0]] + list(engine.outside) + plan.sync_terms
+            phases.append(("weight_sync", sync + resident()))
+        else:
+            phases.append(("weight_sync", [engine.inside[0]] + list(engine.outside)
+                           + plan.sync_terms[-1:]))
+        phases.append(("rollout", list(engine.inside) + list(engine.outside) + resident()))
+    elif actor is not None and plan.engine is not None:
+        # the actor broadcasts its weights to engines on other GPUs, one tensor at a time
+        sync = [t for t in at(actor.offloaded, stage) if t.component == "weights"]
+        phases.append(("weight_sync", sync + plan.sync_terms[:1] + resident()))
     tp, cp = plan.tp, plan.cp
-    if plan.logprob_tokens:
+    if actor is not None and plan.logprob_tokens:
         terms = _pass(actor, stage, plan.logprob_tokens, tp, cp, plan.conv,
                       plan.logprob_entropy, plan.entropy_chunking, whole_weights=True)
-        phases.append(("logprob_actor", terms + resident() + asleep))
+        phases.append(("logprob_actor", terms + resident("actor") + asleep))
     ref = plan.role("reference")
-    if ref is not None:
+    if ref is not None and "reference" in names:
         terms = _pass(ref, stage, plan.reference_tokens, tp, cp, plan.conv, False, False,
                       whole_weights=False)
-        owner = list(at(actor.resident, stage))
-        phases.append(("logprob_reference", terms + owner + resident("reference") + asleep))
-    elif plan.adapter_reference and plan.reference_tokens:
+        phases.append(("logprob_reference", terms + resident("reference") + asleep))
+    elif plan.adapter_reference and plan.reference_tokens and actor is not None:
         terms = _pass(actor, stage, plan.reference_tokens, tp, cp, plan.conv, False, False,
                       whole_weights=True)
-        phases.append(("logprob_reference", terms + resident() + asleep))
+        phases.append(("logprob_reference", terms + resident("actor") + asleep))
     for name, phase, tokens in (("critic", "values_critic", plan.critic_tokens),
                                 ("reward", "reward_score", plan.reward_tokens)):
         role = plan.role(name)
-        if role is None:
+        if role is None or name not in names:
             continue
         terms = _pass(role, stage, tokens, tp, cp, plan.conv, False, False,
                       whole_weights=True)
-        phases.append((phase, terms + list(at(actor.resident, stage)) + resident(name)
-                       + asleep))
+        phases.append((phase, terms + resident(name) + asleep))
     critic = plan.role("critic")
-    if critic is not None and critic.update:
+    if critic is not None and critic.update and "critic" in names:
         terms = list(at(critic.update, stage)) + [
             Term("critic.values", "logits", plan.critic_update_tokens * 4,
                  f"{plan.critic_update_tokens:,} tokens × 4 B", {}, "value head output")]
-        phases.append(("update_critic", terms + list(at(actor.resident, stage))
-                       + resident("critic") + asleep))
-    update = list(at(actor.update, stage))
-    if stage == len(actor.update) - 1:
-        update += logits_terms("actor", plan.conv, actor.shape.vocab, plan.update_logit_tokens,
-                               plan.update_entropy, plan.entropy_chunking, update=True, tp=tp)
-    phases.append(("update_actor", update + resident() + asleep))
+        phases.append(("update_critic", terms + resident("critic") + asleep))
+    if actor is not None:
+        update = list(at(actor.update, stage))
+        if stage == len(actor.update) - 1:
+            if actor.value_head:
+                update += value_terms("actor", plan.update_logit_tokens)
+            else:
+                update += logits_terms("actor", plan.conv, actor.shape.vocab,
+                                       plan.update_logit_tokens, plan.update_entropy,
+                                       plan.entropy_chunking, update=True, tp=tp)
+        phases.append(("update_actor", update + resident("actor") + asleep))
     return phases
 
 

@@ -22,6 +22,22 @@ from memlint.memory.terms import Term
 ENGINE_TOKENS, ENGINE_SEQS = 16384, 1024
 
 
+@dataclass(frozen=True)
+class Group:
+    """GPUs that hold the same roles (and maybe the engine): one stage of the RL estimate."""
+
+    name: str
+    roles: tuple
+    engine: bool
+    gpus: Optional[int]
+
+    @property
+    def label(self) -> str:
+        held = list(self.roles) + (["engine"] if self.engine else [])
+        count = f", {self.gpus} GPUs" if self.gpus else ""
+        return f"{' + '.join(held)}{count}"
+
+
 @dataclass
 class Plan:
     conv: RLConventions
@@ -45,9 +61,19 @@ class Plan:
     update_entropy: bool = False
     host_terms: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    groups: list = field(default_factory=list)
 
     def role(self, name: str) -> Optional[Role]:
         return next((r for r in self.roles if r.name == name), None)
+
+    def host_of(self, group: Group) -> list:
+        terms = []
+        for role in self.roles:
+            if role.name in group.roles and role.offloaded:
+                terms += list(role.offloaded[0])
+        if group.engine:
+            terms += [t for t in self.host_terms if t.name == "host.engine_weights"]
+        return terms
 
 
 def build(scenario, context) -> Plan:
@@ -59,16 +85,24 @@ def build(scenario, context) -> Plan:
     prompt = rl.prompt_len or 0
     response = rl.response_len or 0
     seq = prompt + response if prompt and response else tr.seq_len
-    logit_seq = seq if conv.logits_over_prompt or not response else response
+    online = eng.name != "none"   # offline preference training has no rollout nor old log-probs
+    # GRPO in TRL keeps the completion's logits only; preference losses read every token's
+    logit_seq = seq if conv.logits_over_prompt or not response or not online else response
     world = topo.world or 1
     step_sequences = (-(-rl.prompts_per_step * rl.samples_per_prompt // world)
                       if rl.prompts_per_step else None)
     # a dynamic token budget holds at most the tokens its sequences have
     update_tokens = _capped(rl.update_tokens, rl.update_sequences, seq)
-    micro = 1 if update_tokens else tr.micro_batch
+    # chosen and rejected in one forward: twice the sequences of a micro-batch (DPO family)
+    pair = 2 if rl.paired else 1
+    micro = 1 if update_tokens else tr.micro_batch * pair
+    reward_training = rl.algorithm == "reward"   # a reward model: a value head, no logits
     actor = trained_role("actor", derived(scenario, micro_batch=micro,
-                                          seq_len=update_tokens or seq),
-                         shape, rl.actor_param_offload, rl.actor_optimizer_offload)
+                                          seq_len=update_tokens or seq,
+                                          config={"tie_word_embeddings": True}
+                                          if reward_training else None),
+                         shape, rl.actor_param_offload, rl.actor_optimizer_offload,
+                         value_head=reward_training)
     roles = [actor]
     plan = Plan(conv, actor, roles, None, eng.sleep_level, topo.tp, topo.cp,
                 topo.world or 1)
@@ -79,22 +113,30 @@ def build(scenario, context) -> Plan:
     # old log-probs: verl computes them with the entropy unless LoRA (fsdp_workers.py
     # compute_log_prob: calculate_entropy=not is_lora)
     logprob_budget = _capped(rl.logprob_tokens, step_sequences, seq)
-    plan.logprob_tokens = _tokens(logprob_budget, rl.logprob_micro_batch, logit_seq, micro)
+    plan.logprob_tokens = _tokens(logprob_budget, rl.logprob_micro_batch, logit_seq,
+                                  micro) if online else 0
     plan.logprob_entropy = conv.name == "verl" and not lora
     frozen_bytes = dt.param
-    shard = topo.shard if topo.shard > 1 else 1
+    # a frozen model's parameters are sharded only where the trainer shards parameters (ZeRO-3,
+    # FSDP); under ZeRO-1/2 each GPU holds it whole (OpenRLHF get_ds_eval_config: stage 0)
+    par = scenario.parallelism
+    params_sharded = par.zero >= 3 or par.fsdp in ("full", "hybrid")
+    shard = topo.shard if params_sharded and topo.shard > 1 else 1
     if rl.reference == "model":
         on_host = rl.reference_offload or (conv.reference_on_host and shard > 1)
-        roles.append(frozen_role("reference", shape, frozen_bytes, shard, on_host,
+        ref_shard = _frozen_shard(scenario, rl.reference_gpus, shard)
+        roles.append(frozen_role("reference", shape, frozen_bytes, ref_shard, on_host,
                                  dt.compute, False, conv.reference_source
                                  or "a frozen copy of the policy"))
     plan.adapter_reference = rl.reference == "adapter"
     if rl.reference in ("model", "adapter"):
-        plan.reference_tokens = _tokens(logprob_budget, rl.reference_micro_batch
-                                        or rl.logprob_micro_batch, logit_seq, micro)
+        sequences = rl.reference_micro_batch or rl.logprob_micro_batch
+        plan.reference_tokens = _tokens(logprob_budget, sequences * pair if sequences
+                                        else None, logit_seq, micro)
     if rl.critic:
         critic_micro = rl.critic_micro_batch or micro
         critic_scn = derived(scenario, micro_batch=1 if update_tokens else critic_micro,
+                             world=rl.critic_gpus,
                              seq_len=update_tokens or seq,
                              recompute=None if rl.critic_recompute is None else (
                                  "full" if rl.critic_recompute else "none"),
@@ -105,7 +147,8 @@ def build(scenario, context) -> Plan:
                                      or critic_micro, seq, micro)
         plan.critic_update_tokens = update_tokens or critic_micro * seq
     if rl.reward_model:
-        roles.append(frozen_role("reward", shape, frozen_bytes, shard, rl.reward_offload,
+        reward_shard = _frozen_shard(scenario, rl.reward_gpus or rl.critic_gpus, shard)
+        roles.append(frozen_role("reward", shape, frozen_bytes, reward_shard, rl.reward_offload,
                                  dt.compute, True, "a frozen reward model with a value head"))
         plan.reward_tokens = _tokens(logprob_budget, rl.reward_micro_batch, seq, micro)
     if eng.name != "none":
@@ -123,7 +166,47 @@ def build(scenario, context) -> Plan:
                 "offloads the 'weights' pool to the CPU)"))
     for role in roles:
         plan.host_terms += list(role.offloaded[0]) if role.offloaded else []
+    plan.groups = _groups(scenario, roles)
     return plan
+
+
+def _frozen_shard(scenario, gpus: Optional[int], actor_shard: int) -> int:
+    """A frozen model on GPUs of its own is sharded over them when the trainer shards (ZeRO-3,
+    FSDP); beside the actor it shares the actor's shard group."""
+    if gpus is None:
+        return actor_shard
+    sharded = scenario.parallelism.zero >= 3 or scenario.parallelism.fsdp in ("full", "hybrid")
+    return gpus if sharded else 1
+
+
+def _groups(scenario, roles) -> list:
+    """Which roles share GPUs: all of them (hybrid, colocated), or each role with its own GPUs
+    (rl.*_gpus) apart; a reward model without GPUs of its own sits with a separate critic
+    (OpenRLHF --colocate_critic_reward), the engine with the actor unless engine.gpus."""
+    rl, eng = scenario.rl, scenario.engine
+    names = [r.name for r in roles]
+    has_engine = eng.name != "none"
+    if rl.placement != "separate":
+        return [Group("all", tuple(names), has_engine, scenario.parallelism.world_size)]
+    apart = {"reference": rl.reference_gpus, "critic": rl.critic_gpus, "reward": rl.reward_gpus}
+    groups, placed = [], set()
+    critic_apart = "critic" in names and rl.critic_gpus
+    for name in ("reference", "critic", "reward"):
+        if name in names and apart[name]:
+            members = [name]
+            if name == "critic" and "reward" in names and not rl.reward_gpus:
+                members.append("reward")
+            groups.append(Group(name, tuple(members), False, apart[name]))
+            placed.update(members)
+    if critic_apart:
+        placed.add("critic")
+    actor = tuple(n for n in names if n not in placed)
+    engine_apart = has_engine and eng.gpus is not None
+    groups.insert(0, Group("actor", actor, has_engine and not engine_apart,
+                           scenario.parallelism.world_size))
+    if engine_apart:
+        groups.append(Group("engine", (), True, eng.gpus))
+    return groups
 
 
 def _capped(budget: Optional[int], sequences: Optional[int], seq: int) -> Optional[int]:

@@ -20,6 +20,7 @@ LENGTH_INDEPENDENT = ("weight_sync", "rollout")
 class RLSummary:
     framework: str
     placement: str
+    groups: dict = field(default_factory=dict)   # stage -> which roles its GPUs hold
     engine: Any = None                  # EngineBudget of one engine GPU, or None
     sleep_level: int = 0
     engine_gpus: int = 0                # GPUs of one engine (tp x pp x dp)

@@ -49,7 +49,8 @@ def _prefixed(role: str, terms) -> tuple:
 
 
 def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str] = None,
-            config: Optional[dict] = None, lora: Optional[int] = None):
+            config: Optional[dict] = None, lora: Optional[int] = None,
+            world: Optional[int] = None):
     """The scenario of one role's update: its micro-batch and tokens, the logits left to the RL
     framework's own terms (memory/rl/passes.py), no RL section (the training model only)."""
     from memlint.ir import RL, Engine
@@ -61,10 +62,14 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
         training = replace(training, recompute=recompute)
     if lora is not None:
         training = replace(training, lora_rank=lora)
+    parallelism = scenario.parallelism
+    if world is not None:
+        parallelism = replace(parallelism, world_size=world, dp=None)
     model = scenario.model
     if config is not None and model is not None:
         model = replace(model, config=MappingProxyType(dict(model.config, **config)))
     return replace(scenario, training=training, model=model, rl=RL(), engine=Engine(),
+                   parallelism=parallelism,
                    assumptions=Assumptions(scenario.assumptions.profile,
                                            MappingProxyType(values)))
 
