@@ -35,7 +35,11 @@ def _defaults(ctx, stage, phase) -> list:
     rests on (rules/memory.py resting_defaults, asked about the phase as a stage)."""
     as_stage = StageEstimate(stage=stage.stage, layers=stage.layers, phase=phase.name,
                              terms=phase.terms, phases=(phase,))
-    return resting_defaults(ctx, as_stage)
+    found = resting_defaults(ctx, as_stage)
+    # framework defaults whose version decides the verdict (adapters record them)
+    found += [(key.split(":", 1)[1], setting.value) for key, setting in
+              sorted(ctx.scenario.extra.items()) if key.startswith("rl.rests_on:")]
+    return found
 
 
 def _worst(estimate, names=None):
