@@ -46,13 +46,17 @@ def test_oom_on_a_default_seq_len_is_a_warning_that_says_so(capsys):
 
 
 def test_given_values_make_it_firm(capsys):
-    """The real sequence length fits; the same 4,096 given on purpose is an error again."""
+    """The real sequence length fits; the same 4,096 given on purpose no longer rests on a
+    default. It stays a warning only because the config's `sparse_attention` is not modeled
+    (ML107: the estimate is too high, so the OOM could be false)."""
     code, out = run(capsys, "json", "--set", "seq_len=128")
     assert code == 0 and "ML101" not in out
     code, out = run(capsys, "json", "--set", "seq_len=4096", "--set", "recompute=none",
                     "--set", "gpu=H100-80GB")
     [ml101] = [d for d in json.loads(out)["diagnostics"] if d["code"] == "ML101"]
-    assert code == 1 and ml101["severity"] == "error" and "defaults" not in ml101["message"]
+    assert "defaults" not in ml101["message"]
+    assert ml101["severity"] == "warning" and "sparse_attention" in ml101["message"]
+    assert code == 1  # ML106: 4,096 positions for GPT-2's 1,024 is an error of its own
     sources = {a["key"]: a["source"] for a in json.loads(out)["estimates"][0]["assumed"]}
     assert sources["seq_len"] == "--set seq_len" and sources["gpu"] == "--set gpu"
 
