@@ -23,38 +23,17 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from memlint.facts import hybrid_pattern as hp
 from memlint.memory.architecture import MAX_LAYERS, ConfigError, LayerParams, ParamCounts
 from memlint.memory.config_reader import ConfigReader
 from memlint.memory.hybrid_model import FFN, Attention, HybridLayer, Layout
 from memlint.memory.mixers import Mamba2
 
-#: pattern symbols memlint counts; the others (G, D, +) are "no estimate"
-SUPPORTED_SYMBOLS = frozenset("M*-E")
-ALL_SYMBOLS = frozenset("MG*D+-E")
-
-
-def pattern_segments(pattern: str) -> list:
-    """The main pattern's '|'-separated pipeline segments (the part before any '/' MTP
-    patterns), as Megatron's select_pipeline_segment splits it."""
-    main = pattern.split("/")[0]
-    return main.split("|")
-
-
-def mtp_depths(pattern: str) -> int:
-    return len([p for p in pattern.split("/")[1:] if p])
-
-
-def unsupported_symbols(pattern: str) -> str:
-    """The layer symbols of a pattern that memlint does not count ('' when none)."""
-    main = pattern.split("/")[0].replace("|", "")
-    return "".join(sorted(set(main) & (ALL_SYMBOLS - SUPPORTED_SYMBOLS)))
-
-
 def megatron_hybrid_layout(config: Mapping) -> Layout:
     r = ConfigReader(config, "megatron_hybrid")
     pattern = r.str("hybrid_layer_pattern")
-    main = "".join(pattern_segments(pattern))
-    bad = sorted(set(main) - ALL_SYMBOLS)
+    main = "".join(hp.segments(pattern))
+    bad = sorted(set(main) - hp.SYMBOLS)
     if bad:
         raise ConfigError(r.key("hybrid_layer_pattern"),
                           f"unknown layer symbol(s) {''.join(bad)!r} in the hybrid layer pattern")

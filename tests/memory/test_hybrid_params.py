@@ -15,8 +15,8 @@ import pytest
 
 from memlint.memory.architecture import ConfigError
 from memlint.memory.hybrid_model import hybrid_layout
-from memlint.memory.megatron_hybrid import (megatron_hybrid_layout, pattern_segments,
-                                            unsupported_symbols)
+from memlint.facts import hybrid_pattern as hp
+from memlint.memory.megatron_hybrid import megatron_hybrid_layout
 from memlint.memory.t5_model import t5_layout
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "hf"
@@ -147,6 +147,7 @@ def test_megatron_mamba_layer_shapes():
 
 
 def test_megatron_pattern_helpers():
-    assert pattern_segments("M-M-|M*-M/MM/MM") == ["M-M-", "M*-M"]
-    assert unsupported_symbols("MGM*|D-") == "DG"
-    assert unsupported_symbols("M*-E") == ""
+    assert hp.segments("M-M-|M*-M/MM/MM") == ["M-M-", "M*-M"]
+    assert hp.mtp_depths("M-M-|M*-M/MM/MM") == 2
+    assert hp.uncounted("MGM*|D-") == "DG"
+    assert hp.uncounted("M*-E") == ""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from memlint.adapters.megatron.context import Interp
+from memlint.facts import hybrid_pattern as hp
 
 
 def is_t5(it: Interp) -> bool:
@@ -54,8 +55,8 @@ def _int(it: Interp, flag: str):
 
 
 def hybrid(it: Interp, pattern: str, flag: str) -> None:
-    main = pattern.split("/")[0]
-    segments = main.split("|")
+    main = hp.main_pattern(pattern)
+    segments = hp.segments(pattern)
     it.set("model.model_type", "megatron_hybrid", flag,
            "model_type megatron_hybrid (Megatron HybridModel from its flags)")
     it.set("model.hybrid_layer_pattern", pattern, flag)
