@@ -90,3 +90,58 @@ def test_set_not_modeled_reads_values_when_and_off():
                                       "optimizer": "dist_muon"}))
     assert sorted(f.entry.key for f in found) == ["--cuda-graph-impl",
                                                   "--moe-token-dispatcher-type", "--optimizer"]
+
+
+def _schema_keys() -> set:
+    """The dotted key paths of the DeepSpeed schema memlint validates with (three levels)."""
+    with open(os.path.join(ROOT, "memlint", "adapters", "deepspeed.schema.json"),
+              encoding="utf-8") as handle:
+        schema = json.load(handle)
+    defs = schema["$defs"]
+
+    def resolve(node, depth=0):
+        if depth > 5 or not isinstance(node, dict):
+            return {}
+        if "$ref" in node:
+            return resolve(defs.get(node["$ref"].split("/")[-1], {}), depth + 1)
+        for alternatives in (node.get("anyOf"), node.get("oneOf")):
+            for option in alternatives or ():
+                found = resolve(option, depth + 1)
+                if found.get("properties"):
+                    return found
+        return node
+
+    out: set = set()
+
+    def walk(props, prefix, depth):
+        for key, value in props.items():
+            out.add(prefix + key)
+            node = resolve(value)
+            if depth < 2 and node.get("properties"):
+                walk(node["properties"], prefix + key + ".", depth + 1)
+
+    walk(schema["properties"], "", 0)
+    return out
+
+
+def test_every_deepspeed_key_has_a_memory_class():
+    spec = table("deepspeed")
+    keys = _schema_keys()
+    assert len(keys) > 200
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+    listed = set(spec.modeled) | set(spec.not_modeled) | set(spec.part_of) | spec.neutral
+    assert sorted(listed - keys) == []
+
+
+def test_a_deepspeed_not_modeled_key_reaches_the_rule(tmp_path):
+    from memlint.adapters import deepspeed
+
+    text = ('{"train_micro_batch_size_per_gpu": 1,\n "zero_optimization": {"stage": 3,\n'
+            '  "zero_hpz_partition_size": 8, "reduce_bucket_size": 5e8},\n'
+            ' "hybrid_engine": {"enabled": true}}\n')
+    partial = deepspeed.load(str(tmp_path / "ds_config.json"), text)
+    found = set_not_modeled(partial.extra)
+    assert sorted(f.entry.key for f in found) == ["hybrid_engine",
+                                                  "zero_optimization.zero_hpz_partition_size"]
+    where = {f.entry.key: partial.extra[f.extra_key].prov.line for f in found}
+    assert where == {"hybrid_engine": 4, "zero_optimization.zero_hpz_partition_size": 3}

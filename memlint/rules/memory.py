@@ -205,7 +205,8 @@ class ExceedsGpuMemory(Rule):
             f"{estimate.gpu_name}{count}; largest terms: {terms}"
             + (defaults_note(defaults) if defaults else "") + not_modeled_note(unmodeled),
             keys=keys_for(stage),
-            severity=Severity.WARNING if defaults or unmodeled else None,
+            severity=Severity.WARNING if defaults or any(
+                f.entry.direction == "high" for f in unmodeled) else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "excess_bytes": total - capacity,
                   "rests_on_defaults": [key for key, _ in defaults if key != UNREAD_REFERENCE],
@@ -713,7 +714,9 @@ def _shown(value) -> str:
 
 def flipping_settings(ctx, oom: bool) -> list:
     """The set, not-modeled settings that could flip a memory verdict: for an OOM those that may
-    make the estimate too high (the run may fit), for a fit those that may make it too low."""
+    make the estimate too high (the run may fit), for a fit those that may make it too low; both
+    include the ones that err either way. Only a setting that makes an OOM estimate too high
+    turns the OOM into a warning."""
     if ctx.scenario is None:
         return []
     could = ("high", "either") if oom else ("low", "either")

@@ -49,6 +49,8 @@ class NotModeled:
         """Whether a set value of this key makes the estimate wrong."""
         if value is False or value is None:
             return False
+        if isinstance(value, dict):  # a block: {"enabled": false} changes nothing
+            return value.get("enabled", True) not in (False, "false", "False")
         text = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
         text = text.strip().strip("'\"")
         if self.when:
@@ -66,6 +68,8 @@ class Table:
     not_modeled: Mapping[str, NotModeled]
     part_of: Mapping[str, str]
     neutral: frozenset
+    # blocks the adapter records without their name (DeepSpeed's zero keys: deepspeed.<key>)
+    extra_prefixes: tuple = ("",)
 
     def memory_class(self, key: str) -> Optional[str]:
         """'modeled', 'not-modeled', 'part-of', 'neutral', or None (no class: a gap)."""
@@ -83,7 +87,12 @@ class Table:
         """The table's key for a `Partial.extra` key of this framework, else None."""
         if not extra_key.startswith(self.namespace):
             return None
-        return self.key_prefix + extra_key[len(self.namespace):]
+        name = extra_key[len(self.namespace):]
+        for prefix in self.extra_prefixes:
+            key = self.key_prefix + prefix + name
+            if self.memory_class(key) is not None:
+                return key
+        return self.key_prefix + name
 
 
 def frameworks() -> tuple:
@@ -102,7 +111,8 @@ def table(framework: str) -> Table:
     return Table(data["framework"], data["namespace"], data.get("key_prefix", ""),
                  data.get("source", ""),
                  {key: tuple(terms) for key, terms in data.get("modeled", {}).items()},
-                 not_modeled, dict(data.get("part_of", {})), frozenset(data.get("neutral", ())))
+                 not_modeled, dict(data.get("part_of", {})), frozenset(data.get("neutral", ())),
+                 tuple(data.get("extra_prefixes", ("",))))
 
 
 @dataclass(frozen=True)
