@@ -343,8 +343,7 @@ def _bamba(r: ConfigReader, d: int):
     attn = _attention(r, d)
     ffn = FFN("dense", ffn=r.int("intermediate_size", minimum=1),
               bias=r.bool("mlp_bias", default=False))
-    return [HybridLayer("attention", ffn, attention=attn) if i in attn_at
-            else HybridLayer("mamba2", ffn, ssm=mixer) for i in range(n)], {}
+    return _alternate([i in attn_at for i in range(n)], attn, "mamba2", mixer, ffn), {}
 
 
 def _granitemoehybrid(r: ConfigReader, d: int):
@@ -363,8 +362,7 @@ def _granitemoehybrid(r: ConfigReader, d: int):
                   expert_ffn=r.int("intermediate_size", minimum=1), shared_ffn=shared)
     else:
         ffn = FFN("dense", ffn=shared)
-    return [HybridLayer("attention", ffn, attention=attn) if t == "attention"
-            else HybridLayer("mamba2", ffn, ssm=mixer) for t in types], {}
+    return _alternate([t == "attention" for t in types], attn, "mamba2", mixer, ffn), {}
 
 
 def _lfm2(r: ConfigReader, d: int):
@@ -388,8 +386,7 @@ def _lfm2(r: ConfigReader, d: int):
                      bias=r.bool("conv_bias", default=False))
     attn = _attention(r, d, bias=False, qk_norm=True)
     block = FFN("dense", ffn=ffn)
-    return [HybridLayer("attention", block, attention=attn) if t == "full_attention"
-            else HybridLayer("shortconv", block, ssm=conv) for t in types], {}
+    return _alternate([t == "full_attention" for t in types], attn, "shortconv", conv, block), {}
 
 
 def _mamba2_family(r: ConfigReader, d: int):
@@ -435,6 +432,12 @@ def _qwen_gdn(r: ConfigReader, d: int):
         layers.append(HybridLayer("attention", ffn, attention=attn) if t == "full_attention"
                       else HybridLayer("gdn", ffn, ssm=gdn))
     return layers, {}
+
+
+def _alternate(is_attention: list, attn: Attention, kind: str, mixer, ffn: FFN) -> list:
+    """Attention where `is_attention`, else the `kind` mixer; the same FFN in every layer."""
+    return [HybridLayer("attention", ffn, attention=attn) if a
+            else HybridLayer(kind, ffn, ssm=mixer) for a in is_attention]
 
 
 def _check_layers(r: ConfigReader, n: int) -> None:
