@@ -181,8 +181,8 @@ def run_pipeline(run: Run, options: Options, reg):
             if problem is not None:
                 pre.append(problem)
     if options.skip_unknown:
-        pre = [d for d in pre if not (d.code == "ML001" and d.severity < Severity.ERROR
-                                      and "which config format" in d.message)]
+        pre = [d for d in pre if not (d.data.get("unknown_format")
+                                      and d.severity < Severity.ERROR)]
     formats = tuple(p.fmt for p in partials)
     suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
     diagnostics = engine.lint(scenario, estimate, run.config, reg, pre, suppressions, formats,
