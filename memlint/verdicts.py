@@ -31,8 +31,6 @@ def run_reason(diagnostics: Iterable, estimate, all_unknown: bool = False) -> Op
     """Why a run has no memory verdict (None: it has one)."""
     if estimate is not None:
         return None
-    if all_unknown:
-        return FORMAT_NOT_READ
     found = set()
     for d in diagnostics:
         reason = d.data.get("no_estimate")
@@ -43,7 +41,9 @@ def run_reason(diagnostics: Iterable, estimate, all_unknown: bool = False) -> Op
             reason = CONFIG_ERROR
         if reason is not None:
             found.add(reason)
-    return min(found, key=lambda r: (_rank(r), r)) if found else OTHER
+    if not found:
+        return FORMAT_NOT_READ if all_unknown else OTHER
+    return min(found, key=lambda r: (_rank(r), r))
 
 
 @dataclass

@@ -40,12 +40,23 @@ SHAPE_FLAGS = frozenset(("--num-layers", "--hidden-size", "--num-attention-heads
                          "--kv-channels", "--num-query-groups"))
 
 
-def kind(script: str) -> Optional[str]:
+# tasks/main.py runs a finetuning or an evaluation by --task (Megatron-DeepSpeed tasks/main.py
+# at f4157be: LAMBADA / WIKITEXT103 go to tasks/zeroshot_gpt, ICT-ZEROSHOT-NQ / RETRIEVER-EVAL to
+# tasks/orqa evaluation; RACE, the GLUE tasks and RET-FINETUNE-NQ finetune).
+EVALUATION_TASKS = frozenset(("LAMBADA", "WIKITEXT103", "ICT-ZEROSHOT-NQ", "RETRIEVER-EVAL"))
+
+
+def kind(script: str, task: Optional[str] = None) -> Optional[str]:
     """What the entry point does when it is not training, else None."""
     name = os.path.basename(script)
     if not name.endswith(".py"):
         return None
     stem = name[:-3]
+    parent = os.path.basename(os.path.dirname(script))
+    if stem == "main" and parent == "msdp":
+        return "text generation"   # tasks/msdp/main.py: prompting and evaluation, no training
+    if stem == "main" and task is not None and task.strip("'\"") in EVALUATION_TASKS:
+        return "evaluation"
     if _TRAINING.match(stem):
         return None
     for label, pattern in _KINDS:

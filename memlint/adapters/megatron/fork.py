@@ -16,6 +16,9 @@ for a fork run (the layers that stay dense, top-k, the expert MLP width, ep).
 """
 from __future__ import annotations
 
+import functools
+import json
+import os
 from typing import Optional
 
 from memlint import keys as K
@@ -28,8 +31,23 @@ DEFAULT_TOPK = 1
 SOURCE = "microsoft/Megatron-DeepSpeed megatron/arguments.py at f4157be"
 
 
+@functools.lru_cache(maxsize=1)
+def fork_only_flags() -> frozenset:
+    """Flags only the DeepSpeed forks define (megatron_flags.json `megatron_deepspeed`)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "megatron_flags.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return frozenset(json.load(handle)["megatron_deepspeed"]["flags"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+
+
 def is_fork(it: Interp) -> bool:
-    return any(marker in it.args for marker in FORK_MARKERS)
+    """A Megatron-DeepSpeed run: it passes --deepspeed / --deepspeed_config, or a flag only the
+    forks have (tools/generate_samples_gpt.py under the `deepspeed` launcher with --mlp-type)."""
+    if any(marker in it.args for marker in FORK_MARKERS):
+        return True
+    return bool(fork_only_flags().intersection(it.args))
 
 
 def _ints(it: Interp, flag: str) -> Optional[list]:

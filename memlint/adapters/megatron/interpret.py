@@ -61,7 +61,10 @@ def not_training(it: Interp) -> None:
     entry_script = it.partial.extra.get("megatron.entry-script")
     what, prov = None, None
     if entry_script is not None:
-        what, prov = entry.kind(str(entry_script.value)), entry_script.prov
+        task = it.arg("--task")
+        what = entry.kind(str(entry_script.value), task.values[0] if task and task.values
+                          else None)
+        prov = entry_script.prov
         if what:
             why = entry.reason(str(entry_script.value), what)
     if what is None and it.read.mode is not None and str(it.read.mode[0]).strip().lower() in (
