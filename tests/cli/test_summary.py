@@ -62,4 +62,6 @@ def test_severity_on_every_line_and_infos_are_no_problems(capsys):
     diagnostics = [line for line in lines if ": ML" in line]
     assert diagnostics and all(line.split(": ", 1)[1].split()[1] in ("error", "warning", "info")
                                for line in diagnostics)
-    assert "No problems found (" in "\n".join(lines) and " info)." in "\n".join(lines)
+    infos = sum(1 for line in diagnostics if line.split(": ", 1)[1].split()[1] == "info")
+    problems = len(diagnostics) - infos
+    assert infos and f"Found {problems} problems (" in out and f") and {infos} info." in out
