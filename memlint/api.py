@@ -272,11 +272,6 @@ def _estimate(scenario, anchor, resolved):
     from memlint.memory.params import ConfigError as ModelConfigError
 
     try:
-        # start-up: the RL phase model is a small module; it imports the rest lazily
-        from memlint.memory.rl import is_rl, rl_estimate
-
-        if is_rl(scenario):
-            return rl_estimate(scenario, resolved), None
         return estimate(scenario, resolved), None
     except (EstimateError, ModelConfigError) as exc:
         key = getattr(exc, "key", None) or "model"

@@ -48,6 +48,7 @@ class Reader:
     """Reads resolved verl keys and sets scenario keys with their positions."""
 
     def __init__(self, config, partial: Partial, anchor: Provenance):
+        # start-up: verl.py imports this module lazily; the reverse import must be late too
         from memlint.adapters import verl
 
         self.config, self.partial, self.anchor = config, partial, anchor

@@ -24,10 +24,7 @@ def estimate_of(scenario, context=None):
     `context`: the variant's resolved context (memory/context.py), when the rule has one."""
     # start-up: the memory model loads only when a run is estimated
     from memlint.memory.estimate import estimate
-    from memlint.memory.rl import is_rl, rl_estimate
 
-    if is_rl(scenario):
-        return rl_estimate(scenario, context)
     return estimate(scenario, context)
 
 

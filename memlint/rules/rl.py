@@ -8,8 +8,7 @@ is fixed at start-up while an update's micro-batch grows with the generated leng
 from __future__ import annotations
 
 from memlint.diagnostics import Severity
-from memlint.memory.rl.result import LENGTH_INDEPENDENT
-from memlint.memory.terms import StageEstimate
+from memlint.memory.rl import LENGTH_INDEPENDENT
 from memlint.rules._support import size
 from memlint.rules.base import Finding, Rule
 from memlint.rules.memory import defaults_note, resting_defaults
@@ -33,6 +32,9 @@ def _top(ctx, phase, count: int = 3) -> str:
 def _defaults(ctx, stage, phase) -> list:
     """The memlint defaults (a GPU no file named, an unread file, ...) the verdict on `phase`
     rests on (rules/memory.py resting_defaults, asked about the phase as a stage)."""
+    # start-up: the term types load with the memory model, only when there is an estimate
+    from memlint.memory.terms import StageEstimate
+
     as_stage = StageEstimate(stage=stage.stage, layers=stage.layers, phase=phase.name,
                              terms=phase.terms, phases=(phase,))
     found = resting_defaults(ctx, as_stage)

@@ -38,7 +38,8 @@ SOURCE = "vllm-project/vllm v0.12.0 (4fd9d6a85)"
 BLOCK_TOKENS = 16                      # vLLM's default block size on CUDA (config/cache.py)
 VOCAB_PADDING = 64                     # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 SAMPLER_BYTES_PER_LOGIT = 4 + 4 + 8    # fp32 logits, sorted fp32 values, int64 sort indices
-DEFAULT_UTILIZATION = {"vllm": 0.9, "sglang": 0.9, "trtllm": 0.9, "hf": 1.0}
+# vLLM's gpu_memory_utilization (config/cache.py:49) and SGLang's usual mem_fraction_static
+DEFAULT_UTILIZATION = 0.9
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "auto": None, "fp8_e4m3": 1,
                 "fp8_e5m2": 1}
 _QUANT_BYTES = {"fp8": 1, "fp8_e4m3": 1, "awq": 0.5, "gptq": 0.5, "int4": 0.5, "w4a16": 0.5,
@@ -174,7 +175,7 @@ def budget(shape: EngineShape, settings: EngineSettings, total_memory: int, assu
            free_memory: Optional[int] = None) -> EngineBudget:
     """The engine's budget on one GPU of `total_memory` bytes. `free_memory`: what is free when
     it starts (SGLang's fraction applies to it; vLLM compares it with its budget)."""
-    util = settings.utilization or DEFAULT_UTILIZATION.get(settings.name, 0.9)
+    util = settings.utilization or DEFAULT_UTILIZATION
     base = free_memory if settings.name == "sglang" and free_memory is not None else total_memory
     requested = int(base * util)
     weights, weights_formula = weight_bytes(shape, settings)

@@ -11,7 +11,7 @@ ends in a value head: its output is one number per token.
 """
 from __future__ import annotations
 
-from memlint.memory.rl.conventions import RLConventions
+from memlint.memory.rl.frameworks import RLConventions
 from memlint.memory.rl.engine import EngineShape, forward_peak
 from memlint.memory.terms import Term
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.memory.rl.conventions import RLConventions, conventions
+from memlint.memory.rl.frameworks import RLConventions
 from memlint.memory.rl.engine import EngineBudget, EngineSettings, budget
 from memlint.memory.rl.roles import Role, derived, frozen_role, trained_role
 from memlint.memory.rl.shape import engine_shape
@@ -78,7 +78,7 @@ class Plan:
 
 def build(scenario, context) -> Plan:
     rl, eng, tr = scenario.rl, scenario.engine, scenario.training
-    conv = conventions(rl.framework)
+    conv = context.require("conventions").rl
     arch, counts = context.require("architecture"), context.require("counts")
     dt, topo = context.require("dtypes"), context.topology
     shape = engine_shape(arch, counts, scenario.model.config)
@@ -115,7 +115,7 @@ def build(scenario, context) -> Plan:
     logprob_budget = _capped(rl.logprob_tokens, step_sequences, seq)
     plan.logprob_tokens = _tokens(logprob_budget, rl.logprob_micro_batch, logit_seq,
                                   micro) if online else 0
-    plan.logprob_entropy = conv.name == "verl" and not lora
+    plan.logprob_entropy = conv.old_logprob_entropy and not lora
     frozen_bytes = dt.param
     # a frozen model's parameters are sharded only where the trainer shards parameters (ZeRO-3,
     # FSDP); under ZeRO-1/2 each GPU holds it whole (OpenRLHF get_ds_eval_config: stage 0)

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from memlint.memory.result import Estimate
-
-LENGTH_INDEPENDENT = ("weight_sync", "rollout")
+from memlint.memory.rl import LENGTH_INDEPENDENT
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Optional
 
-from memlint.ir import Assumptions
+from memlint.ir import RL, Assumptions, Engine
 from memlint.memory.rl.engine import EngineShape
 from memlint.memory.terms import Term
 
@@ -53,8 +53,6 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
             world: Optional[int] = None):
     """The scenario of one role's update: its micro-batch and tokens, the logits left to the RL
     framework's own terms (memory/rl/passes.py), no RL section (the training model only)."""
-    from memlint.ir import RL, Engine
-
     values = dict(scenario.assumptions.values)
     values["logits.enabled"] = False
     training = replace(scenario.training, micro_batch=micro_batch, seq_len=seq_len)

@@ -30,6 +30,9 @@ class RLConventions:
     # the reference model's parameters live on the host whatever the config says
     reference_on_host: bool = False
     reference_source: str = ""
+    # the old log-probs of the rollout are computed with the entropy (verl fsdp_workers.py
+    # compute_log_prob: calculate_entropy=not is_lora)
+    old_logprob_entropy: bool = False
 
 
 CONVENTIONS = {
@@ -44,7 +47,7 @@ CONVENTIONS = {
         placement_source=(f"{VERL} trainer/main_ppo.py: every role in the global resource pool, "
                           "fused into one worker process per GPU (create_colocated_worker_cls); "
                           "the vLLM engine runs inside it (vllm_rollout.py vLLMAsyncRollout)"),
-        reference_on_host=True,
+        reference_on_host=True, old_logprob_entropy=True,
         reference_source=(f"{VERL} workers/fsdp_workers.py _build_model_optimizer: the reference "
                           "policy is wrapped with CPUOffload(offload_params=True) (FSDP) / "
                           "CPUOffloadPolicy (FSDP2)")),
