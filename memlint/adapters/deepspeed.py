@@ -440,6 +440,37 @@ def _schema_diagnostics(doc: Document) -> list:
     return diagnostics
 
 
+# The legacy curriculum (enabled: true) does arithmetic on these at every step
+# (deepspeed/runtime/data_pipeline/curriculum_scheduler.py __fixed_root_get_difficulty at
+# edaa722): a string there fails at the first step. Checked here rather than in the schema,
+# which has no conditional on `enabled`.
+_CURRICULUM_NUMBERS = (("min_difficulty",), ("max_difficulty",),
+                       ("schedule_config", "total_curriculum_step"),
+                       ("schedule_config", "difficulty_step"), ("schedule_config", "root_degree"))
+
+
+def _curriculum_diagnostics(doc: Document) -> list:
+    block = doc.data.get("curriculum_learning") if isinstance(doc.data, dict) else None
+    if not isinstance(block, dict) or block.get("enabled") is not True:
+        return []
+    out = []
+    for keys in _CURRICULUM_NUMBERS:
+        node = block
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None or (isinstance(node, (int, float)) and not isinstance(node, bool)):
+            continue
+        path = ("curriculum_learning",) + keys
+        message = (f"{_dotted(path)}: expected a number, got {json.dumps(node)}; the enabled "
+                   "legacy curriculum computes with it at the first step")
+        if isinstance(node, str) and _PLACEHOLDER.match(node):
+            message += (" (a template placeholder? DeepSpeed's hjson loader reads a bare word as "
+                        "a string to the end of its line)")
+        out.append(make(SCHEMA_ERROR, Severity.ERROR, message, doc.prov(path),
+                        path=_dotted(path)))
+    return out
+
+
 # a bare upper-case word an HJSON quoteless string picked up (`"stage": ZERO_STAGE,`)
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*,?$")
 
@@ -691,6 +722,7 @@ def load(path: str, text: str) -> Partial:
     if doc is None:
         return partial
     partial.diagnostics.extend(_schema_diagnostics(doc))
+    partial.diagnostics.extend(_curriculum_diagnostics(doc))
     _map(doc, partial)
     sibling = find_sibling_model(path)
     if sibling:
