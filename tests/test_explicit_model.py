@@ -27,7 +27,7 @@ def run_dir(tmp_path):
 
 
 def conflicts(result) -> list:
-    return conflicts(result)
+    return [d for d in result.diagnostics if d.code == "ML005" and "the model is" in d.message]
 
 
 def params(result) -> int:
