@@ -118,7 +118,9 @@ class Training:
     fp8_params: bool = False  # TE FP8 parameters (fp8_model_init, Megatron --fp8-param-gather)
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
-    compile: bool = False     # torch.compile (recorded; memory/compile.py says what is modeled)
+    compile: bool = False     # torch.compile of the model (memory/compile.py)
+    compile_loss: Optional[bool] = None  # the loss compiled too (None: with compile, as
+    #                                      torchtitan's compile.components and HF torch_compile do)
     attention: str = "flash"
     recompute: str = "none"
     recompute_every: int = 1

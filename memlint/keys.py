@@ -304,8 +304,13 @@ _KEYS = [
         choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
         "PyTorch optimizer implementation (default: the device's default)"),
     Key("compile", "training", "compile", to_bool,
-        "torch.compile of the model / loss (torchtitan compile.enable); recorded, not modeled: "
-        "the estimate counts eager PyTorch's saved tensors (memory/compile.py)"),
+        "torch.compile of the model (torchtitan compile.enable / training.compile, HF "
+        "torch_compile): fused cross-entropy when the loss is compiled too, fused SwiGLU "
+        "temporaries; saved activations stay eager PyTorch's (memory/compile.py)"),
+    Key("compile_loss", "training", "compile_loss", to_bool,
+        "with compile=true, whether the loss is compiled too (default true: torchtitan's "
+        "compile.components = [\"model\", \"loss\"], HF torch_compile compiles the forward "
+        "with its loss); false: an eager loss beside compiled blocks (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),
