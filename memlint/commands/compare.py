@@ -35,7 +35,7 @@ from typing import Optional
 
 from memlint.logs import LogReport, read
 from memlint.memory.context import context_of
-from memlint.memory.terms import RESERVED_TERMS
+from memlint.memory.terms import is_reserved_term
 from memlint.units import fmt
 
 MiB = 1024**2
@@ -162,7 +162,7 @@ def estimate_run(scenario):
 def estimate_sides(stage) -> dict:
     """The stage's numbers each measured metric is compared with, and their terms."""
     tensors = [t for t in stage.terms if t.component != "runtime"]
-    allocator = [t for t in stage.terms if t.name in RESERVED_TERMS]
+    allocator = [t for t in stage.terms if is_reserved_term(t.name)]
     outside = [t for t in stage.terms if t.component == "runtime" and t not in allocator]
     phases = {p.name: p for p in stage.phases}
     between = phases.get("forward_end") or next(iter(phases.values()), None)
