@@ -48,6 +48,12 @@ class Dtypes:
         return oq.formula_width(self.moment_bits, self.state_block)
 
 
+DEEPSPEED_BF16_NOTE = ("DeepSpeed over a bf16 module: bf16 params and grads, ZeRO's fp32 master "
+                       "partitions and moments (deepspeed/runtime/zero/stage3.py "
+                       "_create_fp32_partitions, stage_1_and_2.py single_partition_of_fp32_groups, "
+                       "deepspeedai/DeepSpeed@edaa722)")
+
+
 def dtypes(training, states_model: str = "precise") -> Dtypes:
     """Per-parameter dtypes of the scenario, then any explicit overrides.
 
@@ -63,6 +69,11 @@ def dtypes(training, states_model: str = "precise") -> Dtypes:
     persistent = framework in ("megatron", "deepspeed")
     if precision == "fp32":
         base = Dtypes(4, 4, 0, 4, 4, False, persistent, "fp32 params, grads and states")
+    elif precision == "pure-bf16" and framework == "deepspeed" and states_model != "seed":
+        # a bf16 module under DeepSpeed: ZeRO still builds fp32 master partitions and fp32
+        # moments of what it trains (master_weights_and_grads_dtype fp32 unless
+        # bf16_master_weights_and_gradients, which needs CPU offload)
+        base = Dtypes(2, 2, 4, 4, 2, False, persistent, DEEPSPEED_BF16_NOTE)
     elif precision == "pure-bf16":
         base = Dtypes(2, 2, 0, 2, 2, False, persistent, "bf16 params, grads and states, no master")
     elif precision == "amp-bf16":
