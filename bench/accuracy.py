@@ -1,11 +1,11 @@
 """Accuracy of the `precise` memory model against memory measured on real training steps.
 
 Three sets, printed side by side:
-- CPU set: every record of `../shared/calibration/records.json` (HF transformers steps) and
+- CPU set: every record of `bench/data/calibration/records.json` (HF transformers steps) and
   `fsdp2-records.json` (simulated FSDP2 ranks), mapped to scenario keys exactly as issue 3
   prescribes; the measured peak of live tensor bytes is compared with the estimate's peak stage
   total minus its `runtime` component, in total and per category.
-- GPU set: `../shared/calibration/gpu-megatron-ci/` (Megatron-LM CI on 8 x H100, issue 13). Each
+- GPU set: `bench/data/calibration/gpu-megatron-ci/` (Megatron-LM CI on 8 x H100, issue 13). Each
   record's `model_config.yaml` is read by memlint's Megatron adapter (world size 8, H100-80GB, the
   record's training script naming the model family); the LAST pipeline stage's `allocated_bytes`
   (tensors at the peak, without CUDA context / NCCL / allocator slack) is compared with
@@ -41,19 +41,8 @@ from memlint.scenario import build, overrides_partial  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from published import print_published, published_rows  # noqa: E402
 
-def _default_dir() -> str:
-    """`../shared/calibration` next to the checkout (a worktree may sit one level deeper)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for _ in range(3):
-        here = os.path.dirname(here)
-        candidate = os.path.join(here, "shared", "calibration")
-        if os.path.isdir(candidate):
-            return candidate
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
-                        "calibration")
-
-
-DEFAULT_DIR = _default_dir()
+# The calibration sets, copied into the repository with their sources (bench/data/calibration/).
+DEFAULT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "calibration")
 
 DTYPE = {"fp32": "fp32", "bf16": "pure-bf16", "amp_bf16": "amp-bf16"}
 OPTIMIZER = {"adamw": ["optimizer=adamw"], "adamw_foreach": ["optimizer=adamw", "optimizer_impl=foreach"],

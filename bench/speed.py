@@ -4,7 +4,7 @@
     check, --runs times, alternating, so that both see the same machine load), each pinned to
     one core with `taskset` when it is there; the ratio is the median of the per-pair ratios
     (and the ratio of the fastest runs is shown too). Target: at most 4x.
-(b) files per second linting all of ../shared/fixtures-real/ in one process (one `memlint check`
+(b) files per second linting all of fixtures/shared-real/ in one process (one `memlint check`
     subprocess over every file, start-up included); target over 500 files/s.
 (c) `memlint estimate` on the seed M3 case (wall time, median).
 Peak RSS of each child (ru_maxrss from wait4), and the heavy modules a one-file check imports.
@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SHARED_REAL = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+SHARED_REAL = os.path.join(ROOT, "fixtures", "shared-real")
 DS_CONFIG = os.path.join(ROOT, "fixtures", "adapters", "deepspeed", "good",
                          "Megatron-DeepSpeed__tests-ds_config_bf16.json")
 SEED_M3 = ["--model", "seed-m3", "--set", "profile=seed", "--set", "model.total_params=428e9",
@@ -173,11 +173,11 @@ def main(argv=None) -> int:
         rate = len(files) / wall
         results["b"] = {"files": len(files), "wall_s": wall, "files_per_s": rate,
                         "exit_codes": codes, "peak_rss_bytes": rss}
-        print(f"(b) {len(files)} files of ../shared/fixtures-real in one process: {wall:.3f} s, "
+        print(f"(b) {len(files)} files of fixtures/shared-real in one process: {wall:.3f} s, "
               f"{rate:.0f} files/s (target > 500) {'OK' if rate > 500 else 'MISSED'}; "
               f"peak RSS {rss / 2**20:.1f} MiB")
     else:
-        print("(b) skipped: ../shared/fixtures-real is not beside this checkout")
+        print("(b) skipped: fixtures/shared-real is empty")
 
     wall, rss, codes = median_run(memlint + ["estimate", *SEED_M3], work, args.runs)
     results["c"] = {"wall_s": wall, "exit_codes": codes, "peak_rss_bytes": rss}

@@ -32,6 +32,7 @@ from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
 from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
+from memlint.facts import coverage
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
@@ -698,6 +699,7 @@ def _map(doc: Document, partial: Partial) -> None:
     _map_precision(doc, partial)
     _map_optimizer(doc, partial)
     _map_activation_checkpointing(doc, partial)
+    _record_not_modeled(doc, partial)
 
     autos = _auto_paths(data)
     if autos:
@@ -865,6 +867,24 @@ def _map_optimizer(doc: Document, partial: Partial) -> None:
             key="optimizer.type"))
         return
     partial.set("optimizer", mapped, where)
+
+
+def _record_not_modeled(doc: Document, partial: Partial) -> None:
+    """Keys the coverage table (memlint/facts/coverage/deepspeed.json) says are not modeled, as
+    `deepspeed.<dotted path>` facts for the not-modeled rule (the blocks read above are already
+    recorded under their own names)."""
+    for dotted in coverage.table("deepspeed").not_modeled:
+        path = tuple(dotted.split("."))
+        node: Any = doc.data
+        for part in path:
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is _MISSING or f"deepspeed.{path[-1]}" in partial.extra \
+                or f"deepspeed.{dotted}" in partial.extra:
+            continue
+        partial.set_extra(f"deepspeed.{dotted}", _extra_value(node), doc.prov(path, dotted))
+
+
+_MISSING = object()
 
 
 def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:
