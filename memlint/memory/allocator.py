@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from memlint.memory.buffers import fsdp_root_and_unit
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
@@ -193,14 +194,7 @@ def fsdp_pool_terms(model: Model, plan: StagePlan, phase: str, gradients: list) 
     """FSDP's all-gather and reduce-scatter stream pools (fully_shard / FSDP over > 1 rank)."""
     if not model.fsdp_sharded:
         return []
-    counts, topo = model.counts, model.topo
-    root = 0
-    if plan.first:
-        root += counts.embedding + counts.position_embedding
-    if plan.last:
-        root += counts.final_norm + counts.lm_head
-    root = math.ceil(root / topo.tp)
-    unit = max([math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers] or [0])
+    root, unit = fsdp_root_and_unit(model, plan)
     compute = 2 if model.dt.compute == 2 else 4
     gather = compute
     setting = model.scenario.extra.get("fsdp.allgather_dtype_bytes")

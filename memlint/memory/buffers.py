@@ -40,13 +40,7 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if not sharded or topo.shard <= 1:
         return []
     gather = 2 if model.dt.compute == 2 else 4
-    root = 0
-    if plan.first:
-        root += counts.embedding + counts.position_embedding
-    if plan.last:
-        root += counts.final_norm + counts.lm_head
-    root = math.ceil(root / topo.tp)
-    unit = max(layer_params or [0])
+    root, unit = fsdp_root_and_unit(model, plan)
     mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
         terms = [fsdp.root_unsharded(root, gather),
@@ -64,6 +58,20 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     # P_unit and P_root are per GPU: tensor parallelism divided them first
     return [replace(term, formula=f"{term.formula}  (P: parameters / tp {topo.tp})")
             for term in terms if term.bytes]
+
+
+def fsdp_root_and_unit(model: Model, plan: StagePlan) -> tuple:
+    """(P_root, P_unit) per GPU of a stage under FSDP: the root unit's parameters (embedding on
+    the first stage; final norm and LM head on the last) and the largest decoder layer's, each
+    divided by tp."""
+    counts, tp = model.counts, model.topo.tp
+    root = 0
+    if plan.first:
+        root += counts.embedding + counts.position_embedding
+    if plan.last:
+        root += counts.final_norm + counts.lm_head
+    unit = max([math.ceil(counts.layers[i].total / tp) for i in plan.layers] or [0])
+    return math.ceil(root / tp), unit
 
 
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
