@@ -144,7 +144,9 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     terms = []
     tokens = _tokens(model)
     c = model.dt.compute
-    if tr.recompute in ("full", "selective") and arch.moe is None and not model.par.sp:
+    if tr.recompute in ("full", "selective") and arch.moe is None:
+        # under tp (with sequence parallel too: the MLP's input is gathered) each rank's
+        # intermediates are N × ffn/tp
         compiled = tr.compile
         count = (3 if arch.gated_mlp else 2) - (1 if compiled else 0)
         terms.append(mlp_transients(count, math.ceil(arch.ffn / model.topo.tp), c, tokens))
