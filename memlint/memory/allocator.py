@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from memlint.memory.buffers import fsdp_root_and_unit
+from memlint.memory.buffers import fsdp_gather_bytes, fsdp_root_and_unit
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
@@ -198,7 +198,7 @@ def fsdp_pool_terms(model: Model, plan: StagePlan, phase: str, gradients: list) 
         return []
     root, unit = fsdp_root_and_unit(model, plan)
     compute = 2 if model.dt.compute == 2 else 4
-    gather = compute
+    gather = fsdp_gather_bytes(model)
     setting = model.scenario.extra.get("fsdp.allgather_dtype_bytes")
     if setting is not None and setting.value == 1:
         gather = 1   # torchao float8 all-gather of the linear weights (norms are a rounding)

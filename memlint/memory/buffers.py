@@ -10,6 +10,7 @@ from dataclasses import replace
 from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as ds
 from memlint.memory import fsdp
+from memlint.memory.lora import frozen_bytes_per_param
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 
@@ -39,11 +40,12 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
     if not sharded or topo.shard <= 1:
         return []
-    gather = 2 if model.dt.compute == 2 else 4
+    compute = 2 if model.dt.compute == 2 else 4
+    gather = fsdp_gather_bytes(model)   # a QLoRA base: its stored dtype
     root, unit = fsdp_root_and_unit(model, plan)
     mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
-        terms = [fsdp.root_unsharded(root, gather),
+        terms = [fsdp.root_unsharded(root, compute),
                  fsdp.unit_allgather(unit, gather, prefetched=0)]
     elif mid_backward:
         # the last unit resharded after its backward; the others still unsharded
@@ -53,11 +55,21 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if mid_backward:
         # a unit's backward: the prefetched unit before it, its unsharded grads and the
         # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
-        terms += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+        terms += fsdp.backward_unit_buffers(unit, compute, model.dt.grad, topo.shard,
                                             prefetched=1 if par.reshard_after_forward else 0)
     # P_unit and P_root are per GPU: tensor parallelism divided them first
     return [replace(term, formula=f"{term.formula}  (P: parameters / tp {topo.tp})")
             for term in terms if term.bytes]
+
+
+def fsdp_gather_bytes(model: Model) -> float:
+    """Bytes per parameter FSDP all-gathers for a decoder layer: the compute dtype, or for a
+    quantized frozen base (QLoRA + FSDP) the stored dtype, since FSDP flattens and gathers the
+    packed 4-bit / 8-bit storage as it is (bnb_4bit_quant_storage; Linear4bit dequantizes only
+    inside its forward)."""
+    if model.lora and model.tr.base_quant != "none":
+        return frozen_bytes_per_param(model.tr.base_quant, model.dt.param, model.seed_states)
+    return 2 if model.dt.compute == 2 else 4
 
 
 def fsdp_root_and_unit(model: Model, plan: StagePlan) -> tuple:

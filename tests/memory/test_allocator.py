@@ -170,3 +170,18 @@ def test_peft_adapters_are_fp32_under_autocast_over_a_bf16_base():
     result = estimate(_scenario(sets, model=LLAMA8B))
     lora = next(t for t in result.stages[0].terms if t.name == "weights.lora")
     assert lora.inputs["bytes_per_param"] == 4 and "autocast_adapter_dtype" in lora.source
+
+
+def test_qlora_fsdp_gathers_the_stored_four_bit_base():
+    """QLoRA + FSDP (bnb_4bit_quant_storage): a layer's all-gather moves the packed nf4 base
+    (0.5 B + its absmax scales), not 2 B per parameter; the root (embedding, LM head) is not
+    quantized and is gathered in bf16."""
+    sets = ["framework=fsdp2", "fsdp=full", "world_size=8", "lora_rank=16", "train_base=false",
+            "base_quant=nf4", "recompute=full"]
+    result = estimate(_scenario(sets, model=LLAMA8B))
+    terms = {t.name: t for t in _phase(result, "forward_end").terms}
+    nf4 = 0.5 + 1 / 64 + 4 / (64 * 256)
+    unit = terms["buffers.fsdp.allgather_units"]
+    assert unit.inputs["b_compute"] == nf4
+    assert unit.bytes == int(unit.inputs["P_unit"] * nf4)
+    assert terms["buffers.fsdp.root_unsharded"].inputs["b_compute"] == 2
