@@ -198,10 +198,7 @@ def fsdp_pool_terms(model: Model, plan: StagePlan, phase: str, gradients: list) 
         return []
     root, unit = fsdp_root_and_unit(model, plan)
     compute = 2 if model.dt.compute == 2 else 4
-    gather = fsdp_gather_bytes(model)
-    setting = model.scenario.extra.get("fsdp.allgather_dtype_bytes")
-    if setting is not None and setting.value == 1:
-        gather = 1   # torchao float8 all-gather of the linear weights (norms are a rounding)
+    gather = fsdp_gather_bytes(model)   # float8 all-gather, a QLoRA base: fewer bytes
     # FSDP1 (FullyShardedDataParallel: the HF Trainer's --fsdp, accelerate fsdp_version 1)
     # all-gathers into the unsharded flat parameter itself, on its unshard stream: those blocks
     # are the live unsharded parameters memory/buffers.py counts, nothing idle beside them

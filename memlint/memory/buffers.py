@@ -69,6 +69,11 @@ def fsdp_gather_bytes(model: Model) -> float:
     inside its forward)."""
     if model.lora and model.tr.base_quant != "none":
         return frozen_bytes_per_param(model.tr.base_quant, model.dt.param, model.seed_states)
+    setting = model.scenario.extra.get("fsdp.allgather_dtype_bytes")
+    if setting is not None and setting.value == 1:
+        # torchao float8 all-gather (torchtitan enable_fsdp_float8_all_gather): the linear
+        # weights are gathered, and stay unsharded, as 1-byte Float8 data (norms: a rounding)
+        return 1
     return 2 if model.dt.compute == 2 else 4
 
 
