@@ -41,6 +41,10 @@ DEFAULT = Provenance(file=None, key="<default>")
 # settings it holds (a ZeRO stage, an offload) are missing from the run, so a memory verdict rests
 # on it
 UNREAD_REFERENCE = "unread_reference:"
+# `Partial.extra` key any adapter sets when the file is no training run memlint estimates (a
+# text-generation or evaluation launch, an inference test case): its value says why. The run
+# gets no memory verdict, and the summary line names the reason.
+NO_ESTIMATE = "no_estimate"
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,9 @@ class Scenario:
     sources: tuple = ()
     # format-specific facts adapters recorded (see Partial.extra), merged
     extra: Mapping[str, Setting] = field(default_factory=dict)
+    # the declared framework settings a framework's conventions rest on (memlint.keys
+    # CONVENTION_KEYS), converted; memory/conventions.py builds the Conventions record from them
+    convention_keys: Mapping[str, Any] = field(default_factory=dict)
 
     def where(self, key: str) -> Optional[Provenance]:
         """The Provenance of the value of `key`, or None when the default applied."""

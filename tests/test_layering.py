@@ -21,7 +21,7 @@ PACKAGE = os.path.join(ROOT, "memlint")
 LAYERS = (
     ("foundation", ("memlint.__version__", "memlint.errors", "memlint.units", "memlint.ir",
                     "memlint.diagnostics", "memlint.keys", "memlint.plugins", "memlint.hardware",
-                    "memlint.catalog", "memlint.facts")),
+                    "memlint.catalog", "memlint.facts", "memlint.verdicts")),
     ("files", ("memlint.loaders", "memlint.logs")),
     ("adapters", ("memlint.adapters",)),
     ("scenario", ("memlint.scenario", "memlint.assumptions")),

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
+from memlint.adapters._toplevel import top_level_keys
 from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.facts import coverage
@@ -44,9 +45,12 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspee
 # Detection
 
 _NAME_HINTS = ("ds_config", "deepspeed", "ds_z", "zero1", "zero2", "zero3", "zero_stage")
-_SENTINELS = ('"zero_optimization"', '"train_micro_batch_size_per_gpu"', '"train_batch_size"',
-              '"gradient_accumulation_steps"', '"steps_per_print"', '"zero_allow_untested_optimizer"',
-              '"wall_clock_breakdown"')
+# DeepSpeed's own top-level keys (deepspeed/runtime/constants.py): the first three are strong, the
+# rest count only in a file that is no HF model config. Only the top level counts: picotron nests
+# "gradient_accumulation_steps" under "training" and was read as DeepSpeed before.
+_SENTINELS = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
+              "gradient_accumulation_steps", "steps_per_print", "zero_allow_untested_optimizer",
+              "wall_clock_breakdown")
 
 
 def detect(path: str, text: str) -> bool:
@@ -60,15 +64,16 @@ def detect(path: str, text: str) -> bool:
         return False  # open-instruct keeps its DeepSpeed JSON in *.conf; other .conf are not JSON
     if training_arguments(head):
         return False  # a trainer's argument file naming or sharing DeepSpeed keys (_neighbours)
-    if any(sentinel in head for sentinel in _SENTINELS[:3]):
+    keys = top_level_keys(head)
+    if keys.intersection(_SENTINELS[:3]):
         return True
-    if '"model_type"' in head or '"architectures"' in head:
+    if "model_type" in keys or "architectures" in keys:
         return False
-    if any(sentinel in head for sentinel in _SENTINELS[3:]):
+    if keys.intersection(_SENTINELS[3:]):
         return True
     if name.startswith("ds_config") and not text.strip():
         return True  # named for DeepSpeed, which fails to load an empty file
-    if any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head):
+    if any(hint in name for hint in _NAME_HINTS) and ('fp16' in keys or 'bf16' in keys):
         return True
     return name.startswith("ds_config") and _unparseable(text)
 

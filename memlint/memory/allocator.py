@@ -45,11 +45,6 @@ SRC_MLP = ("torchtitan models/llama/model.py FeedForward `w2(F.silu(w1(x)) * w3(
            "transformers LlamaMLP `down_proj(act_fn(gate_proj(x)) * up_proj(x))`; torch/_inductor "
            "fuses the pointwise silu·mul into one kernel; " + SRC_ALLOCATOR)
 
-# Frameworks whose loss is transformers' / torchtitan's eager cross-entropy on upcast logits
-# (memory/logits.py), and whose MLPs run as eager PyTorch modules.
-EAGER_LOSS_FRAMEWORKS = ("hf", "fsdp2")
-
-
 def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str) -> Term:
     return Term("runtime.allocator." + name, "runtime", int(nbytes), formula, dict(inputs),
                 source)
@@ -130,7 +125,7 @@ def reserve_terms(model: Model, plan: StagePlan, phase: str, gradients: list) ->
 
 
 def _tokens(model: Model) -> int:
-    return model.tr.micro_batch * math.ceil(model.seq / model.topo.cp)
+    return model.tr.micro_batch * model.seq_local
 
 
 def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
@@ -139,8 +134,8 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     tr, arch = model.tr, model.arch
     if not plan.last or phase not in ("forward_end", "backward_start"):
         return []
-    if tr.framework not in EAGER_LOSS_FRAMEWORKS:
-        return []
+    if not model.conv.torch_modules:
+        return []   # Megatron's and DeepSpeed's allocation order is not modeled
     terms = []
     tokens = _tokens(model)
     c = model.dt.compute
@@ -150,24 +145,15 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
         compiled = tr.compile
         count = (3 if arch.gated_mlp else 2) - (1 if compiled else 0)
         terms.append(mlp_transients(count, math.ceil(arch.ffn / model.topo.tp), c, tokens))
-    loss_compiled = tr.compile and tr.compile_loss is not False
-    if (phase == "backward_start" and model.assume["logits.enabled"] and not loss_compiled
+    if (phase == "backward_start" and model.assume["logits.enabled"]
+            and model.conv.loss == "log-softmax" and not model.conv.compiled_loss
             and model.dt.compute < 4):
         vocab = math.ceil(arch.vocab / model.topo.tp)
-        if tr.framework == "fsdp2" and model.topo.tp > 1:
+        if model.conv.loss_parallel:
             terms.append(freed_loss_parallel_blocks(c, vocab, tokens))
         else:
             terms.append(freed_logits_block(c, vocab, tokens))
     return terms
-
-
-def fsdp_version(model: Model) -> int:
-    """2 for torchtitan's fully_shard and accelerate's fsdp_version 2, 1 for the HF Trainer's
-    --fsdp and accelerate's default (FullyShardedDataParallel)."""
-    setting = model.scenario.extra.get("accelerate.fsdp_version")
-    if setting is not None:
-        return 2 if setting.value == 2 else 1
-    return 1 if model.tr.framework == "hf" else 2
 
 
 def released_on_retry(terms: list, capacity: int) -> list:
@@ -202,7 +188,7 @@ def fsdp_pool_terms(model: Model, plan: StagePlan, phase: str, gradients: list) 
     # FSDP1 (FullyShardedDataParallel: the HF Trainer's --fsdp, accelerate fsdp_version 1)
     # all-gathers into the unsharded flat parameter itself, on its unshard stream: those blocks
     # are the live unsharded parameters memory/buffers.py counts, nothing idle beside them
-    terms = [all_gather_stream_pool(root, unit, gather, compute)] if fsdp_version(model) == 2 \
+    terms = [all_gather_stream_pool(root, unit, gather, compute)] if model.conv.fsdp_version == 2 \
         else []
     grads_live = (phase == "optimizer" or model.dt.grads_persistent or model.microbatches > 1)
     if not grads_live and model.par.offload_params == "none":

@@ -34,20 +34,15 @@ SRC_PARTITIONER = ("pytorch/pytorch torch/_functorch/partitioners.py "
                    "and backward; pointwise ops recomputed)")
 
 
-def loss_compiled(training) -> bool:
-    """The loss runs compiled: compile=true and compile_loss not false (None: the default)."""
-    return bool(getattr(training, "compile", False)) and \
-        getattr(training, "compile_loss", None) is not False
-
-
 def compile_notes(training) -> list:
     """Notes for the estimate: what `compile` changes that memlint does not model."""
     return [NOTE] if getattr(training, "compile", False) else []
 
 
-def compile_assumed(scenario) -> tuple:
-    """The compile assumptions an estimate rests on, for its `assumed` list."""
-    if not loss_compiled(scenario.training):
+def compile_assumed(scenario, conv) -> tuple:
+    """The compile assumptions an estimate rests on, for its `assumed` list (`conv`: the run's
+    Conventions, whose `compiled_loss` says whether the loss runs compiled)."""
+    if not conv.compiled_loss:
         return ()
     value = assumed(scenario.assumptions, "compile.loss_saved")
     return ({"key": "compile.loss_saved", "value": value,

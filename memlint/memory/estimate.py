@@ -146,7 +146,7 @@ def estimate(scenario, context=None) -> Estimate:
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
             if name == "forward_end":
                 # the last layer's unfused softmax (memory/softmax.py), a moment of its own
-                during = softmax_peak_terms(model, terms, -(-model.seq // model.topo.cp))
+                during = softmax_peak_terms(model, terms, model.seq_local)
                 if during is not None:
                     phases.append(Phase("forward_softmax", tuple(
                         during + _allocator(model, during) + runtime)))
@@ -167,5 +167,6 @@ def estimate(scenario, context=None) -> Estimate:
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes),
-                    assumed=inputs.assumed(scenario, model.topo) + compile_assumed(scenario),
+                    assumed=inputs.assumed(scenario, model.topo, model.conv)
+                    + compile_assumed(scenario, model.conv),
                     scenario=scenario, context=model.context)

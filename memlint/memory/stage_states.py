@@ -26,7 +26,7 @@ def adapter_bytes_per_param(model: Model):
     with param_dtype bf16/fp16): fp32, 4 B (peft casts the adapters up); None: the run's dtypes
     (fp32 params under autocast are 4 B already; pure-bf16 keeps everything in bf16)."""
     tr = model.tr
-    if (tr.framework == "hf" and tr.precision in ("bf16", "fp16") and not model.seed_states
+    if (model.conv.fp32_adapters and tr.precision in ("bf16", "fp16") and not model.seed_states
             and model.dt.param < 4):
         return 4
     return None
@@ -101,7 +101,7 @@ def state_terms(model: Model, plan: StagePlan):
         fp8_weights = []
         weight_groups = groups
         remainder_bytes = None
-        if (fp8.applies(tr.precision, tr.framework, model.seed_states) and not model.uniform
+        if (fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states) and not model.uniform
                 and par.zero < 3 and par.fsdp == "none"
                 and not fp8.adapter_fp8_weights(tr)):
             lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
