@@ -12,10 +12,10 @@
    1T-parameter DeepSeek-V3-shaped MoE with 384 experts on 16,384 GPUs, Mixtral 8x7B on 1,024.
 
 Every child runs pinned to one core, in a throw-away virtual environment whose path holds this
-checkout and the current environment's site-packages, started through a copy of pip's console
-script: as an installed `memlint` starts, without the import hook an editable install adds to
-every interpreter (that hook imports pathlib and re in the bare interpreter too, which would
-flatter the ratio). The bare interpreter is the same throw-away environment's.
+checkout and the current environment's site-packages, started through the console script pip
+writes (CONSOLE_SCRIPT): as an installed `memlint` starts, without the import hook that an
+editable install adds to every interpreter (it imports pathlib and re in the bare interpreter
+too, which would flatter the ratio). The bare interpreter is the same environment's.
 
     python bench/speed.py [--pairs 15] [--only NAME] [--out bench/results/speed.json]
 
@@ -96,6 +96,17 @@ PLANS = [
 # ---------------------------------------------------------------------------------------------
 # The environment the children run in
 
+#: The `memlint` console script as pip 26 writes it (pip/_internal/operations/install/wheel.py,
+#: PipScriptMaker: "doesn't import `re` module, allowing scripts to load faster"; uv's does not
+#: either). Older pips wrote distlib's template, whose `import re` alone costs about half a bare
+#: interpreter start.
+CONSOLE_SCRIPT = """import sys
+from memlint.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = sys.argv[0].removesuffix('.exe')
+    sys.exit(main())
+"""
+
 
 def site_dirs() -> list:
     """The current environment's site-packages (where yaml, rich, jsonschema are installed)."""
@@ -121,11 +132,8 @@ def make_env(work: str) -> tuple:
     with open(os.path.join(purelib, "memlint_bench.pth"), "w") as handle:
         handle.write("\n".join([ROOT, *site_dirs()]) + "\n")
     script = os.path.join(venv, "bin", "memlint")
-    with open(script, "w") as handle:   # pip's console-script template
-        handle.write(f"#!{python}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
-                     "from memlint.cli import main\nif __name__ == '__main__':\n"
-                     "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
-                     "    sys.exit(main())\n")
+    with open(script, "w") as handle:   # the console script pip writes (PipScriptMaker)
+        handle.write(f"#!{python}\n{CONSOLE_SCRIPT}")
     os.chmod(script, 0o755)
     return python, [python, script], "throw-away venv"
 

@@ -23,7 +23,6 @@ logic it mirrors); everything memlint cannot model is an info or a warning.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -37,6 +36,7 @@ from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRE
                                  Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
+from memlint.records import replace
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -411,7 +411,7 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
                     message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
                         " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
                         "without a dot as text: write the digits)")
-                diags.append(dataclasses.replace(
+                diags.append(replace(
                     found, severity=min(found.severity, Severity.WARNING),
                     message=message + "; a warning only: the dict-based DeepSpeed of older "
                     "gpt-neox versions ignored it"))

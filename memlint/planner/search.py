@@ -27,7 +27,7 @@ candidate can rank above them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from memlint.assumptions import assumed
@@ -39,6 +39,7 @@ from memlint.memory.stages import stage_layers
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
 from memlint.planner.factor import divisors
+from memlint.records import replace
 
 #: Searched-key options by framework. `zero`: stages; `fsdp`: sharding modes; `uneven_pp`.
 FRAMEWORKS = {
