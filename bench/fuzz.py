@@ -2,8 +2,8 @@
 
     python bench/fuzz.py --count 100000 --time 600 --jobs 2 --seed 1 --out /tmp/memlint-fuzz
 
-Inputs come from fixtures/ and ../shared/fixtures-real/ (tests/fuzz/mutate.py has the mutators
-and the oracle: exit 0/1/2 as DESIGN.md says, parseable JSON, no internal error or ML009, no
+Inputs come from fixtures/, the shared real configs of fixtures/shared-real/ last
+(tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says, parseable JSON, no internal error or ML009, no
 traceback, positions on parse problems, no input over the per-input time limit). Stops at
 --count inputs or --time seconds, whichever comes first; prints inputs run, time, rate and
 failures (grouped by message, with a reproducer written under --out). Exit 1 if any failed.
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join("/tmp", "memlint-fuzz-failures"),
                         help="where reproducers of failures are written")
     parser.add_argument("--no-shared", action="store_true",
-                        help="only fixtures/, not ../shared/fixtures-real/")
+                        help="only fixtures/, not fixtures/shared-real/")
     args = parser.parse_args(argv)
     _LIMIT, _LIMIT_OK = args.limit, args.slow
     include_shared = not args.no_shared

@@ -74,6 +74,9 @@ def _check_arguments(parser) -> None:
     _common(parser, ("text", "json", "sarif", "github", "junit", "markdown", "html"))
     parser.add_argument("--skip-unknown", action="store_true",
                         help="skip files of no format memlint reads, without a warning (hooks)")
+    parser.add_argument("--require-estimate", action="store_true",
+                        help="a file that gets no memory verdict is an error (CI), with the "
+                        "reason the summary line gives")
 
 
 def _estimate_arguments(parser) -> None:
@@ -139,6 +142,7 @@ def options_from(args):
                    fail_on=Severity.parse(args.fail_on) if args.fail_on else None,
                    max_bytes=_max_bytes(args), allow_outside_root=args.allow_outside_root,
                    skip_unknown=getattr(args, "skip_unknown", False),
+                   require_estimate=getattr(args, "require_estimate", False),
                    hub=True if getattr(args, "hub", False) else None)
 
 
@@ -183,6 +187,10 @@ def _print_tracebacks(diagnostics, args) -> None:
             sys.stderr.write(d.data["traceback"])
 
 
+# formats whose report carries the "files without a memory verdict" line (memlint/verdicts.py)
+_SUMMARY_IN_REPORT = ("text", "json", "markdown", "html")
+
+
 def cmd_check(args) -> int:
     # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.api import check_paths
@@ -191,10 +199,15 @@ def cmd_check(args) -> int:
     result = check_paths(list(args.paths), options_from(args))
     diagnostics, estimates = result.diagnostics, result.estimates
     _print_tracebacks(diagnostics, args)
+    shown = args.format in _SUMMARY_IN_REPORT
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
                     quiet=args.quiet, registry=result.registry,
-                    color=_color(args) and args.format == "text", fail_on=result.fail_on)
+                    color=_color(args) and args.format == "text", fail_on=result.fail_on,
+                    summary=result.summary if shown else None)
     _emit(report, args.format)
+    if not shown and result.summary is not None and not args.quiet:
+        # machine formats keep stdout to their own syntax: the verdict count goes to stderr
+        sys.stderr.write(result.summary.line() + "\n")
     code = result.exit_code
     if code == 2:  # DESIGN.md: exit 2 comes with a one-line message
         internal = result.internal_error

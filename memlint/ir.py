@@ -45,6 +45,10 @@ DEFAULT = Provenance(file=None, key="<default>")
 # settings it holds (a ZeRO stage, an offload) are missing from the run, so a memory verdict rests
 # on it
 UNREAD_REFERENCE = "unread_reference:"
+# `Partial.extra` key any adapter sets when the file is no training run memlint estimates (a
+# text-generation or evaluation launch, an inference test case): its value says why. The run
+# gets no memory verdict, and the summary line names the reason.
+NO_ESTIMATE = "no_estimate"
 
 
 @record(frozen=True)

@@ -20,8 +20,10 @@ over the field values.
 What a record does as a dataclass does: an `__init__` with the fields in declaration order (base
 records' first), `__repr__` as `Name(field=value, ...)`, `__eq__` between objects of the same
 class on the compared fields, and for `frozen=True` immutability and `__hash__` (a mutable record
-is unhashable). `slots=True` gives the class `__slots__`. A record is not a dataclass:
-`dataclasses.replace` and `dataclasses.fields` do not take it (use the functions here).
+is unhashable). `slots=True` gives the class `__slots__`. The dataclasses API also takes a record
+(`dataclasses.replace`, `fields`, `asdict`, `is_dataclass`): its `__dataclass_fields__` are made
+on first use, importing dataclasses then, so code written for dataclasses keeps working and only
+it pays that import.
 """
 from __future__ import annotations
 
@@ -145,6 +147,28 @@ def _init_source(names: list, declared: list, frozen: bool, slots: bool,
             + "\n    ".join(body or ["pass"]) + "\n")
 
 
+class _DataclassFields:
+    """`__dataclass_fields__` of a record, made on first use: dataclasses.Field objects, so that
+    the dataclasses API takes records too (it finds fields through this attribute and tells
+    normal fields by its `_FIELD` marker)."""
+
+    def __get__(self, obj, owner):
+        made = owner.__dict__.get("_record_dataclass_fields")
+        if made is None:
+            # start-up: only code that uses the dataclasses API on a record imports it
+            import dataclasses
+
+            made = {}
+            for f in owner.__record_fields__:
+                made[f.name] = spec = dataclasses.field(
+                    default=dataclasses.MISSING if f.default is _MISSING else f.default,
+                    default_factory=(dataclasses.MISSING if f.default_factory is _MISSING
+                                     else f.default_factory), repr=f.repr, compare=f.compare)
+                spec.name, spec._field_type = f.name, dataclasses._FIELD
+            owner._record_dataclass_fields = made
+        return made
+
+
 def _make(klass, frozen: bool, slots: bool):
     declared = _declared(klass)
     names = [f.name for f in declared]
@@ -171,6 +195,7 @@ def _make(klass, frozen: bool, slots: bool):
     init.__qualname__ = f"{klass.__qualname__}.__init__"
     klass.__init__ = init
     klass.__record_fields__ = tuple(declared)
+    klass.__dataclass_fields__ = _DataclassFields()
     shown = tuple(f.name for f in declared if f.repr)
     compared = [f.name for f in declared if f.compare]
     klass.__repr__ = _repr_of(shown)

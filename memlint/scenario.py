@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from memlint import keys as K
+from memlint import keys as K, verdicts
 from memlint.adapters.registry import inside
 from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
@@ -208,7 +208,8 @@ def load_hub_model(name: str, prov: Provenance, hub: Optional[bool] = None,
         partial.diagnostics.append(make(
             MISSING_MODEL, Severity.WARNING,
             f"no memory estimate: model {name!r} is a Hugging Face Hub id that memlint could not "
-            f"resolve ({steps}); {hubs.how_to_resolve(name)}", prov, key=prov.key or "model"))
+            f"resolve ({steps}); {hubs.how_to_resolve(name)}", prov, key=prov.key or "model",
+            no_estimate=verdicts.MODEL_NOT_RESOLVED))
         return partial
     if found.path is not None:
         partial = (hf_config.load_path(found.path, max_bytes) if max_bytes is not None

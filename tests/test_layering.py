@@ -22,7 +22,7 @@ LAYERS = (
     ("foundation", ("memlint.__version__", "memlint.errors", "memlint.records", "memlint.units",
                     "memlint.ir",
                     "memlint.diagnostics", "memlint.keys", "memlint.plugins", "memlint.hardware",
-                    "memlint.catalog", "memlint.facts")),
+                    "memlint.catalog", "memlint.facts", "memlint.verdicts")),
     ("files", ("memlint.loaders", "memlint.logs")),
     ("adapters", ("memlint.adapters",)),
     ("scenario", ("memlint.scenario", "memlint.assumptions")),

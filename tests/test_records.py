@@ -112,11 +112,15 @@ def test_inherits_the_fields_of_a_base_record():
     assert shown(Child()) == "Child(a=1, b=2)"
 
 
-def test_not_a_dataclass():
-    @record
+def test_the_dataclasses_api_takes_a_record():
+    @record(frozen=True)
     class Plain:
         a: int = 1
+        b: list = field(default_factory=list)
 
-    assert not dataclasses.is_dataclass(Plain)
+    plain = Plain(2, [Where("x", 1)])
+    assert dataclasses.is_dataclass(plain) and dataclasses.replace(plain, a=3) == Plain(3, plain.b)
+    assert [f.name for f in dataclasses.fields(Plain)] == ["a", "b"]
+    assert dataclasses.asdict(plain) == {"a": 2, "b": [{"file": "x", "line": 1}]} == asdict(plain)
     with pytest.raises(TypeError):
         fields(object())

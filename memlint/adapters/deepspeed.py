@@ -29,8 +29,10 @@ from collections import deque
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
+from memlint.adapters._toplevel import top_level_keys
 from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
+from memlint.facts import coverage
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
@@ -46,9 +48,12 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspee
 # Detection
 
 _NAME_HINTS = ("ds_config", "deepspeed", "ds_z", "zero1", "zero2", "zero3", "zero_stage")
-_SENTINELS = ('"zero_optimization"', '"train_micro_batch_size_per_gpu"', '"train_batch_size"',
-              '"gradient_accumulation_steps"', '"steps_per_print"', '"zero_allow_untested_optimizer"',
-              '"wall_clock_breakdown"')
+# DeepSpeed's own top-level keys (deepspeed/runtime/constants.py): the first three are strong, the
+# rest count only in a file that is no HF model config. Only the top level counts: picotron nests
+# "gradient_accumulation_steps" under "training" and was read as DeepSpeed before.
+_SENTINELS = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
+              "gradient_accumulation_steps", "steps_per_print", "zero_allow_untested_optimizer",
+              "wall_clock_breakdown")
 
 
 def detect(path: str, text: str) -> bool:
@@ -62,15 +67,16 @@ def detect(path: str, text: str) -> bool:
         return False  # open-instruct keeps its DeepSpeed JSON in *.conf; other .conf are not JSON
     if training_arguments(head):
         return False  # a trainer's argument file naming or sharing DeepSpeed keys (_neighbours)
-    if any(sentinel in head for sentinel in _SENTINELS[:3]):
+    keys = top_level_keys(head)
+    if keys.intersection(_SENTINELS[:3]):
         return True
-    if '"model_type"' in head or '"architectures"' in head:
+    if "model_type" in keys or "architectures" in keys:
         return False
-    if any(sentinel in head for sentinel in _SENTINELS[3:]):
+    if keys.intersection(_SENTINELS[3:]):
         return True
     if name.startswith("ds_config") and not text.strip():
         return True  # named for DeepSpeed, which fails to load an empty file
-    if any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head):
+    if any(hint in name for hint in _NAME_HINTS) and ('fp16' in keys or 'bf16' in keys):
         return True
     return name.startswith("ds_config") and _unparseable(text)
 
@@ -701,6 +707,7 @@ def _map(doc: Document, partial: Partial) -> None:
     _map_precision(doc, partial)
     _map_optimizer(doc, partial)
     _map_activation_checkpointing(doc, partial)
+    _record_not_modeled(doc, partial)
 
     autos = _auto_paths(data)
     if autos:
@@ -868,6 +875,24 @@ def _map_optimizer(doc: Document, partial: Partial) -> None:
             key="optimizer.type"))
         return
     partial.set("optimizer", mapped, where)
+
+
+def _record_not_modeled(doc: Document, partial: Partial) -> None:
+    """Keys the coverage table (memlint/facts/coverage/deepspeed.json) says are not modeled, as
+    `deepspeed.<dotted path>` facts for the not-modeled rule (the blocks read above are already
+    recorded under their own names)."""
+    for dotted in coverage.table("deepspeed").not_modeled:
+        path = tuple(dotted.split("."))
+        node: Any = doc.data
+        for part in path:
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is _MISSING or f"deepspeed.{path[-1]}" in partial.extra \
+                or f"deepspeed.{dotted}" in partial.extra:
+            continue
+        partial.set_extra(f"deepspeed.{dotted}", _extra_value(node), doc.prov(path, dotted))
+
+
+_MISSING = object()
 
 
 def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:

@@ -23,7 +23,7 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     FSDP2 with one unit per decoder layer plus the root (memory/fsdp.py): the root stays
     unsharded from forward through backward and one layer's all-gather is prefetched; with
     reshard_after_forward=False every layer stays unsharded from its forward to its backward
-    (checked against ../shared/calibration/fsdp2-records.json). Parameters are gathered in the
+    (checked against bench/data/calibration/fsdp2-records.json). Parameters are gathered in the
     compute dtype (bf16 under a MixedPrecisionPolicy). In the middle of backward
     (`backward_layer`, `backward_recompute`) a unit's backward adds the prefetched unit, its
     unsharded gradients and the reduce-scatter buffers (fsdp.backward_unit_buffers).

@@ -4,7 +4,7 @@ A plan's cost is its estimated step time relative to the ideal step (all GPUs co
 model's FLOPs at a fixed utilization, nothing else): `relative_step_time = 1 + sum(fractions)`,
 where each `Penalty.fraction` is the extra time of one mechanism divided by the ideal compute
 time `t_c`. Lower is better. The numbers are order-of-magnitude engineering estimates meant to
-rank layouts the way the seed article's decision tree does (../shared/seeds/000 CH 10.1-10.2),
+rank layouts the way the seed article's decision tree does (article 000 CH 10.1-10.2, docs/seeds.md),
 not to predict absolute throughput; every constant is named below with its source.
 
 Ideal compute time per step and GPU (Kaplan et al. 2020 / Narayanan et al. 2021 FLOP count):

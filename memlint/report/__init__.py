@@ -57,6 +57,7 @@ class Report:
     width: int = 100
     show_estimates: bool = True
     fail_on: object = None                             # Severity: the lowest that fails the run
+    summary: object = None                             # memlint.verdicts.Summary (check)
 
     def __post_init__(self) -> None:
         self.diagnostics = [_clean(d) for d in self.diagnostics]

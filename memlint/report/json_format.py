@@ -41,10 +41,21 @@ def diagnostic_dict(diagnostic, report) -> dict:
     return out
 
 
+def summary_dict(report) -> dict:
+    """Files checked, how many got a memory verdict, the others by reason (display paths)."""
+    out = report.summary.to_dict()
+    out["without_verdict"] = {reason: [report.path(p) for p in paths]
+                              for reason, paths in out["without_verdict"].items()}
+    return out
+
+
 def document(report) -> dict:
-    return {"memlint_version": __version__,
-            "estimates": [estimate_dict(e, report) for e in report.estimates],
-            "diagnostics": [diagnostic_dict(d, report) for d in report.diagnostics]}
+    out = {"memlint_version": __version__,
+           "estimates": [estimate_dict(e, report) for e in report.estimates],
+           "diagnostics": [diagnostic_dict(d, report) for d in report.diagnostics]}
+    if report.summary is not None:
+        out["summary"] = summary_dict(report)
+    return out
 
 
 def render(report) -> str:

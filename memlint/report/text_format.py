@@ -18,19 +18,24 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def diagnostic_line(d, report) -> str:
-    return f"{location(d, report)}: {d.code} {d.rule} {d.message}"
+    return f"{location(d, report)}: {d.code} {d.severity.label} {d.rule} {d.message}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 or noun == 'info' else 's'}"
 
 
 def _summary(diagnostics) -> str:
-    if not diagnostics:
-        return "No problems found."
+    """Problems are the errors and warnings; infos are counted apart."""
     counts = {}
     for d in diagnostics:
         counts[d.severity.label] = counts.get(d.severity.label, 0) + 1
-    parts = [f"{counts[k]} {k}{'s' if counts[k] != 1 and k != 'info' else ''}"
-             for k in ("error", "warning", "info") if k in counts]
-    total = len(diagnostics)
-    return f"Found {total} problem{'s' if total != 1 else ''} ({', '.join(parts)})."
+    problems = counts.get("error", 0) + counts.get("warning", 0)
+    parts = [_plural(counts[k], k) for k in ("error", "warning") if counts.get(k)]
+    infos = f" and {_plural(counts['info'], 'info')}" if counts.get("info") else ""
+    if not problems:
+        return f"No problems found{' (' + _plural(counts['info'], 'info') + ')' if infos else ''}."
+    return f"Found {_plural(problems, 'problem')} ({', '.join(parts)}){infos}."
 
 
 def grouped(stage) -> dict:
@@ -201,6 +206,8 @@ def report_lines(report) -> list:
         if lines:
             lines.append([("", "")])
         lines.append([(_summary(report.diagnostics), "bold")])
+    if report.summary is not None and not report.quiet:
+        lines.append([(report.summary.line(), "bold" if report.summary.without else "")])
     return lines
 
 

@@ -11,9 +11,9 @@ from memlint.adapters import deepspeed as adapter
 from memlint.diagnostics import Severity
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path("/work/shared/fixtures-real")
-REAL = sorted((SHARED / "deepspeed").glob("*.json")) if SHARED.exists() else []
-INVALID = sorted((SHARED / "deepspeed-invalid").glob("*.json")) if SHARED.exists() else []
+SHARED = ROOT / "fixtures" / "shared-real"
+REAL = sorted((SHARED / "deepspeed").glob("*.json"))
+INVALID = sorted((SHARED / "deepspeed-invalid").glob("*.json"))
 GOOD = ROOT / "fixtures/adapters/deepspeed/good"
 BAD = ROOT / "fixtures/adapters/deepspeed/bad"
 
@@ -26,7 +26,6 @@ def codes(partial, at_least=Severity.INFO):
     return [d.code for d in partial.diagnostics if d.severity >= at_least]
 
 
-@pytest.mark.skipif(not REAL, reason="shared real fixtures not present")
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_configs_load(path):
     partial = load(path)
@@ -37,7 +36,6 @@ def test_real_configs_load(path):
         assert diagnostic.line is not None and diagnostic.column is not None, diagnostic
 
 
-@pytest.mark.skipif(not INVALID, reason="shared real fixtures not present")
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
 def test_invalid_configs_give_a_positioned_parse_error(path):
     partial = load(path)

@@ -1,4 +1,4 @@
-"""Every file of ../shared/fixtures-real (the team's first real configs, SOURCES.md beside them)
+"""Every file of fixtures/shared-real (the team's first real configs, SOURCES.md beside them)
 reads without a crash or a false error.
 
 Each file is checked alone, as `memlint check FILE` would. The few that their framework refuses at
@@ -12,14 +12,13 @@ import io
 import json
 import os
 
-import pytest
 
 from memlint.cli import main
 
 INTERNAL = "ML009"  # internal-error: a crash caught by the pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(ROOT, "..", "shared", "fixtures-real")
+SHARED = os.path.join(ROOT, "fixtures", "shared-real")
 
 # file -> (error codes, why the framework refuses it)
 INVALID = {
@@ -45,8 +44,6 @@ INVALID = {
 
 
 def _files() -> list:
-    if not os.path.isdir(SHARED):
-        return []
     out = []
     for directory, _dirs, names in os.walk(SHARED):
         out.extend(os.path.relpath(os.path.join(directory, name), SHARED)
@@ -57,7 +54,6 @@ def _files() -> list:
 FILES = _files()
 
 
-@pytest.mark.skipif(not FILES, reason="../shared/fixtures-real absent")
 def test_every_listed_invalid_file_exists():
     assert set(INVALID) <= set(FILES)
 
@@ -71,7 +67,6 @@ def _errors(name: str) -> tuple:
     return code, sorted(d["code"] for d in diagnostics if d["severity"] == "error"), internal
 
 
-@pytest.mark.skipif(not FILES, reason="../shared/fixtures-real absent")
 def test_shared_real_configs_have_no_false_error():
     """One test over all files (a parametrized test per file costs more than the checks)."""
     wrong = []

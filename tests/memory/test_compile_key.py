@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 
 from memlint.adapters import torchtitan
 from memlint.memory.compile import NOTE
@@ -12,7 +11,7 @@ from memlint.memory.estimate import estimate
 from memlint.scenario import build, overrides_partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL = os.path.join(ROOT, "..", "shared", "fixtures-real", "torchtitan")
+REAL = os.path.join(ROOT, "fixtures", "shared-real", "torchtitan")
 LLAMA405 = os.path.join(REAL, "torchtitan__torchtitan-models-llama3-train_configs-llama3_405b.toml")
 LLAMA70 = os.path.join(ROOT, "fixtures", "adapters", "torchtitan", "good", "llama3_70b.toml")
 LLAMA8B = os.path.join(ROOT, "fixtures", "hf", "Meta-Llama-3.1-8B.json")
@@ -22,7 +21,6 @@ def _load(path):
     return torchtitan.load(path, open(path, encoding="utf-8").read())
 
 
-@pytest.mark.skipif(not os.path.exists(LLAMA405), reason="shared fixtures not present")
 def test_torchtitan_compile_enable_is_recorded():
     partial = _load(LLAMA405)
     setting = partial.settings["compile"]

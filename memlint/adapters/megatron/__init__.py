@@ -84,7 +84,7 @@ def detect(path: str, text: str) -> bool:
     name = os.path.basename(path).lower()
     head = text[:65536]
     if name.endswith(_SCRIPT_EXT):
-        return any(s in head for s in _SENTINELS) or "megatron" in head.lower()
+        return any(s in head for s in _SENTINELS)
     if name.endswith((".txt", ".args")) or "." not in name:
         return bool(re.search(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
                               r"micro-batch-size|num-attention-heads)\b", head, re.M))
