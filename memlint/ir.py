@@ -212,6 +212,9 @@ class Scenario:
     sources: tuple = ()
     # format-specific facts adapters recorded (see Partial.extra), merged
     extra: Mapping[str, Setting] = field(default_factory=dict)
+    # the declared framework settings a framework's conventions rest on (memlint.keys
+    # CONVENTION_KEYS), converted; memory/conventions.py builds the Conventions record from them
+    convention_keys: Mapping[str, Any] = field(default_factory=dict)
 
     def where(self, key: str) -> Optional[Provenance]:
         """The Provenance of the value of `key`, or None when the default applied."""

@@ -266,7 +266,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             settings.setdefault(key, setting)
 
     values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
-                                          "model")}
+                                          "model", "conventions")}
     provenance: dict = {}
     model_settings: dict = {}
     assumption_names = _assumption_names()
@@ -299,6 +299,8 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             continue
         values[spec.section][spec.field] = converted
         provenance[key] = setting.prov
+
+    _recorded_conventions(extra, values["conventions"], provenance)
 
     if "base_quant" not in values["training"]:
         found = checkpoint_quantization(model_settings)
@@ -348,8 +350,24 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         provenance=frozen_mapping(provenance),
         sources=tuple(p.source for p in partials if p.fmt not in ("cli",)),
         extra=frozen_mapping(extra),
+        convention_keys=frozen_mapping(values["conventions"]),
     )
     return scenario, diagnostics
+
+
+def _recorded_conventions(extra: dict, conventions: dict, provenance: dict) -> None:
+    """The convention keys an adapter recorded (`Partial.extra` under the declared name), below
+    any value a setting gave. A recorded value that does not convert is left out: the format's
+    own rules report it, and the framework's default applies."""
+    for name, spec in K.CONVENTION_KEYS.items():
+        setting = extra.get(name)
+        if setting is None or name in conventions:
+            continue
+        try:
+            conventions[name] = spec.convert(setting.value)
+        except ValueError:
+            continue
+        provenance.setdefault(name, setting.prov)
 
 
 def _assumption_names() -> dict:

@@ -32,14 +32,12 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if phase == "optimizer" or not model.assume["buffers.enabled"]:
         return []
     layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
-    uses_deepspeed = (model.tr.framework == "deepspeed"
-                      or "deepspeed.config" in model.scenario.extra)
-    if uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
+    if model.conv.uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
         return _deepspeed_buffers(model, plan, layer_params)
     sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
     if not sharded or topo.shard <= 1:
         return []
-    gather = 2 if model.dt.compute == 2 else 4
+    gather = model.conv.gather_bytes
     root = 0
     if plan.first:
         root += counts.embedding + counts.position_embedding
@@ -69,39 +67,34 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
     """DeepSpeed's ZeRO buffers with the sizes its config gives (or DeepSpeed's defaults; an
     "auto" size is the HF Trainer's: reduce bucket d², prefetch 0.9·d², persistence 10·d)."""
-    extra = model.scenario.extra
+    zero = model.conv.zero
     d = model.arch.hidden
 
-    def size(key, default, auto):
-        setting = extra.get(f"deepspeed.{key}")
-        value = setting.value if setting is not None else default
-        if value == "auto":
-            return int(auto)
-        try:
-            return int(float(value))
-        except (TypeError, ValueError, OverflowError):
+    def size(value, default, auto):
+        if value is None:
             return int(default)
+        return int(auto) if value == "auto" else int(value)
 
-    def flag(key, default):
-        setting = extra.get(f"deepspeed.{key}")
-        return setting.value if isinstance(getattr(setting, "value", None), bool) else default
+    def flag(value, default):
+        return default if value is None else value
 
     name_of = {4: "fp32", 2: "bf16", 1: "fp8"}  # bytes -> the dtype names of DTYPE_BYTES
     dtype = name_of.get(model.dt.grad, "bf16")
     stage = model.par.zero
-    terms = [ds.reduce_bucket(stage, size("reduce_bucket_size", facts.REDUCE_BUCKET_SIZE, d * d),
-                              dtype, flag("contiguous_gradients", facts.CONTIGUOUS_GRADIENTS),
-                              flag("overlap_comm", stage == 3))]
+    bucket = size(zero.reduce_bucket_size, facts.REDUCE_BUCKET_SIZE, d * d)
+    terms = [ds.reduce_bucket(stage, bucket, dtype,
+                              flag(zero.contiguous_gradients, facts.CONTIGUOUS_GRADIENTS),
+                              flag(zero.overlap_comm, stage == 3))]
     if stage >= 3:
         param_dtype = name_of.get(model.dt.param, "bf16")
         stage_params = sum(layer_params)
         terms.append(ds.stage3_live_parameters(
-            size("stage3_max_live_parameters", facts.MAX_LIVE_PARAMETERS,
+            size(zero.max_live_parameters, facts.MAX_LIVE_PARAMETERS,
                  facts.MAX_LIVE_PARAMETERS),
             param_dtype, total_params=stage_params,
             largest_module_params=max(layer_params or [0])))
         norms = [d] * (2 * len(plan.layers) + (1 if plan.last else 0))
         terms.append(ds.stage3_persistent_parameters(
             norms, model.topo.shard, param_dtype,
-            size("stage3_param_persistence_threshold", facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
+            size(zero.param_persistence_threshold, facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
     return terms

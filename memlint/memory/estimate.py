@@ -145,7 +145,7 @@ def estimate(scenario, context=None) -> Estimate:
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
             if name == "forward_end":
                 # the last layer's unfused softmax (memory/softmax.py), a moment of its own
-                during = softmax_peak_terms(model, terms, -(-model.seq // model.topo.cp))
+                during = softmax_peak_terms(model, terms, model.seq_local)
                 if during is not None:
                     phases.append(Phase("forward_softmax", tuple(
                         during + _allocator(model, during) + runtime)))
@@ -162,5 +162,5 @@ def estimate(scenario, context=None) -> Estimate:
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo, model.conv),
                     scenario=scenario, context=model.context)

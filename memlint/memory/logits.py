@@ -36,13 +36,13 @@ def _logits_terms(model: Model, phase: str) -> list:
     (megatron/core/tensor_parallel/cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py).
     """
     arch, tr, topo = model.arch, model.tr, model.topo
-    tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
+    tokens = tr.micro_batch * model.seq_local
     vocab = math.ceil(arch.vocab / topo.tp)
     v_text = vocab_formula(arch, topo.tp)
     c = model.dt.compute
-    if tr.framework == "megatron":
+    if model.conv.loss == "vocab-parallel":
         return _megatron_logits_terms(model, phase, tokens, vocab, c, v_text)
-    if tr.framework in ("hf", "fsdp2"):
+    if model.conv.loss == "log-softmax":
         if phase == "backward_start":
             per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
         else:
@@ -77,12 +77,9 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
     pipeline flush (megatron/core/tensor_parallel/layers.py, grad_output_buffer and
     embedding_activation_buffer); at the peak the earlier micro-batches' ones are held.
     """
-    def flag(name, default=None):
-        setting = model.scenario.extra.get("megatron." + name)
-        return default if setting is None else setting.value
-
+    conv = model.conv
     heads = 1 + model.mtp_layers
-    fused = flag("cross-entropy-loss-fusion") is True
+    fused = conv.fused_cross_entropy
     extra_fused = 4 if fused and phase != "backward_start" else 0
     per = 4 * heads + c + extra_fused
     formula = (f"{heads} loss head{'s' if heads > 1 else ''} × fp32 exp-logits 4 B + "
@@ -94,12 +91,9 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
                    "loss_heads": heads, "fused": fused},
                   "megatron/core/tensor_parallel/cross_entropy.py; "
                   "megatron/core/fusions/fused_cross_entropy.py")]
-    if flag("defer-embedding-wgrad-compute") is True:
+    if conv.deferred_wgrad:
         micro = max(1, model.microbatches or 1)
-        try:
-            limit = int(flag("wgrad-deferral-limit", 0) or 0)
-        except (TypeError, ValueError):
-            limit = 0
+        limit = conv.wgrad_deferral_limit
         calls = micro * heads
         held = min(limit if limit > 0 else calls, calls - 1)
         if held > 0:

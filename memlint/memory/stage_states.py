@@ -81,7 +81,7 @@ def state_terms(model: Model, plan: StagePlan):
         fp8_weights = []
         weight_groups = groups
         remainder_bytes = None
-        if (fp8.applies(tr.precision, tr.framework, model.seed_states) and not model.uniform
+        if (fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states) and not model.uniform
                 and par.zero < 3 and par.fsdp == "none"
                 and not fp8.adapter_fp8_weights(tr)):
             lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
