@@ -5,13 +5,15 @@ values where the two profiles differ. Each assumption is overridable with `--set
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
 from memlint.keys import non_negative_float, non_negative_int, to_bool
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Assumption:
     name: str
     convert: Callable[[Any], Any]

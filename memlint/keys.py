@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Key:
     name: str
     section: str  # training | parallelism | hardware | model | assumptions
