@@ -18,12 +18,15 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Optional
 
 from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Severity, make)
 from memlint.ir import Provenance
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
@@ -37,7 +40,7 @@ MAX_INT_DIGITS = 4000
 MAX_ITEM_POSITIONS = 1000
 
 
-@dataclass
+@record
 class Document:
     path: str
     data: Any = None

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import fields
-from typing import Any, Iterable, Optional
 
 from memlint import keys as K, verdicts
 from memlint.adapters.registry import inside
@@ -23,6 +21,11 @@ from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN
 from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
                         Setting, Training, frozen_mapping)
 from memlint.loaders import repo_root
+from memlint.records import fields
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional
 
 SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
 

@@ -26,7 +26,6 @@ import json
 import os
 import re
 from collections import deque
-from typing import Any, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
@@ -37,6 +36,10 @@ from memlint.facts import coverage
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")

@@ -189,7 +189,7 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  allocated = every term but runtime = {stage.allocated_bytes:,} B "
                          f"({fmt(stage.allocated_bytes, units, 3)}): compare with Megatron's "
                          "max allocated / torch.cuda.max_memory_allocated")
-            lines.append(f"  reserved = allocated + runtime.allocator = "
+            lines.append(f"  reserved = allocated + runtime.allocator* (cached, idle) = "
                          f"{stage.reserved_bytes:,} B ({fmt(stage.reserved_bytes, units, 3)}): "
                          "compare with torchtitan's max reserved")
             lines.append(f"  device = reserved + CUDA context + NCCL = {stage.device_bytes:,} B "
