@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Key:
     name: str
     section: str  # training | parallelism | hardware | model | assumptions | rl | engine
@@ -319,8 +323,13 @@ _KEYS = [
         choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
         "PyTorch optimizer implementation (default: the device's default)"),
     Key("compile", "training", "compile", to_bool,
-        "torch.compile of the model / loss (torchtitan compile.enable); recorded, not modeled: "
-        "the estimate counts eager PyTorch's saved tensors (memory/compile.py)"),
+        "torch.compile of the model (torchtitan compile.enable / training.compile, HF "
+        "torch_compile): fused cross-entropy when the loss is compiled too, fused SwiGLU "
+        "temporaries; saved activations stay eager PyTorch's (memory/compile.py)"),
+    Key("compile_loss", "training", "compile_loss", to_bool,
+        "with compile=true, whether the loss is compiled too (default true: torchtitan's "
+        "compile.components = [\"model\", \"loss\"], HF torch_compile compiles the forward "
+        "with its loss); false: an eager loss beside compiled blocks (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),
@@ -643,6 +652,15 @@ _CONVENTION_KEYS = [
         "DeepSpeed offload_param.buffer_size (elements per swap buffer)"),
     _convention(D + "offload_param.max_in_cpu", non_negative_int,
         "DeepSpeed offload_param.max_in_cpu (parameters cached in RAM)"),
+    _convention("gpt_neox.config", to_str,
+        "the run's gpt-neox config (recorded by its adapter): Megatron-style vocab-parallel "
+        "cross entropy on DeepSpeed, not transformers' loss"),
+    _convention("accelerate.fsdp_version", positive_int,
+        "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
+        "fully_shard (recorded by the accelerate adapter)"),
+    _convention("fsdp.allgather_dtype_bytes", positive_int,
+        "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
+        "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),
     _convention("env.CUBLAS_WORKSPACE_CONFIG", env_value,
         "the environment's CUBLAS_WORKSPACE_CONFIG (:SIZE_KiB:COUNT pairs): PyTorch's cuBLAS "
         "workspace"),
