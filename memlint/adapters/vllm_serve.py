@@ -19,7 +19,7 @@ import os
 import re
 from typing import Optional
 
-from memlint.diagnostics import PARSE_ERROR, UNRESOLVED, Severity, make
+from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, read_text, suppressions
 
@@ -90,21 +90,12 @@ def _yaml_items(path: str, text: str, partial: Partial) -> dict:
 
 def _script_items(path: str, text: str, partial: Partial) -> Optional[tuple]:
     # start-up: the shell reader loads only for a script
-    from memlint.adapters import _shell
+    from memlint.adapters import _script, _shell
 
-    try:
-        script = _shell.parse(text)
-    except _shell.ShellError as exc:
-        line, col = _shell.Script(text, [], [0] + [m.end() for m in re.finditer("\n", text)]
-                                  ).where(exc.offset)
-        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                        f"cannot read the script: {exc}",
-                                        Provenance(path, line, col, None)))
+    parsed = _script.parse(path, text, partial)
+    if parsed is None:
         return None
-
-    def prov(offset: int, key: Optional[str] = None) -> Provenance:
-        line, col = script.where(offset)
-        return Provenance(path, line, col, key)
+    script, prov = parsed
 
     interpreter = _shell.Interpreter()
     for command in interpreter.run(script):
@@ -124,11 +115,18 @@ def _script_items(path: str, text: str, partial: Partial) -> Optional[tuple]:
             base = items
             items = _config_file(str(config[0]), path, partial)
             items.update(base)   # the command line wins over the config file
+        _notes(interpreter, prov, partial)
         return items, prov(command.offset, "launch command")
+    _notes(interpreter, prov, partial)
     partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, "no `vllm serve` command found; "
                                     "nothing was read from this script",
                                     Provenance(path, 1, 1, None)))
     return None
+
+
+def _notes(interpreter, prov, partial: Partial) -> None:
+    for offset, message in interpreter.notes:
+        partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, message, prov(offset)))
 
 
 def _start(texts: list) -> Optional[int]:
