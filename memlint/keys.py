@@ -411,6 +411,11 @@ def is_model_key(name: str) -> bool:
 
 
 MAX_SUGGEST_CHARS = 80
+# Per file and block, the first MAX_UNKNOWN_LISTED unknown keys get a diagnostic of their own and
+# the rest one summary line; the first MAX_HINTS a did-you-mean (a file with more unknown keys
+# is another program's file or generated, not a typo). Megatron flags: adapters/megatron/flags.py.
+MAX_UNKNOWN_LISTED = 100
+MAX_HINTS = 8
 
 
 def suggest(name: str, candidates) -> Optional[str]:

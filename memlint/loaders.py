@@ -674,6 +674,10 @@ def _toml_key_parts(raw: str) -> tuple:
     return tuple(parts)
 
 
+MAX_NUMBER_CHARS = 1000
+_LONG_NUMBER = re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
+
+
 def load_toml(path: str, text: str) -> Document:
     try:
         # start-up: the TOML parser loads only when a TOML file is read
@@ -683,6 +687,18 @@ def load_toml(path: str, text: str) -> Document:
         import tomli as tomllib  # type: ignore[no-redef]
 
     doc = Document(path=path, text=text)
+    long = next((m for m in _LONG_NUMBER.finditer(text)
+                 if any(c in m.group(0) for c in ".eE")), None)   # integers: tomllib's limit
+    if long:
+        # tomllib reads it, but float() of 4 MB of digits took 480 MB (issue 30); no config
+        # value has a thousand digits (integers that long fail tomllib itself: below)
+        line, col = _line_col(text, long.start())
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.WARNING,
+                                    f"a number of {long.end() - long.start():,} characters; "
+                                    f"file not read (memlint reads no float over "
+                                    f"{MAX_NUMBER_CHARS:,} characters)",
+                                    Provenance(path, line, col, None)))
+        return doc
     try:
         doc.data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
