@@ -339,8 +339,10 @@ def _oom(line: str, number: Optional[int]) -> Optional[Reading]:
     return reading
 
 
-def read(path: str, max_bytes: int = MAX_LOG_BYTES) -> LogReport:
-    """Read a log file: all of it, or its first and last `max_bytes // 2` when larger."""
+def read(path: str, max_bytes: Optional[int] = None) -> LogReport:
+    """Read a log file: all of it, or its first and last `max_bytes // 2` (MAX_LOG_BYTES) when
+    larger."""
+    max_bytes = MAX_LOG_BYTES if max_bytes is None else max_bytes
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
@@ -366,7 +368,8 @@ def read(path: str, max_bytes: int = MAX_LOG_BYTES) -> LogReport:
     last = memory_lines(tail, first_tail_line, MAX_MEMORY_LINES // 2, keep="last")
     parse_lines(_limited(report, (first[0] + last[0], first[1] + last[1])), report)
     report.lines = first_tail_line - 1 + _lines(tail) if first_tail_line else head.count(b"\n")
-    report.notes.append(f"the log is {size:,} bytes: read its first and last {half // MiB} MiB"
+    shown = f"{half // MiB} MiB" if half >= MiB else f"{half // 1024} KiB"
+    report.notes.append(f"the log is {size:,} bytes: read its first and last {shown}"
                         + ("" if middle is not None else " (the last part's line numbers are "
                            "not counted)"))
     return report
