@@ -340,12 +340,9 @@ def check_case(case: Case, code, out: str, err: str) -> Optional[str]:
 
 
 def _compare_contract(case: Case, code, out: str, err: str) -> Optional[str]:
-    if code not in (0, 2):
-        return f"compare exit code {code!r}"
-    if "Traceback" in out or "Traceback" in err:
-        return "traceback printed"
-    if "internal error" in err:
-        return "internal error: " + err.strip().splitlines()[-1][:300]
+    failure = mutate.broken(code, out, err, codes=(0, 2))
+    if failure is not None:
+        return "compare " + failure
     if code == 2:
         lines = [line for line in err.splitlines() if line.startswith("memlint:")]
         if len(lines) != 1 or not lines[0].startswith("memlint: error:"):

@@ -414,14 +414,23 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
-                 command: str = "check", usage: bool = False) -> Optional[str]:
-    if code not in (0, 1, 2):
+def broken(code, stdout: str, stderr: str, codes: tuple = (0, 1, 2)) -> Optional[str]:
+    """The contract every command keeps: an exit code of `codes`, no traceback, no internal
+    error."""
+    if code not in codes:
         return f"exit code {code!r}"
     if "Traceback" in stdout or "Traceback" in stderr:
         return "traceback printed"
     if "internal error" in stderr:
         return "internal error: " + stderr.strip().splitlines()[-1][:300]
+    return None
+
+
+def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
+                 command: str = "check", usage: bool = False) -> Optional[str]:
+    failure = broken(code, stdout, stderr)
+    if failure is not None:
+        return failure
     if code == 2:
         lines = [line for line in stderr.splitlines() if line.strip()]
         if not lines:
