@@ -1,11 +1,11 @@
 """Accuracy of the `precise` memory model against memory measured on real training steps.
 
-Two sets, printed side by side:
-- CPU set: every record of `../shared/calibration/records.json` (HF transformers steps) and
+Three sets, printed side by side:
+- CPU set: every record of `bench/data/calibration/records.json` (HF transformers steps) and
   `fsdp2-records.json` (simulated FSDP2 ranks), mapped to scenario keys exactly as issue 3
   prescribes; the measured peak of live tensor bytes is compared with the estimate's peak stage
   total minus its `runtime` component, in total and per category.
-- GPU set: `../shared/calibration/gpu-megatron-ci/` (Megatron-LM CI on 8 x H100, issue 13). Each
+- GPU set: `bench/data/calibration/gpu-megatron-ci/` (Megatron-LM CI on 8 x H100, issue 13). Each
   record's `model_config.yaml` is read by memlint's Megatron adapter (world size 8, H100-80GB, the
   record's training script naming the model family); the LAST pipeline stage's `allocated_bytes`
   (tensors at the peak, without CUDA context / NCCL / allocator slack) is compared with
@@ -13,8 +13,16 @@ Two sets, printed side by side:
   persistent part (weights, gradients, optimizer states and the workspaces that stay allocated)
   is compared with `allocated_after_step_bytes`, to tell state errors from activation errors.
   Records memlint cannot estimate are listed with the reason.
+- Published set: `gpu-published/manifest.json` (29 published GPU measurements of torchtitan FSDP2,
+  HF Trainer + PEFT and DeepSpeed runs, issue 25). Each row's `args` are run as `memlint estimate`
+  would run them (from the manifest's folder), and the peak stage is compared with the metric the
+  row's source logs: `max_reserved` with `reserved_bytes` (torchtitan's `memory:` line is the
+  caching allocator's reserved peak), `max_allocated` / `peak_active` with `allocated_bytes`,
+  `unspecified` (most likely nvidia-smi) with `device_bytes`. Errors are reported by group, by
+  metric, for the clean rows, eager and compiled torchtitan rows, and row by row with the
+  estimate's components.
 
-    python bench/accuracy.py [--calibration DIR] [--worst 10] [--json] [--only cpu|gpu]
+    python bench/accuracy.py [--calibration DIR] [--worst 10] [--json] [--only cpu|gpu|published]
 """
 from __future__ import annotations
 
@@ -30,19 +38,11 @@ from memlint.ir import Partial, Provenance  # noqa: E402
 from memlint.memory.estimate import estimate  # noqa: E402
 from memlint.scenario import build, overrides_partial  # noqa: E402
 
-def _default_dir() -> str:
-    """`../shared/calibration` next to the checkout (a worktree may sit one level deeper)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for _ in range(3):
-        here = os.path.dirname(here)
-        candidate = os.path.join(here, "shared", "calibration")
-        if os.path.isdir(candidate):
-            return candidate
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
-                        "calibration")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from published import print_published, published_rows  # noqa: E402
 
-
-DEFAULT_DIR = _default_dir()
+# The calibration sets, copied into the repository with their sources (bench/data/calibration/).
+DEFAULT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "calibration")
 
 DTYPE = {"fp32": "fp32", "bf16": "pure-bf16", "amp_bf16": "amp-bf16"}
 OPTIMIZER = {"adamw": ["optimizer=adamw"], "adamw_foreach": ["optimizer=adamw", "optimizer_impl=foreach"],
@@ -242,9 +242,16 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration", default=DEFAULT_DIR)
     parser.add_argument("--worst", type=int, default=10)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--only", choices=("cpu", "gpu"))
+    parser.add_argument("--only", choices=("cpu", "gpu", "published"))
     args = parser.parse_args(argv)
     calib = os.path.abspath(args.calibration)
+    if args.only == "published":
+        rows = published_rows(calib)
+        if args.json:
+            print(json.dumps(rows, indent=1, default=str))
+        else:
+            print_published(rows)
+        return 0
     if args.only == "gpu":
         rows = gpu_rows(calib)
         if args.json:
@@ -301,8 +308,10 @@ def main(argv=None) -> int:
                              "predicted_phase": stage.phase,
                              "categories": {k: (p, m) for k, (p, m) in cats.items()}})
     gpu = gpu_rows(calib) if args.only != "cpu" else []
+    published = published_rows(calib) if args.only != "cpu" else []
     if args.json:
-        print(json.dumps({"cpu": rows, "gpu": gpu}, indent=1, default=str))
+        print(json.dumps({"cpu": rows, "gpu": gpu, "published": published}, indent=1,
+                         default=str))
         return 0
     med, p90, worst = summarize([r["error"] for r in rows])
     print(f"CPU set (transformers / FSDP2 steps on the CPU): records: {len(rows)}")
@@ -322,6 +331,8 @@ def main(argv=None) -> int:
         print(f"  {row['error']:+7.2%}  {row['id']:<58} {row['predicted_phase']}/{row['phase']}")
     if gpu:
         print_gpu(gpu, args.worst)
+    if published:
+        print_published(published)
     return 0
 
 

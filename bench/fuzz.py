@@ -3,15 +3,16 @@ through the real CLI, in-process, under a time limit each.
 
     python bench/fuzz.py --count 100000 --jobs 2 --seed 1 --out /tmp/memlint-fuzz
 
-Inputs: real configs from fixtures/ and ../shared/fixtures-real/ mutated (tests/fuzz/mutate.py
-has the mutators and the oracle: exit 0/1/2 as DESIGN.md says, parseable JSON, no internal error
-or ML009, no traceback, positions on parse problems, no input over the per-input time limit),
-and a share (--generated) of whole cases from tests/fuzz/generators.py: training logs for
-`compare` (with --write-assumptions), [tool.memlint] tables beside a config, directory trees for
-`check DIR`, each with its own oracle (escaped output, the pyproject.toml left valid).
---count N runs exactly N inputs, however long that takes; --time T (without --count) runs
-until T seconds have passed; neither: --time 600. Prints inputs run, time, rate and failures
-(grouped by message, with a reproducer written under --out). Exit 1 if any failed.
+Inputs: real configs from fixtures/, the shared real configs of fixtures/shared-real/ last,
+mutated (tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says,
+parseable JSON, no internal error or ML009, no traceback, positions on parse problems, no input
+over the per-input time limit), and a share (--generated) of whole cases from
+tests/fuzz/generators.py: training logs for `compare` (with --write-assumptions), [tool.memlint]
+tables beside a config, directory trees for `check DIR`, each with its own oracle (escaped
+output, the pyproject.toml left valid). --count N runs exactly N inputs, however long that
+takes; --time T (without --count) runs until T seconds have passed; neither: --time 600. Prints
+inputs run, time, rate and failures (grouped by message, with a reproducer written under --out).
+Exit 1 if any failed.
 """
 from __future__ import annotations
 
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join("/tmp", "memlint-fuzz-failures"),
                         help="where reproducers of failures are written")
     parser.add_argument("--no-shared", action="store_true",
-                        help="only fixtures/, not ../shared/fixtures-real/")
+                        help="only fixtures/, not fixtures/shared-real/")
     args = parser.parse_args(argv)
     _LIMIT, _LIMIT_OK = args.limit, args.slow
     _GENERATED = args.generated

@@ -28,26 +28,29 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping, Optional
 
-from memlint import engine
+from memlint import engine, verdicts
 from memlint.config import assumptions_partial, config_for
 from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make,
                                  make_internal)
 from memlint.engine import ConfigError, LintConfig
 from memlint.errors import MemlintError, UsageError
-from memlint.ir import Provenance
+from memlint.ir import NO_ESTIMATE, Provenance
 from memlint.loaders import MAX_FILE_BYTES
 from memlint.memory.context import resolve_context
+from memlint.records import field, record, replace
 from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
 
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping, Optional
+
 MODEL_ONLY_FORMATS = ("hf_config", "preset", "gpt-neox-model")  # adapters/gpt_neox.py
 
 
-@dataclass
+@record
 class Options:
     """How to check, besides the files: what the command line (or an API caller) gives."""
 
@@ -60,11 +63,12 @@ class Options:
     max_bytes: int = MAX_FILE_BYTES
     allow_outside_root: bool = False
     skip_unknown: bool = False          # files no adapter reads are skipped, not warned about
+    require_estimate: bool = False      # a file without a memory verdict is an error
     hub: Optional[bool] = None          # True: a Hub model id may be fetched (config.json only)
     lenient: bool = True                # check: no memory verdict on a partial run description
 
 
-@dataclass
+@record
 class CheckResult:
     """What a check found: diagnostics (sorted per run), estimates, and the exit code."""
 
@@ -72,6 +76,7 @@ class CheckResult:
     estimates: list = field(default_factory=list)
     fail_on: Severity = Severity.ERROR
     registry: object = None
+    summary: Optional[verdicts.Summary] = None   # which files got a memory verdict, and why not
 
     @property
     def exit_code(self) -> int:
@@ -153,10 +158,16 @@ def run_pipeline(run: Run, options: Options, reg):
     parse_failed = any(d.code == "ML001" and d.severity == Severity.ERROR for d in pre)
     if options.skip_unknown and all(p.fmt == "unknown" for p in partials):
         return [], None
-    if model is None and not parse_failed:
+    not_training = scenario.extra.get(NO_ESTIMATE)
+    if not_training is not None:
+        # a file that is no training run (a text-generation launch, an inference test case)
+        pre.append(make(MISSING_MODEL, Severity.INFO,
+                        f"no memory estimate: {not_training.value}", not_training.prov,
+                        no_estimate=verdicts.NOT_TRAINING))
+    elif model is None and not parse_failed and not all(p.fmt == "unknown" for p in partials):
         pre.append(make(MISSING_MODEL, Severity.INFO,
                         "no memory estimate: no model (give --model PATH|PRESET, or model = "
-                        "... in a memlint.toml)", anchor))
+                        "... in a memlint.toml)", anchor, no_estimate=verdicts.NO_MODEL))
     elif model is not None and (model.config or model.total_params):
         pre.extend(_model_type_warnings(scenario, resolved))
         if options.lenient and _world_unknown(scenario):
@@ -166,7 +177,8 @@ def run_pipeline(run: Run, options: Options, reg):
                             "no memory check: ZeRO/FSDP shard the model over the data-parallel "
                             "size, and the world size is not given (give --world-size N, or "
                             "world_size in a memlint.toml / [tool.memlint])",
-                            scenario.where("zero") or scenario.where("fsdp") or anchor))
+                            scenario.where("zero") or scenario.where("fsdp") or anchor,
+                            no_estimate=verdicts.WORLD_UNKNOWN))
         elif options.lenient and not _describes_run(partials, options):
             pre.extend(_model_config_errors(scenario, anchor, resolved))
             # A config.json alone describes a model, not a training run: the defaults (one GPU,
@@ -175,14 +187,14 @@ def run_pipeline(run: Run, options: Options, reg):
                             "no memory check: this file describes a model, not a training run "
                             "(lint it together with the run's config, e.g. in a memlint.toml "
                             "`files = [...]`, or give the run with --set tp=... world_size=...)",
-                            anchor))
+                            anchor, no_estimate=verdicts.MODEL_ONLY))
         else:
             estimate, problem = _estimate(scenario, anchor, resolved)
             if problem is not None:
                 pre.append(problem)
     if options.skip_unknown:
-        pre = [d for d in pre if not (d.code == "ML001" and d.severity < Severity.ERROR
-                                      and "which config format" in d.message)]
+        pre = [d for d in pre if not (d.data.get("unknown_format")
+                                      and d.severity < Severity.ERROR)]
     formats = tuple(p.fmt for p in partials)
     suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
     diagnostics = engine.lint(scenario, estimate, run.config, reg, pre, suppressions, formats,
@@ -219,7 +231,8 @@ def _model_config_errors(scenario, anchor, resolved) -> list:
         if unknown is not None:
             return [unknown]
         prov = scenario.where(key) or scenario.where("model") or anchor
-        return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key)]
+        return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key,
+                     no_estimate=verdicts.CONFIG_ERROR)]
     return []
 
 
@@ -231,7 +244,8 @@ def _unresolved(scenario, key: str):
         return None
     return make(MISSING_MODEL, Severity.INFO,
                 f"no memory estimate: {key} is {found.value!r}, known only when the script runs "
-                f"(give `--set {key}=N` to check it)", found.prov, key=key)
+                f"(give `--set {key}=N` to check it)", found.prov, key=key,
+                no_estimate=verdicts.RUNTIME_VALUE)
 
 
 def _model_type_warnings(scenario, resolved) -> list:
@@ -255,7 +269,8 @@ def _estimate(scenario, anchor, resolved):
         from memlint.memory.estimate import EstimateError, estimate
     except ImportError as exc:
         return None, make(MISSING_MODEL, Severity.INFO,
-                          f"no memory estimate: the memory model is not available ({exc})", anchor)
+                          f"no memory estimate: the memory model is not available ({exc})", anchor,
+                          no_estimate=verdicts.OTHER)
     # start-up: the memory model loads only when a run is estimated
     from memlint.memory.params import ConfigError as ModelConfigError
 
@@ -272,9 +287,9 @@ def _estimate(scenario, anchor, resolved):
         if getattr(exc, "severity", "error") == "warning":
             # a valid model memlint does not count (the adapter already warned where it is)
             return None, make(UNKNOWN_MODEL_TYPE, Severity.INFO, f"no memory estimate: {exc}",
-                              prov, key=key)
+                              prov, key=key, no_estimate=verdicts.ARCHITECTURE)
         return None, make(INVALID_VALUE, Severity.ERROR, f"no memory estimate: {exc}", prov,
-                          key=key)
+                          key=key, no_estimate=verdicts.CONFIG_ERROR)
     except Exception as exc:  # noqa: BLE001 - the model failing is an internal error (exit 2)
         failure = make_internal(f"the memory model failed: {type(exc).__name__}: {exc}", anchor)
         import traceback  # for start-up speed: only a failure needs it
@@ -298,6 +313,7 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
     diagnostics, estimates = list(reg.diagnostics), []
     fail_on = None
     seen = set()
+    summary = verdicts.Summary()
     for run in runs:
         validate(run.config, reg)
         fail_on = run.config.fail_on if fail_on is None else min(fail_on, run.config.fail_on)
@@ -309,8 +325,28 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
                 diagnostics.append(d)
         if estimate is not None:
             estimates.append(estimate)
-    return CheckResult(diagnostics, estimates,
-                       fail_on or lint_config(options, cwd).fail_on, reg)
+        summary.add(run_files(run), verdicts.run_reason(
+            found, estimate, all(p.fmt == "unknown" for p in run.partials)))
+    result = CheckResult(diagnostics, estimates,
+                         fail_on or lint_config(options, cwd).fail_on, reg, summary)
+    if options.require_estimate:
+        result.diagnostics.extend(missing_estimates(summary, options.skip_unknown))
+    return result
+
+
+def run_files(run: Run) -> list:
+    """The files a run read (not the model a name resolved to)."""
+    return [p.source for p in run.partials if p.source and os.path.exists(p.source)]
+
+
+def missing_estimates(summary: "verdicts.Summary", skip_unknown: bool) -> list:
+    """--require-estimate: an error per file that got no memory verdict, with the reason (not
+    for the files --skip-unknown skips)."""
+    return [make(MISSING_MODEL, Severity.ERROR,
+                 f"no memory verdict ({reason}), and --require-estimate asks for one",
+                 Provenance(path, None, None, None), require_estimate=True)
+            for path, reason in sorted(summary.without.items())
+            if not (skip_unknown and verdicts.is_unread_format(reason))]
 
 
 def one_run(paths: Iterable[str], options: Options) -> Run:

@@ -9,10 +9,20 @@ values inconsistent"). The DeepSpeed and HF-config detectors decline such files,
 through to an adapter that reads argument files (or to the "cannot tell the format" warning).
 
 Checked on real files in fixtures/real-world (ms-swift sft.json / sft_args.json / train configs).
+
+`neighbour_format` names the formats of neighbouring frameworks (nanotron, picotron, NeMo,
+Megatron-Bridge, torchtune, LitGPT) by their own top-level structure: such a file is reported as
+that framework's config, which memlint does not read (a warning, skipped under --skip-unknown),
+never read as one of memlint's formats.
 """
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
+from typing import Optional
+
+from memlint.adapters._toplevel import top_level_keys
 
 # Keys that only a trainer's argument file has at its top level: none is a DeepSpeed config key
 # (deepspeed/runtime/config.py, constants.py) nor an HF PretrainedConfig attribute.
@@ -57,3 +67,70 @@ def hydra_launch(text: str) -> bool:
     if _MEGATRON_FLAG.search(text) or _ENTRY.search(text):   # anywhere, as Megatron's detect
         return False
     return len(_OVERRIDE.findall(head)) >= 5
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats of neighbouring frameworks, recognised positively by their own top-level structure, so
+# that they are named ("a nanotron config") and never read as one of memlint's formats. Each
+# signature is the set of keys that framework's loader requires or alone writes, at the commit
+# cited (fixtures/real-world/SOURCES.md lists the real files each was checked on).
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A framework whose config format memlint recognises but does not read."""
+
+    name: str
+    loader: str     # what reads the file in that framework (file at a pinned commit)
+
+
+NANOTRON = Neighbour("nanotron", "nanotron's get_config_from_file, Config(general, parallelism, "
+                     "model, ...) in src/nanotron/config/config.py at 2411b02")
+PICOTRON = Neighbour("picotron", "picotron's train.py, which reads config['distributed'], "
+                     "['model'] and ['training'] (huggingface/picotron at 59714b1)")
+MEGATRON_BRIDGE = Neighbour("Megatron-Bridge / NeMo 2", "Megatron-Bridge's ConfigContainer "
+                            "override YAML (src/megatron/bridge/training/config.py at 067f987)")
+NEMO = Neighbour("NeMo", "NeMo's Hydra config (trainer / exp_manager / model, "
+                 "NVIDIA/NeMo examples/*/conf at 8cfedd7)")
+TORCHTUNE = Neighbour("torchtune", "torchtune's `tune run` recipe config (_component_ "
+                      "instantiation, pytorch/torchtune recipes/configs at bd2a0fc)")
+LITGPT = Neighbour("LitGPT", "LitGPT's jsonargparse CLI config (litgpt finetune/pretrain "
+                   "--config, Lightning-AI/litgpt config_hub at 2685705)")
+
+# Megatron-Bridge ConfigContainer's fields (training/config.py at 067f987)
+_CONTAINER = frozenset((
+    "env_vars", "rng", "rerun_state_machine", "train", "model", "optimizer",
+    "optimizer_config_override_provider", "ddp", "validation", "scheduler", "dataset", "logger",
+    "tokenizer", "checkpoint", "dist", "ft", "straggler", "nvrx_straggler", "profiling", "peft",
+    "comm_overlap", "mixed_precision", "tensor_inspect", "inprocess_restart"))
+_CONTAINER_ONLY = frozenset(("train", "ddp", "dist", "rng", "scheduler", "rerun_state_machine",
+                             "comm_overlap", "mixed_precision", "nvrx_straggler"))
+_TORCHTUNE = re.compile(r"^[ \t]*_component_[ \t]*:[ \t]*torchtune\.", re.M)
+_LITGPT_RUN = frozenset(("checkpoint_dir", "model_name", "initial_checkpoint_dir", "precision",
+                         "devices"))
+
+
+def _yaml_neighbour(keys: frozenset, head: str) -> Optional[Neighbour]:
+    if {"general", "parallelism", "model"} <= keys:
+        return NANOTRON
+    if _TORCHTUNE.search(head):
+        return TORCHTUNE
+    if "trainer" in keys and ("exp_manager" in keys or "model" in keys):
+        return NEMO
+    if "out_dir" in keys and "train" in keys and keys & _LITGPT_RUN:
+        return LITGPT
+    if len(keys) >= 2 and keys <= _CONTAINER and keys & _CONTAINER_ONLY:
+        return MEGATRON_BRIDGE
+    return None
+
+
+def neighbour_format(path: str, text: str) -> Optional[Neighbour]:
+    """The neighbouring framework whose config this YAML / JSON file is, or None."""
+    name = os.path.basename(path).lower()
+    head = text[:65536]
+    if name.endswith((".yaml", ".yml")):
+        return _yaml_neighbour(top_level_keys(head), head)
+    if name.endswith(".json"):
+        if {"distributed", "model", "training"} <= top_level_keys(head):
+            return PICOTRON
+    return None

@@ -503,8 +503,10 @@ class _Builder:
                             else _pad(origins, len(text), self.offset))
         self.size += len(text)
 
-    def split(self, text: str, origins: list, opaque: tuple = ()) -> None:
-        """Unquoted expansion: blanks outside the opaque spans separate words."""
+    def split(self, text: str, origins: list, opaque: tuple = (), unresolved: tuple = ()
+              ) -> None:
+        """Unquoted expansion: blanks outside the opaque spans separate words; `unresolved`
+        goes with the words that hold an opaque span."""
         origins = origins if len(origins) == len(text) else _pad(origins, len(text), self.offset)
         pos = 0
         for start, end in sorted(opaque) + [(len(text), len(text))]:
@@ -516,6 +518,7 @@ class _Builder:
                     self.append(match.group(0), origins[match.start():match.end()])
             if end > start:
                 self.append(text[start:end], origins[start:end], opaque=True)
+                self.unresolved.extend(unresolved)
             pos = max(pos, end)
 
 
@@ -564,7 +567,8 @@ class Expander:
 
         def add(text: str, origins: list, quoted: bool, unresolved: tuple = (),
                 literal: bool = False, opaque: tuple = ()) -> None:
-            b.unresolved.extend(unresolved)
+            if quoted or literal or not split or not opaque:
+                b.unresolved.extend(unresolved)
             if quoted or literal or not split:
                 b.append(text, origins, opaque=literal and bool(unresolved))
                 if opaque and not (literal and unresolved):
@@ -573,7 +577,9 @@ class Expander:
                 if quoted:
                     b.touched = True
                 return
-            b.split(text, origins, opaque)
+            # what could not be known belongs to the words made of the unknown spans, not to
+            # whichever word the re-split string starts with
+            b.split(text, origins, opaque, unresolved)
 
         for kind, payload in self._segments(word.segs):
             if kind == "lit":
@@ -907,6 +913,7 @@ class Interpreter:
 
     def __init__(self, env: Optional[dict] = None):
         self.expander = Expander(env)
+        self.keep_empty = False   # see _fields
         self.notes: list = []
         self.assigned_at: dict = {}   # variable -> offset of its last assignment
 
@@ -995,8 +1002,7 @@ class Interpreter:
             self._assign(word, where)
         if not rest:
             return
-        expand = self.expander.fields
-        fields = [f for word in rest for f in expand(word)]
+        fields = [f for word in rest for f in self._fields(word)]
         if origin is not None:
             fields = [_moved(f, origin) for f in fields]
         if not fields:
@@ -1018,6 +1024,20 @@ class Interpreter:
                 self.expander.env = saved
                 return
         yield Simple(list(prefix) + fields, where(command.offset))
+
+    def _fields(self, word: Word) -> list:
+        """The word's fields; with `keep_empty`, a word that only variables the script set to
+        nothing made vanish stays as one empty, unresolved field, so that `--save $CKPT` after
+        `CKPT=<Specify path>` reads as a value still to be filled in, not as a missing one."""
+        found = self.expander.fields(word)
+        if found or not self.keep_empty:
+            return found
+        empty = [s.raw for s in word.segs if s.kind == "var" and not s.quoted
+                 and self.expander.value_of(s) is not None]
+        if not empty or any(s.kind == "lit" and s.text for s in word.segs):
+            return found
+        return [Field("", [], word.offset, (f"{', '.join(empty)} (empty where the script sets "
+                                            "it: a value still to be filled in)",))]
 
     def _assign(self, word: Word, where) -> None:
         self.expander.assign(word)

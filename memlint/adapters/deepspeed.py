@@ -26,15 +26,20 @@ import json
 import os
 import re
 from collections import deque
-from typing import Any, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
+from memlint.adapters._toplevel import top_level_keys
 from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
+from memlint.facts import coverage
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
@@ -43,9 +48,12 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspee
 # Detection
 
 _NAME_HINTS = ("ds_config", "deepspeed", "ds_z", "zero1", "zero2", "zero3", "zero_stage")
-_SENTINELS = ('"zero_optimization"', '"train_micro_batch_size_per_gpu"', '"train_batch_size"',
-              '"gradient_accumulation_steps"', '"steps_per_print"', '"zero_allow_untested_optimizer"',
-              '"wall_clock_breakdown"')
+# DeepSpeed's own top-level keys (deepspeed/runtime/constants.py): the first three are strong, the
+# rest count only in a file that is no HF model config. Only the top level counts: picotron nests
+# "gradient_accumulation_steps" under "training" and was read as DeepSpeed before.
+_SENTINELS = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
+              "gradient_accumulation_steps", "steps_per_print", "zero_allow_untested_optimizer",
+              "wall_clock_breakdown")
 
 
 def detect(path: str, text: str) -> bool:
@@ -59,15 +67,16 @@ def detect(path: str, text: str) -> bool:
         return False  # open-instruct keeps its DeepSpeed JSON in *.conf; other .conf are not JSON
     if training_arguments(head):
         return False  # a trainer's argument file naming or sharing DeepSpeed keys (_neighbours)
-    if any(sentinel in head for sentinel in _SENTINELS[:3]):
+    keys = top_level_keys(head)
+    if keys.intersection(_SENTINELS[:3]):
         return True
-    if '"model_type"' in head or '"architectures"' in head:
+    if "model_type" in keys or "architectures" in keys:
         return False
-    if any(sentinel in head for sentinel in _SENTINELS[3:]):
+    if keys.intersection(_SENTINELS[3:]):
         return True
     if name.startswith("ds_config") and not text.strip():
         return True  # named for DeepSpeed, which fails to load an empty file
-    if any(hint in name for hint in _NAME_HINTS) and ('"fp16"' in head or '"bf16"' in head):
+    if any(hint in name for hint in _NAME_HINTS) and ('fp16' in keys or 'bf16' in keys):
         return True
     return name.startswith("ds_config") and _unparseable(text)
 
@@ -425,9 +434,48 @@ def _schema_diagnostics(doc: Document) -> list:
                                         f"{json.dumps(error.instance)}; each value is tried",
                                         doc.prov(path), path=_dotted(path)))
                 continue
-            diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, _message(error, path),
+            message = _message(error, path)
+            if isinstance(error.instance, str) and _PLACEHOLDER.match(error.instance):
+                message += (" (a template placeholder? DeepSpeed's hjson loader reads a bare word "
+                            "as a string to the end of its line, and the config gets that string)")
+            diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, message,
                                     doc.prov(path), path=_dotted(path)))
     return diagnostics
+
+
+# The legacy curriculum (enabled: true) does arithmetic on these at every step
+# (deepspeed/runtime/data_pipeline/curriculum_scheduler.py __fixed_root_get_difficulty at
+# edaa722): a string there fails at the first step. Checked here rather than in the schema,
+# which has no conditional on `enabled`.
+_CURRICULUM_NUMBERS = (("min_difficulty",), ("max_difficulty",),
+                       ("schedule_config", "total_curriculum_step"),
+                       ("schedule_config", "difficulty_step"), ("schedule_config", "root_degree"))
+
+
+def _curriculum_diagnostics(doc: Document) -> list:
+    block = doc.data.get("curriculum_learning") if isinstance(doc.data, dict) else None
+    if not isinstance(block, dict) or block.get("enabled") is not True:
+        return []
+    out = []
+    for keys in _CURRICULUM_NUMBERS:
+        node = block
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None or (isinstance(node, (int, float)) and not isinstance(node, bool)):
+            continue
+        path = ("curriculum_learning",) + keys
+        message = (f"{_dotted(path)}: expected a number, got {json.dumps(node)}; the enabled "
+                   "legacy curriculum computes with it at the first step")
+        if isinstance(node, str) and _PLACEHOLDER.match(node):
+            message += (" (a template placeholder? DeepSpeed's hjson loader reads a bare word as "
+                        "a string to the end of its line)")
+        out.append(make(SCHEMA_ERROR, Severity.ERROR, message, doc.prov(path),
+                        path=_dotted(path)))
+    return out
+
+
+# a bare upper-case word an HJSON quoteless string picked up (`"stage": ZERO_STAGE,`)
+_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*,?$")
 
 
 def _neox_file(data) -> bool:
@@ -475,6 +523,23 @@ def _message(error, path: tuple) -> str:
     return f"{name}: {error.message}"
 
 
+# What a misspelt top-level block leaves off: DeepSpeedConfig reads each block by its exact key
+# and takes the defaults when it is absent (deepspeed/runtime/zero/config.py get_zero_config at
+# edaa722: no "zero_optimization" -> DeepSpeedZeroConfig(), stage 0; runtime/config.py
+# get_bfloat16_config / get_fp16_enabled: absent -> disabled); unknown top-level keys are never
+# checked, so the typo is silent at launch.
+_IGNORED_BLOCK = {
+    "zero_optimization": "ZeRO stays off (stage 0): every GPU keeps the whole optimizer state, "
+                         "gradients and weights",
+    "bf16": "bf16 stays off (fp32 training, unless fp16 is on)",
+    "fp16": "fp16 stays off (fp32 training, unless bf16 is on)",
+    "activation_checkpointing": "DeepSpeed's activation-checkpointing settings are not applied",
+    "optimizer": "DeepSpeed builds no optimizer from this file (the client's one is used)",
+    "train_micro_batch_size_per_gpu": "the micro batch size is derived from the other batch keys",
+    "gradient_accumulation_steps": "gradient accumulation is derived from the other batch keys",
+}
+
+
 def _unknown_severity(key, path: tuple, mode: str, neox: bool) -> Severity:
     if not path and str(key).startswith("_"):
         return Severity.INFO
@@ -493,7 +558,7 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
     # a key with '-' marks a gpt-neox-style file: then every unknown top-level key is one of
     # that framework's own arguments
     framework_file = not path and any("-" in str(k) for k in instance if k not in allowed)
-    hints, rest = 0, []
+    rest = []
     for key in instance:
         if key in allowed:
             continue
@@ -512,10 +577,7 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
                             f"top-level key {key!r} is not a DeepSpeed option; read as a comment "
                             "(DeepSpeed ignores it)", where, key=key))
             continue
-        hint = _RENAMED.get((path[-1] if path else None, key))
-        if hint is None and hints < K.MAX_HINTS:
-            hints += 1
-            hint = K.suggest(str(key), allowed)
+        hint = _RENAMED.get((path[-1] if path else None, key)) or K.suggest(str(key), allowed)
         tail = f"; did you mean {hint!r}?" if hint else ""
         note = subschema.get("x-unknown-note")
         if mode == "error" and severity == Severity.WARNING:
@@ -527,7 +589,10 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
                               "forbids extra keys; it fails at launch")
             message = f"unknown key {key!r} in {block}: {reason}{tail}"
         elif not path:
-            message = f"unknown top-level key {key!r}: DeepSpeed ignores it{tail}"
+            lost = _IGNORED_BLOCK.get(hint) if hint and hint not in instance else None
+            message = (f"unknown top-level key {key!r}: DeepSpeed ignores it"
+                       + (f", so {lost}; memlint estimates what DeepSpeed will do" if lost
+                          else "") + tail)
         else:
             message = f"unknown key {key!r} in {block}: {note or 'DeepSpeed ignores it'}{tail}"
         out.append(make(UNKNOWN_KEY, severity, message, where, key=key, suggestion=hint))
@@ -669,11 +734,14 @@ _OPTIMIZERS = {
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
+    # DeepSpeedConfig reads a config file with hjson.load (deepspeed/runtime/config.py at
+    # edaa722): comments, quoteless keys and strings, optional commas
     doc = load_json_mapping(path, text, "a DeepSpeed config", partial.diagnostics,
-                            allow_comments=True)
+                            allow_comments=True, hjson=True)
     if doc is None:
         return partial
     partial.diagnostics.extend(_schema_diagnostics(doc))
+    partial.diagnostics.extend(_curriculum_diagnostics(doc))
     _map(doc, partial)
     sibling = find_sibling_model(path)
     if sibling:
@@ -717,6 +785,7 @@ def _map(doc: Document, partial: Partial) -> None:
     _map_precision(doc, partial)
     _map_optimizer(doc, partial)
     _map_activation_checkpointing(doc, partial)
+    _record_not_modeled(doc, partial)
 
     autos = _auto_paths(data)
     if autos:
@@ -884,6 +953,24 @@ def _map_optimizer(doc: Document, partial: Partial) -> None:
             key="optimizer.type"))
         return
     partial.set("optimizer", mapped, where)
+
+
+def _record_not_modeled(doc: Document, partial: Partial) -> None:
+    """Keys the coverage table (memlint/facts/coverage/deepspeed.json) says are not modeled, as
+    `deepspeed.<dotted path>` facts for the not-modeled rule (the blocks read above are already
+    recorded under their own names)."""
+    for dotted in coverage.table("deepspeed").not_modeled:
+        path = tuple(dotted.split("."))
+        node: Any = doc.data
+        for part in path:
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is _MISSING or f"deepspeed.{path[-1]}" in partial.extra \
+                or f"deepspeed.{dotted}" in partial.extra:
+            continue
+        partial.set_extra(f"deepspeed.{dotted}", _extra_value(node), doc.prov(path, dotted))
+
+
+_MISSING = object()
 
 
 def _map_activation_checkpointing(doc: Document, partial: Partial) -> None:

@@ -11,11 +11,14 @@ import os
 from typing import Iterator
 
 from memlint.adapters._neighbours import training_arguments
+from memlint.adapters._toplevel import top_level_keys
 from memlint.ir import Partial
 from memlint.loaders import MAX_FILE_BYTES, load_json_mapping, read_text
 
 FORMAT = "hf_config"
-_SENTINELS = ('"model_type"', '"architectures"', '"num_hidden_layers"', '"n_layer"')
+# PretrainedConfig's own top-level keys; nested ones do not count (a trainer config with a
+# "model": {"num_hidden_layers": ...} section is not a model config).
+_SENTINELS = ("model_type", "architectures", "num_hidden_layers", "n_layer")
 
 
 def detect(path: str, text: str) -> bool:
@@ -26,10 +29,10 @@ def detect(path: str, text: str) -> bool:
         return True
     if training_arguments(text):
         return False  # ms-swift / HF argument files carry a model_type too (_neighbours)
-    head = text[:4096]
-    return sum(sentinel in head for sentinel in _SENTINELS) >= 2 or (
-        '"model_type"' in text and '"zero_optimization"' not in text
-        and '"train_batch_size"' not in text and '"train_micro_batch_size_per_gpu"' not in text)
+    keys = top_level_keys(text)
+    return len(keys.intersection(_SENTINELS)) >= 2 or (
+        "model_type" in keys and not keys.intersection(
+            ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu")))
 
 
 def flatten(data: dict, prefix: str = "") -> Iterator[tuple]:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Optional
 
 from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import _resolve_reference, inside
@@ -32,6 +30,11 @@ from memlint.ir import Partial, Provenance
 from memlint.keys import MAX_INT
 from memlint.keys import to_bool as keys_to_bool
 from memlint.loaders import load_json, load_yaml, read_text, repo_root, suppressions
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "hf_trainer"
 
@@ -40,7 +43,7 @@ TRANSFORMERS_SOURCE = "huggingface/transformers src/transformers/training_args.p
 TRL_SOURCE = "huggingface/trl@f2cd5771 trl/trainer"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Item:
     """One argument as written: its name (underscored, no dashes), value, position."""
 
@@ -163,7 +166,8 @@ DEFAULTS = {
 
 def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
           defaults: Optional[dict] = None, loaded_dtype: Optional[str] = None,
-          lora: Optional[bool] = None, assumed: Optional[list] = None) -> dict:
+          lora: Optional[bool] = None, assumed: Optional[list] = None,
+          script: str = "") -> dict:
     """Map Trainer/TRL arguments onto scenario keys. Returns the arguments by name (the last of
     a repeated one wins, as argparse does). `defaults` replaces the trainer's DEFAULTS entries
     (LLaMA-Factory's own); `loaded_dtype`/`lora` are what the caller already decided, and
@@ -318,6 +322,11 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
     _liger_loss(args, partial, trainer)
+    if trainer == "trl":
+        # start-up: the RL / preference reader loads only for TRL arguments
+        from memlint.adapters import trl_rl
+
+        trl_rl.apply(args, partial, anchor, partial.source, script, assumed)
     if assumed:
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -394,6 +403,10 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
                 prov, key=prov.key))
             return
     partial.set("model", name, prov)
+
+
+# the one Hub-id-or-local-folder rule, for other trainers' readers (verl, OpenRLHF)
+local_or_hub_model = _model
 
 
 def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
@@ -711,7 +724,7 @@ def load(path: str, text: str) -> Partial:
         llamafactory.apply_items(partial, items, path)
         return partial
     anchor = Provenance(path, 1, 1, None)
-    args = apply(items, partial, trainer_of(items, script), anchor)
+    args = apply(items, partial, trainer_of(items, script), anchor, script=script)
     check_deepspeed(partial, args, path)
     return partial
 

@@ -16,17 +16,22 @@ from __future__ import annotations
 import importlib
 import os
 from functools import lru_cache
-from typing import Optional
 
 from memlint import plugins as _plugins
-from memlint.adapters._neighbours import hydra_launch
+from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
                                  make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root, suppressions
 
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
+    "memlint.adapters.verl",
+    "memlint.adapters.openrlhf",
     "memlint.adapters.gpt_neox",
     "memlint.adapters.llamafactory",
     "memlint.adapters.hf_trainer",
@@ -97,6 +102,8 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
+    "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.gpt_neox": (".yaml", ".yml"),
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",
@@ -194,6 +201,15 @@ def detect_format(path: str, text: str):
     return None
 
 
+def _unread(path: str, message: str, neighbour: Optional[str]) -> Partial:
+    """The Partial of a file no adapter reads: a warning that --skip-unknown drops."""
+    partial = Partial(source=path, fmt="unknown")
+    partial.diagnostics.append(make(PARSE_ERROR, Severity.WARNING, message,
+                                    Provenance(path, None, None, None), unknown_format=True,
+                                    neighbour=neighbour))
+    return partial
+
+
 def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
     """Read, detect and load one file. Never raises on bad input."""
     text, problems = read_text(path, max_bytes)
@@ -201,17 +217,18 @@ def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
         partial = Partial(source=path, fmt="unknown")
         partial.diagnostics.extend(problems)
         return partial
+    neighbour = neighbour_format(path, text)
+    if neighbour is not None:
+        return _unread(path, f"a {neighbour.name} config ({neighbour.loader}): memlint does not "
+                       f"read {neighbour.name}'s format, so this file gets no memory verdict",
+                       neighbour.name)
     module = detect_format(path, text)
     if module is None:
-        partial = Partial(source=path, fmt="unknown")
         # a file memlint cannot read is not a broken config: a warning, so that a hook or CI
         # gate never fails on a valid config of a framework memlint does not know
-        partial.diagnostics.append(make(
-            PARSE_ERROR, Severity.WARNING,
-            f"cannot tell which config format this is (memlint reads: "
-            f"{', '.join(formats())}); name it after its format or list it under `files` in a "
-            "memlint.toml", Provenance(path, None, None, None)))
-        return partial
+        return _unread(path, f"cannot tell which config format this is (memlint reads: "
+                       f"{', '.join(formats())}); name it after its format or list it under "
+                       "`files` in a memlint.toml", None)
     try:
         result = module.load(path, text)
     except Exception as exc:  # noqa: BLE001 - an adapter bug is an internal error, not a crash

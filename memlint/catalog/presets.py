@@ -6,7 +6,11 @@ nothing else). Adapters with their own catalogs (torchtitan flavors) register he
 """
 from __future__ import annotations
 
-from typing import Optional
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 
 PRESETS: dict = {
     "llama3-8b": {  # meta-llama/Meta-Llama-3-8B config.json
@@ -30,7 +34,7 @@ PRESETS: dict = {
         "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000,
         "tie_word_embeddings": False, "max_position_embeddings": 32768,
     },
-    # The seed article's "M3" MoE (../shared/seeds/000, CH 7.1): d=6144, L=60, H_q=64, H_kv=4,
+    # The seed article's "M3" MoE (article 000 CH 7.1, docs/seeds.md): d=6144, L=60, H_q=64, H_kv=4,
     # D=128, dense FFN 12288, expert FFN 2048, 128 experts, top-4, V=200064; N = 428B of which
     # ~398B in experts (the article's own totals, which its worked numbers use).
     "seed-m3": {

@@ -7,7 +7,7 @@ Three per-layer models, chosen by the assumption `activations.model` and the fra
   "Reducing Activation Recomputation in Large Transformer Models", section 4, generalized tensor
   by tensor to GQA, gated MLPs, MoE top-k and MLA; TP divides the tensor-parallel region and SP
   the rest (Table 2).
-- `hf` (transformers modules run eagerly, as in `../shared/calibration`): the tensors autograd
+- `hf` (transformers modules run eagerly, as in `bench/data/calibration`): the tensors autograd
   saves for each op of the HF modeling code (RMSNorm's fp32 upcast, RoPE outputs, SDPA's
   output and log-sum-exp, eager attention's fp32 softmax, the SwiGLU / GeLU intermediates, dropout
   masks), each an `Item` (memory/activations_eager.py) so `--explain` lists them.

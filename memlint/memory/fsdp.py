@@ -4,7 +4,7 @@ Each function returns `Term`s of the `buffers` component (memory/buffers.py deci
 of the step each belongs to); the resident shards (parameters, gradients, optimizer states, each
 / shard) are memory/states.py's terms. Inputs are counts and byte widths, never the Scenario, so
 the functions are tested on hand-checked numbers and against
-../shared/calibration/fsdp2-records.json.
+bench/data/calibration/fsdp2-records.json.
 
 What FSDP2 keeps on one rank (PyTorch `torch/distributed/fsdp/_fully_shard/`: `_fsdp_param.py`,
 `_fsdp_param_group.py`, `_fsdp_state.py`; FSDP2 tutorial and `fully_shard` docs):

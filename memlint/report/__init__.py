@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field, replace
-from typing import Optional
 
 from memlint.escape import escape_controls, one_line
+from memlint.records import field, record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["FORMATS", "Report", "display_path", "escape_controls", "get", "location", "one_line",
            "render"]
@@ -22,7 +25,7 @@ __all__ = ["FORMATS", "Report", "display_path", "escape_controls", "get", "locat
 FORMATS = ("text", "json", "sarif", "github", "junit", "markdown", "html")
 
 
-@dataclass
+@record
 class Report:
     diagnostics: list = field(default_factory=list)
     estimates: list = field(default_factory=list)      # memlint.memory.terms.Estimate
@@ -36,6 +39,7 @@ class Report:
     width: int = 100
     show_estimates: bool = True
     fail_on: object = None                             # Severity: the lowest that fails the run
+    summary: object = None                             # memlint.verdicts.Summary (check)
 
     def __post_init__(self) -> None:
         self.diagnostics = [_clean(d) for d in self.diagnostics]

@@ -8,7 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
-from memlint.report import host_lines, location
+from memlint.report import host_lines, location, phases
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -18,19 +18,24 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def diagnostic_line(d, report) -> str:
-    return f"{location(d, report)}: {d.code} {d.rule} {d.message}"
+    return f"{location(d, report)}: {d.code} {d.severity.label} {d.rule} {d.message}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 or noun == 'info' else 's'}"
 
 
 def _summary(diagnostics) -> str:
-    if not diagnostics:
-        return "No problems found."
+    """Problems are the errors and warnings; infos are counted apart."""
     counts = {}
     for d in diagnostics:
         counts[d.severity.label] = counts.get(d.severity.label, 0) + 1
-    parts = [f"{counts[k]} {k}{'s' if counts[k] != 1 and k != 'info' else ''}"
-             for k in ("error", "warning", "info") if k in counts]
-    total = len(diagnostics)
-    return f"Found {total} problem{'s' if total != 1 else ''} ({', '.join(parts)})."
+    problems = counts.get("error", 0) + counts.get("warning", 0)
+    parts = [_plural(counts[k], k) for k in ("error", "warning") if counts.get(k)]
+    infos = f" and {_plural(counts['info'], 'info')}" if counts.get("info") else ""
+    if not problems:
+        return f"No problems found{' (' + _plural(counts['info'], 'info') + ')' if infos else ''}."
+    return f"Found {_plural(problems, 'problem')} ({', '.join(parts)}){infos}."
 
 
 def grouped(stage) -> dict:
@@ -66,6 +71,20 @@ def bar(stage, scale: int, capacity: int, width: int = BAR_WIDTH) -> list:
     return segments
 
 
+def model_origin(estimate, report) -> str:
+    """' (model NAME, from WHERE)': which model the estimate is for and what named it."""
+    scenario = getattr(estimate, "scenario", None)
+    model = getattr(scenario, "model", None)
+    if model is None or not model.name:
+        return ""
+    where = scenario.where("model")
+    origin = ""
+    if where is not None:
+        origin = (f", from {report.path(where.file)}" if where.file
+                  else f", from {where.key or 'the command line'}")
+    return f" (model {model.name}{origin})"
+
+
 def estimate_lines(estimate, report) -> list:
     """Lines, each a list of (text, style) segments."""
     units = report.units
@@ -80,7 +99,8 @@ def estimate_lines(estimate, report) -> list:
         extra = "".join(f", {k} {params[k] / 1e9:.2f}B" for k in ("experts", "vision")
                         if params.get(k))
         lines.append([(f"params: total {params['total'] / 1e9:.2f}B, trainable "
-                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}", "")])
+                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}"
+                       f"{model_origin(estimate, report)}", "")])
     header = (f"{'stage':>5} {'layers':>6} {'phase':<18} {'weights':>9} {'gradients':>9} "
               f"{'optimizer':>9} {'activations':>11} {'other':>9} {'total':>9} {'of GPU':>7}")
     lines.append([(f"{header}   ({units})", "bold")])
@@ -102,6 +122,8 @@ def estimate_lines(estimate, report) -> list:
                      + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
     legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
     lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    if phases.shows_phases(estimate):
+        lines.extend(phases.text_lines(estimate, units))
     lines.extend([[(line, "dim")] for line in three_numbers_lines(stages, units)])
     lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
@@ -169,7 +191,7 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  allocated = every term but runtime = {stage.allocated_bytes:,} B "
                          f"({fmt(stage.allocated_bytes, units, 3)}): compare with Megatron's "
                          "max allocated / torch.cuda.max_memory_allocated")
-            lines.append(f"  reserved = allocated + runtime.allocator = "
+            lines.append(f"  reserved = allocated + runtime.allocator* (cached, idle) = "
                          f"{stage.reserved_bytes:,} B ({fmt(stage.reserved_bytes, units, 3)}): "
                          "compare with torchtitan's max reserved")
             lines.append(f"  device = reserved + CUDA context + NCCL = {stage.device_bytes:,} B "
@@ -181,6 +203,8 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  host (not GPU): {term.name} = {term.bytes:,} B "
                          f"({fmt(term.bytes, units, 3)}) = {term.formula}")
         lines.append("")
+    if phases.shows_phases(estimate):
+        lines += phases.explain_lines(estimate, units)
     if report.stage is None:
         lines += host_lines.explain_lines(estimate, units)
     return [[(line, "")] for line in lines]
@@ -201,6 +225,8 @@ def report_lines(report) -> list:
         if lines:
             lines.append([("", "")])
         lines.append([(_summary(report.diagnostics), "bold")])
+    if report.summary is not None and not report.quiet:
+        lines.append([(report.summary.line(), "bold" if report.summary.without else "")])
     return lines
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from memlint.diagnostics import Severity
+from memlint.facts.coverage import DIRECTIONS, describe, set_not_modeled
 from memlint.ir import UNREAD_REFERENCE
 from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
                                     with_parallelism, with_training)
@@ -185,8 +186,8 @@ class ExceedsGpuMemory(Rule):
 
     def check(self, ctx):
         estimate = ctx.estimate
-        if estimate is None or not estimate.stages:
-            return
+        if estimate is None or not estimate.stages or getattr(estimate, "rl", None):
+            return  # an RL step: rules/rl.py reports each phase
         capacity = estimate.capacity_bytes
         stage = estimate.peak_stage
         total = stage.total_bytes
@@ -197,18 +198,21 @@ class ExceedsGpuMemory(Rule):
         count = (f" ({len(over)} of {len(estimate.stages)} stages exceed it)"
                  if len(estimate.stages) > 1 else "")
         defaults = resting_defaults(ctx, stage)
+        unmodeled = flipping_settings(ctx, oom=True)
         yield Finding(
             f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
             f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
             f"{estimate.gpu_name}{count}; largest terms: {terms}"
-            + (defaults_note(defaults) if defaults else ""),
+            + (defaults_note(defaults) if defaults else "") + not_modeled_note(unmodeled),
             keys=keys_for(stage),
-            severity=Severity.WARNING if defaults else None,
+            severity=Severity.WARNING if defaults or any(
+                f.entry.direction == "high" for f in unmodeled) else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "excess_bytes": total - capacity,
                   "rests_on_defaults": [key for key, _ in defaults if key != UNREAD_REFERENCE],
                   "rests_on_unread_files": [path for key, path in defaults
-                                            if key == UNREAD_REFERENCE]})
+                                            if key == UNREAD_REFERENCE],
+                  "not_modeled": [f.entry.key for f in unmodeled]})
 
 
 class LowMemoryHeadroom(Rule):
@@ -273,7 +277,8 @@ class LowMemoryHeadroom(Rule):
             f"{stage_label(estimate, stage)} peaks at {size(ctx, total)} of "
             f"{size(ctx, capacity)} ({total / capacity:.0%}), leaving {size(ctx, free)}: under "
             f"the {margin:.0%} margin kept for fragmentation and spikes"
-            + (defaults_note(defaults) if defaults else ""),
+            + (defaults_note(defaults) if defaults else "")
+            + not_modeled_note(flipping_settings(ctx, oom=False)),
             keys=keys_for(stage),
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "free_bytes": free, "margin": margin})
@@ -623,5 +628,110 @@ class SeqLenBeyondPositions(Rule):
                 data={"seq_len": seq_len, "positions": limit, "kind": kind})
 
 
+class NotModeled(Rule):
+    """A setting that changes memory in a way the estimate does not count.
+
+    What it checks:
+        Every flag or key the run sets whose memory class is *not modeled* in memlint's coverage
+        tables (memlint/facts/coverage/<framework>.json): CUDA graphs, tensor-parallel
+        communication overlap buffers, fine-grained activation offloading, more than one
+        distributed-optimizer instance, a router in fp32, and the rest listed there. The message
+        names the setting, what the framework does, which way the estimate errs (too low, too
+        high, either way) and, where the framework's code gives one, a bound. Only runs that
+        have an estimate are checked; a value that changes nothing (the framework's default,
+        `off` in the table) is silent, and so is a setting that changes host RAM only (an
+        asynchronous checkpoint's staging copy) unless the run's node or host memory is given.
+
+    Why it matters:
+        An estimate is only as good as what it counts. On Megatron-LM's CI runs memlint is
+        within 2-3% where it models every setting, but fine-grained activation offloading made
+        it 81% too high, `--num-distributed-optimizer-instances 2` 21% too low, Transformer
+        Engine CUDA graphs 18% too low and FP8 with `--tp-comm-overlap` 15% too low, with no
+        sign that those numbers were any worse than the others.
+
+    How to fix:
+        Nothing is wrong with the config: treat the estimate as the bound the message gives,
+        keep more headroom in the direction it names, or measure one step. Silence it for a run
+        with `--ignore not-modeled` or `# memlint: disable=ML107` on the flag's line.
+
+    Example:
+        Bad (args.txt):
+
+            # launcher: torchrun --nproc_per_node 8
+            --tensor-model-parallel-size 2
+            --sequence-parallel
+            --tp-comm-overlap
+            --num-layers 12
+            --hidden-size 1024
+            --num-attention-heads 16
+            --seq-length 2048
+            --max-position-embeddings 2048
+            --micro-batch-size 2
+            --bf16
+
+        Good (args.txt):
+
+            # launcher: torchrun --nproc_per_node 8
+            --tensor-model-parallel-size 2
+            --sequence-parallel
+            --num-layers 12
+            --hidden-size 1024
+            --num-attention-heads 16
+            --seq-length 2048
+            --max-position-embeddings 2048
+            --micro-batch-size 2
+            --bf16
+    """
+
+    code = "ML107"
+    name = "not-modeled"
+    severity = Severity.WARNING
+
+    def check(self, ctx):
+        estimate = ctx.estimate
+        if estimate is None or not estimate.stages or ctx.scenario is None:
+            return
+        hardware = ctx.scenario.hardware
+        host_known = hardware.host_memory is not None or hardware.node is not None
+        for found in set_not_modeled(ctx.scenario.extra):
+            entry = found.entry
+            if entry.scope == "host" and not host_known:
+                continue
+            shown = "" if found.value is True else " " + _shown(found.value)
+            bound = f"; bound: {entry.bound}" if entry.bound else ""
+            yield Finding(
+                f"{entry.key}{shown} is not modeled: {entry.effect}. The estimate is "
+                f"{DIRECTIONS[entry.direction]}{bound}",
+                keys=(found.extra_key,),
+                data={"setting": entry.key, "direction": entry.direction,
+                      "framework": found.framework, "bound": entry.bound})
+
+
+def _shown(value) -> str:
+    text = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def flipping_settings(ctx, oom: bool) -> list:
+    """The set, not-modeled settings that could flip a memory verdict: for an OOM those that may
+    make the estimate too high (the run may fit), for a fit those that may make it too low; both
+    include the ones that err either way. Only a setting that makes an OOM estimate too high
+    turns the OOM into a warning."""
+    if ctx.scenario is None:
+        return []
+    could = ("high", "either") if oom else ("low", "either")
+    return [found for found in set_not_modeled(ctx.scenario.extra)
+            if found.entry.direction in could and found.entry.scope == "gpu"]
+
+
+def not_modeled_note(found: list) -> str:
+    if not found:
+        return ""
+    listed = ", ".join(describe(f) for f in found)
+    return (f"; settings memlint does not model could change this verdict: {listed} "
+            "(see not-modeled, ML107)")
+
+
 RULES = [ExceedsGpuMemory(), LowMemoryHeadroom(), ContextParallelNeeded(),
-         AttentionScoresMaterialized(), LogitsMemoryDominates(), SeqLenBeyondPositions()]
+         AttentionScoresMaterialized(), LogitsMemoryDominates(), SeqLenBeyondPositions(),
+         NotModeled()]

@@ -11,7 +11,7 @@ from memlint.diagnostics import Severity
 from memlint.scenario import build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL = os.path.join(ROOT, "..", "shared", "fixtures-real")
+REAL = os.path.join(ROOT, "fixtures", "shared-real")
 FIX = os.path.join(ROOT, "fixtures", "adapters", "accelerate")
 YAMLS = sorted(glob.glob(os.path.join(REAL, "*", "*.y*ml")))
 ACCELERATE = [p for p in YAMLS if accelerate.detect(p, open(p, errors="replace").read())]
@@ -26,7 +26,6 @@ def _values(partial):
     return {k: s.value for k, s in partial.settings.items()}
 
 
-@pytest.mark.skipif(not YAMLS, reason="shared fixtures not present")
 def test_detection_over_all_real_yaml():
     for path in YAMLS:
         text = open(path, errors="replace").read()
@@ -38,7 +37,6 @@ def test_detection_over_all_real_yaml():
         assert not torchtitan.detect(path, text), path
 
 
-@pytest.mark.skipif(not ACCELERATE, reason="shared fixtures not present")
 @pytest.mark.parametrize("path", ACCELERATE, ids=os.path.basename)
 def test_every_real_accelerate_yaml_loads(path):
     partial = _load(path)
@@ -52,7 +50,6 @@ def test_every_real_accelerate_yaml_loads(path):
                 and os.path.basename(path) not in DELIBERATE]
 
 
-@pytest.mark.skipif(not YAMLS, reason="shared fixtures not present")
 @pytest.mark.parametrize("path", [p for p in YAMLS if "/axolotl/" in p], ids=os.path.basename)
 def test_every_real_axolotl_yaml_loads(path):
     partial = axolotl.load(path, open(path, encoding="utf-8").read())

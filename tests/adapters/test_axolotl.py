@@ -1,4 +1,4 @@
-"""axolotl adapter: every memory-relevant key of real axolotl examples (../shared/fixtures-real/
+"""axolotl adapter: every memory-relevant key of real axolotl examples (fixtures/shared-real/
 axolotl, SOURCES.md there), mapped as axolotl-ai-cloud/axolotl@067b021 does."""
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 
-import pytest
 
 from memlint.adapters import axolotl
 from memlint.adapters.registry import load_with_references
@@ -15,10 +14,9 @@ from memlint.memory.estimate import estimate
 from memlint.scenario import build, overrides_partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL = os.path.join(ROOT, "..", "shared", "fixtures-real")
+REAL = os.path.join(ROOT, "fixtures", "shared-real")
 AXO = os.path.join(REAL, "axolotl")
 HF = os.path.join(REAL, "hf-configs")
-needs_real = pytest.mark.skipif(not os.path.isdir(AXO), reason="../shared/fixtures-real absent")
 
 
 def real(name):
@@ -37,7 +35,6 @@ def line_of(partial, key):
     return partial.settings[key].prov.line
 
 
-@needs_real
 def test_bf16_weights_train_without_master_and_8bit_states():
     """gpt-oss-20b FSDP2: bf16: true loads bf16 weights (pure-bf16: no fp32 master), torchao
     AdamW8bit keeps block-quantized moments (int8 codes, fp32 scale per 256), activation offloading, CCE (no logits)."""
@@ -52,7 +49,6 @@ def test_bf16_weights_train_without_master_and_8bit_states():
     assert text[line_of(partial, "offload_activations") - 1].startswith("activation_offloading")
 
 
-@needs_real
 def test_deepspeed_keeps_its_fp32_master_and_fused_default_optimizer():
     partial = load(real("mistral-mixtral-mixtral_22.yml"))
     got = values(partial)
@@ -64,7 +60,6 @@ def test_deepspeed_keeps_its_fp32_master_and_fused_default_optimizer():
     assert got["precision"] == "pure-bf16"
 
 
-@needs_real
 def test_shipped_deepspeed_config_not_found_is_read_from_axolotls_table(tmp_path):
     """mixtral_22 names deepspeed_configs/zero3_bf16_cpuoffload_all.json, relative to axolotl's
     working directory; absent here, axolotl's shipped file says ZeRO-3 with both offloads.
@@ -81,7 +76,6 @@ def test_shipped_deepspeed_config_not_found_is_read_from_axolotls_table(tmp_path
     assert any("shipped" in d.message for d in partial.diagnostics)
 
 
-@needs_real
 def test_deepspeed_path_resolves_from_the_project_root_not_the_yaml_folder(tmp_path):
     """axolotl opens `deepspeed:` relative to its working directory (utils/config/__init__.py),
     the project root: a YAML under examples/gpt-oss/ finds <root>/deepspeed_configs/."""
@@ -146,7 +140,6 @@ def test_gradient_checkpointing_offload_and_lora_targets(tmp_path):
     assert values(axolotl.load(str(path), text))["lora_targets"] == "all-linear"
 
 
-@needs_real
 def test_moe_without_ep_stays_silent_on_a_run_that_fits_with_room(capsys):
     """gpt-oss-120b FSDP2 with offload on 16 GPUs (dp_shard_size 16) peaks far under the GPU:
     ML601 used to warn anyway; expert parallelism only helps a run that does not fit."""
@@ -161,7 +154,6 @@ def test_moe_without_ep_stays_silent_on_a_run_that_fits_with_room(capsys):
     assert "ML601" not in {d["code"] for d in doc["diagnostics"]}
 
 
-@needs_real
 def test_expert_parallel_is_its_own_mesh_axis(capsys):
     """qwen3_30ba3b_ep_fsdp_fft_4gpu: expert_parallel_size 2 × dp_shard_size 2 on 4 GPUs
     (axolotl utils/distributed.py: EP consumes part of the world before dp_shard). Before: a
@@ -192,7 +184,6 @@ def test_real_project_layout_finds_deepspeed_configs_at_the_project_root():
     assert not [d for d in diagnostics if d.severity == Severity.ERROR]
 
 
-@needs_real
 def test_context_and_tensor_parallel_sizes_from_the_fsdp_tp_cp_example():
     """distributed-parallel/qwen3-8b-fsdp-tp-cp.yaml: dp_shard 2 x cp 2 x tp 2 (axolotl's
     ParallelismConfig sizes, utils/schemas/config.py); cp and tp cut what each GPU holds."""
@@ -202,7 +193,6 @@ def test_context_and_tensor_parallel_sizes_from_the_fsdp_tp_cp_example():
     assert line_of(load(path), "cp") == 8
 
 
-@needs_real
 def test_alst_example_reads_cp_and_records_tiled_mlp():
     """alst/llama3-8b-fsdp2-alst.yaml: 500,000-token sequences over context_parallel_size 8, with
     tiled_mlp (recorded, not modelled: an info note, never an error)."""

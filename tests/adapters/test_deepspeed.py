@@ -11,9 +11,9 @@ from memlint.adapters import deepspeed as adapter
 from memlint.diagnostics import Severity
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path("/work/shared/fixtures-real")
-REAL = sorted((SHARED / "deepspeed").glob("*.json")) if SHARED.exists() else []
-INVALID = sorted((SHARED / "deepspeed-invalid").glob("*.json")) if SHARED.exists() else []
+SHARED = ROOT / "fixtures" / "shared-real"
+REAL = sorted((SHARED / "deepspeed").glob("*.json"))
+INVALID = sorted((SHARED / "deepspeed-invalid").glob("*.json"))
 GOOD = ROOT / "fixtures/adapters/deepspeed/good"
 BAD = ROOT / "fixtures/adapters/deepspeed/bad"
 
@@ -26,7 +26,6 @@ def codes(partial, at_least=Severity.INFO):
     return [d.code for d in partial.diagnostics if d.severity >= at_least]
 
 
-@pytest.mark.skipif(not REAL, reason="shared real fixtures not present")
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_configs_load(path):
     partial = load(path)
@@ -37,13 +36,14 @@ def test_real_configs_load(path):
         assert diagnostic.line is not None and diagnostic.column is not None, diagnostic
 
 
-@pytest.mark.skipif(not INVALID, reason="shared real fixtures not present")
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
-def test_invalid_configs_give_a_positioned_parse_error(path):
+def test_template_placeholders_are_positioned_errors_with_a_hint(path):
+    # DeepSpeedConfig reads the file with hjson.load (runtime/config.py at edaa722): a bare
+    # placeholder is an HJSON string to the end of its line, which DeepSpeed then refuses
     partial = load(path)
-    errors = [d for d in partial.diagnostics if d.code == "ML001"]
-    assert len(errors) == 1 and errors[0].line and errors[0].column
-    assert "placeholder" in errors[0].message
+    errors = [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    assert errors and all(d.code == "ML002" and d.line and d.column for d in errors)
+    assert all("template placeholder?" in d.message for d in errors)
 
 
 @pytest.mark.parametrize("path", sorted(GOOD.glob("*.json")), ids=lambda p: p.name)

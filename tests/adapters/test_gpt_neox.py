@@ -22,9 +22,7 @@ from helpers import padded_vocab
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "fixtures", "real-world")
 NEOX = os.path.join(CORPUS, "EleutherAI__gpt-neox", "configs")
-SHARED = os.path.join(ROOT, "..", "shared", "fixtures-real")
-needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "gpt-neox")),
-                                  reason="../shared/fixtures-real absent")
+SHARED = os.path.join(ROOT, "fixtures", "shared-real")
 
 
 def real(name: str) -> str:
@@ -210,9 +208,8 @@ def test_a_model_only_file_gets_no_memory_verdict_alone():
     assert any(d.code == "ML006" for d in result.diagnostics)
 
 
-@needs_shared
 def test_shared_gpt_neox_fixtures_load_without_errors_and_nemo_is_not_claimed():
-    """../shared/fixtures-real/gpt-neox: configs of gpt-neox at ea7aefd8 itself (SOURCES.md
+    """fixtures/shared-real/gpt-neox: configs of gpt-neox at ea7aefd8 itself (SOURCES.md
     there); the NeMo Megatron YAMLs beside them (nested `model:` keys) are not gpt-neox."""
     folder = os.path.join(SHARED, "gpt-neox")
     names = sorted(n for n in os.listdir(folder) if n.endswith(".yml"))
@@ -226,7 +223,6 @@ def test_shared_gpt_neox_fixtures_load_without_errors_and_nemo_is_not_claimed():
         assert not gpt_neox.detect(path, open(path, encoding="utf-8").read()), name
 
 
-@needs_shared
 def test_pythia_12b_at_the_pinned_commit_matches_published():
     """configs/pythia/12B.yml at ea7aefd8 (36 layers, model-parallel 4: 50277 tokens padded to
     a multiple of 512 = 50688): 11,846,072,320 parameters (the Pythia model table)."""

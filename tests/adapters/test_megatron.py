@@ -13,7 +13,7 @@ from helpers import padded_vocab
 
 HERE = os.path.dirname(__file__)
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-REAL = os.path.abspath(os.path.join(ROOT, "..", "shared", "fixtures-real"))
+REAL = os.path.abspath(os.path.join(ROOT, "fixtures", "shared-real"))
 OURS = os.path.join(ROOT, "fixtures", "adapters", "megatron")
 REAL_FILES = sorted(glob.glob(os.path.join(REAL, "megatron-args", "*"))
                     + glob.glob(os.path.join(REAL, "megatron", "*")))
@@ -66,7 +66,6 @@ EXPECTED = {
 }
 
 
-@pytest.mark.skipif(not REAL_FILES, reason="shared real fixtures not present")
 def test_every_real_fixture_is_expected():
     assert sorted(os.path.basename(f) for f in REAL_FILES) == sorted(EXPECTED)
 

@@ -12,7 +12,7 @@ from memlint.diagnostics import Severity
 from memlint.scenario import build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL = os.path.join(ROOT, "..", "shared", "fixtures-real")
+REAL = os.path.join(ROOT, "fixtures", "shared-real")
 FIX = os.path.join(ROOT, "fixtures", "adapters", "torchtitan")
 REAL_FILES = sorted(glob.glob(os.path.join(REAL, "torchtitan", "*.toml")))
 
@@ -25,7 +25,6 @@ def _values(partial):
     return {k: s.value for k, s in partial.settings.items()}
 
 
-@pytest.mark.skipif(not REAL_FILES, reason="shared fixtures not present")
 @pytest.mark.parametrize("path", REAL_FILES, ids=os.path.basename)
 def test_every_real_toml_loads(path):
     text = open(path, encoding="utf-8").read()
@@ -37,7 +36,6 @@ def test_every_real_toml_loads(path):
     assert not [d for d in diagnostics if d.severity == Severity.ERROR], diagnostics
 
 
-@pytest.mark.skipif(not REAL_FILES, reason="shared fixtures not present")
 def test_llama3_70b_values_and_lines():
     path = os.path.join(REAL, "torchtitan",
                         "torchtitan__torchtitan-models-llama3-train_configs-llama3_70b.toml")
@@ -58,7 +56,6 @@ def test_llama3_70b_values_and_lines():
     assert "torchtitan default" in partial.settings["optimizer_impl"].prov.key
 
 
-@pytest.mark.skipif(not REAL_FILES, reason="shared fixtures not present")
 def test_old_schema_degrees_under_training_and_experimental():
     path = os.path.join(REAL, "torchtitan", "torchtitan__train_configs-llama3_405b.toml")
     partial = _load(path)
@@ -68,7 +65,6 @@ def test_old_schema_degrees_under_training_and_experimental():
     assert partial.extra["fsdp.allgather_dtype_bytes"].value == 1  # float8 all-gather
 
 
-@pytest.mark.skipif(not REAL_FILES, reason="shared fixtures not present")
 def test_selective_every_n_and_unknown_flavor():
     path = os.path.join(REAL, "torchtitan",
                         "torchtitan__torchtitan-experiments-vlm-train_configs-debug_model.toml")

@@ -36,7 +36,7 @@ def test_version_and_module_entry_point(repo):
     (repo / "memlint.toml").write_text("zero = 5\n")
     result = proc("-m", "memlint", "check", "memlint.toml", cwd=repo)
     assert result.returncode == 1
-    assert "memlint.toml:1:1: ML004 invalid-value zero:" in result.stdout
+    assert "memlint.toml:1:1: ML004 error invalid-value zero:" in result.stdout
 
 
 def test_exit_codes(repo, capsys):
@@ -171,7 +171,7 @@ def test_text_formats_and_quiet(repo, capsys):
     (repo / "memlint.toml").write_text('model = "llama3-8b"\ntp = 2\n')
     code, out, _ = run(capsys, "check", "memlint.toml", "--quiet", "--select", "ML6")
     [line] = out.splitlines()
-    assert line.startswith("memlint.toml:2:1: ML603 sequence-parallel-off tp=2 without "
+    assert line.startswith("memlint.toml:2:1: ML603 info sequence-parallel-off tp=2 without "
                            "sequence parallelism")
     for fmt in ("sarif", "github", "junit"):
         code, out, _ = run(capsys, "check", "memlint.toml", "--format", fmt, "--select", "ML6")
@@ -210,7 +210,7 @@ def test_internal_error_in_rule_exits_2(repo, capsys, monkeypatch):
     registry()  # built already; the instance's method is patched through the class
     (repo / "memlint.toml").write_text("tp = 2\n")
     code, out, err = run(capsys, "check", "memlint.toml")
-    assert code == 2 and "ML009 internal-error rule ML603 sequence-parallel-off failed: " \
+    assert code == 2 and "ML009 error internal-error rule ML603 sequence-parallel-off failed: " \
         "RuntimeError: kaput" in out and "Traceback" not in err
     code, out, err = run(capsys, "check", "memlint.toml", "--debug")
     assert "Traceback" in err
@@ -219,12 +219,13 @@ def test_internal_error_in_rule_exits_2(repo, capsys, monkeypatch):
 def test_help_wraps_at_the_terminal_width_without_shutil(monkeypatch):
     # issue 19 (start-up): the width is read once, as shutil.get_terminal_size() would read it
     from memlint import cli
+    from memlint.commands import arguments
 
-    monkeypatch.setattr(cli._Formatter, "width", None)
+    monkeypatch.setattr(arguments.Formatter, "width", None)
     monkeypatch.setenv("COLUMNS", "60")
     text = cli.build_parser().format_help()
     assert max(len(line) for line in text.splitlines()) <= 60
-    assert cli._Formatter.width == 58
-    monkeypatch.setattr(cli._Formatter, "width", None)
+    assert arguments.Formatter.width == 58
+    monkeypatch.setattr(arguments.Formatter, "width", None)
     monkeypatch.setenv("COLUMNS", "140")
     assert max(len(line) for line in cli.build_parser().format_help().splitlines()) > 60

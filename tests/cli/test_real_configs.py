@@ -1,18 +1,16 @@
 """`memlint check` on real public configs: findings a config's author would defend, no false alarms.
 
-The files come from ../shared/fixtures-real (see its SOURCES.md) or fixtures/; each test names the
+The files come from fixtures/shared-real (see its SOURCES.md) or fixtures/; each test names the
 situation that used to cry wolf and what the right answer is.
 """
 import json
 import os
 
-import pytest
 
 from memlint.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL = os.path.join(ROOT, "..", "shared", "fixtures-real")
-needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/fixtures-real absent")
+REAL = os.path.join(ROOT, "fixtures", "shared-real")
 
 
 def check(capsys, *argv):
@@ -53,7 +51,6 @@ def test_model_config_with_a_run_is_estimated(capsys):
     assert report["estimates"] and code == 0
 
 
-@needs_real
 def test_unknown_multimodal_family_reads_its_text_config(capsys):
     """Llama-4 Scout nests its language model in text_config: a warning, not an error."""
     code, report = check(capsys, os.path.join(REAL, "hf-configs",
@@ -63,7 +60,6 @@ def test_unknown_multimodal_family_reads_its_text_config(capsys):
     assert "ML004" not in codes(report)
 
 
-@needs_real
 def test_sharded_run_without_world_size_is_not_judged(capsys):
     """torchtitan's llama3_8b.toml fills the shard degree from NGPU: unknown here, so no OOM."""
     path = os.path.join(REAL, "torchtitan", "torchtitan__torchtitan-models-llama3-train_configs-"
@@ -75,7 +71,6 @@ def test_sharded_run_without_world_size_is_not_judged(capsys):
     assert "ML101" not in codes(report), "Llama-3 8B with FSDP over 8 H100s fits"
 
 
-@needs_real
 def test_world_size_from_a_scheduler_default_is_a_warning(capsys):
     """NNODES=${SLURM_NNODES:-1}: EP 8 does not fit one node, but the scheduler may start more."""
     code, report = check(capsys, os.path.join(REAL, "megatron-args",
@@ -84,7 +79,6 @@ def test_world_size_from_a_scheduler_default_is_a_warning(capsys):
     assert "ML202" not in codes(report, "error")
 
 
-@needs_real
 def test_megatron_deepspeed_bf16_optimizer_partitions_states(capsys):
     """BLOOM-176B trained on 80 GB GPUs: bf16 + ZeRO stage 0 is DeepSpeed's BF16_Optimizer."""
     code, report = check(capsys, os.path.join(REAL, "megatron-args",
@@ -94,7 +88,6 @@ def test_megatron_deepspeed_bf16_optimizer_partitions_states(capsys):
     assert peak < 80 * 1024**3
 
 
-@needs_real
 def test_frozen_language_model_has_no_optimizer_states(capsys):
     """NVLM pre-training freezes the LM and the ViT (--freeze-LM --freeze-ViT)."""
     code, report = check(capsys, os.path.join(
@@ -106,27 +99,24 @@ def test_frozen_language_model_has_no_optimizer_states(capsys):
     assert stage["components"]["optimizer"] == 0 and stage["components"]["gradients"] == 0
 
 
-@needs_real
 def test_nvidia_fp8_llama3_recipe_fits(capsys):
     """Megatron's own Llama-3 8B FP8 recipe for 8 H100s (TP1, no recompute) must fit."""
     code, report = check(capsys, os.path.join(REAL, "megatron-args", "llama3_8b_h100_fp8.txt"))
     assert "ML101" not in codes(report) and code == 0
 
 
-@needs_real
 def test_nvidia_interleaved_schedule_at_pp2_is_not_refused(capsys):
     """Megatron's CI case moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed runs the interleaved
     schedule at pp 2 (4 virtual stages per rank) on 8 H100s without an overlap flag:
     overlap_p2p_comm is on by default (store_false --no-overlap-p2p-communication, Megatron-LM
     d98e8a6), so validate_args only needs pp > 1. ML405 once demanded pp > 2 and a flag that does
     not exist."""
-    path = os.path.join(ROOT, "..", "shared", "calibration", "gpu-megatron-ci", "configs",
+    path = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci", "configs",
                         "moe__gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed.yaml")
     code, report = check(capsys, path, "--world-size", "8")
     assert "ML405" not in codes(report) and not codes(report, "error") and code == 0
 
 
-@needs_real
 def test_gpt_neox_autotuning_config_is_not_an_error(capsys):
     """gpt-neox: its own hyphenated arguments beside DeepSpeed's, and an autotuning search
     space (`"stage": [0, 1, 2, 3]`) instead of a value."""
@@ -138,7 +128,6 @@ def test_gpt_neox_autotuning_config_is_not_an_error(capsys):
     assert not any("DeepSpeed ignores it" in m and "num-layers" in m for m in messages)
 
 
-@needs_real
 def test_unknown_format_and_unresolvable_reference_are_warnings(capsys):
     """A framework memlint does not read (OLMo) and a DeepSpeed file an axolotl YAML names
     relative to the working directory: reported, but a hook or CI gate does not fail on them."""

@@ -1,7 +1,7 @@
 """Input mutators and the one-input oracle shared by tests/fuzz and bench/fuzz.py.
 
 A mutator takes (random.Random, name, raw bytes) and returns (name, bytes): real configs from
-fixtures/ and ../shared/fixtures-real/ truncated, with bytes flipped, keys deleted or duplicated,
+fixtures/ (fixtures/shared-real/ among them) truncated, with bytes flipped, keys deleted or duplicated,
 values of the wrong type, huge or special numbers, negative sizes, zero divisors, deep nesting,
 non-UTF-8, empty and binary files. `run_one` lints one input through the real CLI entry point in
 this process, under a time limit, and returns what went wrong (None when the contract held:
@@ -22,24 +22,31 @@ from typing import Callable, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SHARED_REAL = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+SHARED_REAL = os.path.join(ROOT, "fixtures", "shared-real")
 FIXTURES = os.path.join(ROOT, "fixtures")
 
 CONFIG_EXTENSIONS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".txt")
 
 
 def corpus(include_shared: bool = True) -> list:
-    """[(file name, bytes)] of every config under fixtures/ (and ../shared/fixtures-real/)."""
-    roots = [FIXTURES] + ([SHARED_REAL] if include_shared and os.path.isdir(SHARED_REAL) else [])
+    """[(file name, bytes)] of every config under fixtures/, the shared real configs
+    (fixtures/shared-real/) last, as when they lived outside the repository."""
+    roots = [FIXTURES] + ([SHARED_REAL] if include_shared else [])
     out = []
     for root in roots:
         for folder, _dirs, files in sorted(os.walk(root)):
+            if root == FIXTURES and _inside(folder, SHARED_REAL):
+                continue
             for name in sorted(files):
                 if not name.endswith(CONFIG_EXTENSIONS) or name.startswith("_expect"):
                     continue
                 with open(os.path.join(folder, name), "rb") as handle:
                     out.append((name, handle.read()))
     return out
+
+
+def _inside(folder: str, root: str) -> bool:
+    return folder == root or folder.startswith(root + os.sep)
 
 
 # ---------------------------------------------------------------------------------------------

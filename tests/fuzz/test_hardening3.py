@@ -351,7 +351,6 @@ def test_unknown_deepspeed_keys_are_listed_up_to_the_cap(repo):
     block = [d for d in unknown if "zero_optimization" in d["message"]]
     assert len(block) == MAX_UNKNOWN_LISTED + 1 and block[-1]["severity"] == "error"
     assert code == 1
-    assert sum("did you mean" in d["message"] for d in unknown) <= 2 * 8
 
 
 # -- 13. bounded but slow ---------------------------------------------------------------------

@@ -156,7 +156,7 @@ def test_shell_scripts_are_never_executed(repo, capsys, monkeypatch):
 
 @pytest.mark.slow  # every fixture and real config, twice: ~8 s
 def test_no_network_during_a_full_run(repo, capsys, monkeypatch):
-    from fuzz.mutate import FIXTURES, SHARED_REAL
+    from fuzz.mutate import FIXTURES  # fixtures/shared-real among them
 
     def forbidden(*args, **kwargs):
         raise AssertionError("memlint opened a network connection")
@@ -169,11 +169,10 @@ def test_no_network_during_a_full_run(repo, capsys, monkeypatch):
         monkeypatch.setattr(socket, name, forbidden)
     monkeypatch.setattr(urllib.request, "urlopen", forbidden)
     files = []
-    for root in (FIXTURES, SHARED_REAL):
-        for folder, _dirs, names in os.walk(root):
-            files += [os.path.join(folder, n) for n in names
-                      if n.endswith((".json", ".yaml", ".yml", ".toml", ".sh", ".txt"))
-                      and not n.startswith("_expect")]
+    for folder, _dirs, names in os.walk(FIXTURES):
+        files += [os.path.join(folder, n) for n in names
+                  if n.endswith((".json", ".yaml", ".yml", ".toml", ".sh", ".txt"))
+                  and not n.startswith("_expect")]
     assert files
     for args in ([], ["--model", "llama3-8b"]):
         code, out, err = check(["check", "--format", "sarif", "--allow-outside-root", *args,

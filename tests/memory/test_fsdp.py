@@ -1,19 +1,18 @@
 """FSDP terms: hand-checked numbers, and the sharded / all-gather / unsharded categories of the
-FSDP2 calibration records (../shared/calibration/fsdp2-records.json); the resident shards are
+FSDP2 calibration records (bench/data/calibration/fsdp2-records.json); the resident shards are
 memory/states.py's terms."""
 from __future__ import annotations
 
 import json
 import os
 
-import pytest
 from hypothesis import given, strategies as st
 
 from memlint.memory import fsdp as F
 from memlint.memory import states
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CALIBRATION = os.path.join(ROOT, "..", "shared", "calibration", "fsdp2-records.json")
+CALIBRATION = os.path.join(ROOT, "bench", "data", "calibration", "fsdp2-records.json")
 
 # The calibration llama (models/llama/config.json): d=512, ffn=1408, 8 layers, 8 heads, 2 kv
 # heads (head_dim 64), vocab 32000, untied. Per layer: q,o 2·512·512 + k,v 2·512·128
@@ -65,7 +64,6 @@ def test_shards_cover_the_whole(count, width, shard):
     assert _sharded(count, width, shard, "weights") * shard >= count * width
 
 
-@pytest.mark.skipif(not os.path.exists(CALIBRATION), reason="calibration not present")
 def test_against_fsdp2_calibration_records():
     records = json.load(open(CALIBRATION))["records"]
     assert records

@@ -1,6 +1,6 @@
 """Host RAM, NVMe and checkpoint terms (memory/host.py, memory/checkpoint.py, catalog/nodes.py).
 
-Real DeepSpeed files come from ../shared/fixtures-real (see its SOURCES.md): LLaMA-Factory's
+Real DeepSpeed files come from fixtures/shared-real (see its SOURCES.md): LLaMA-Factory's
 examples/deepspeed/ds_z3_offload_config.json and ds_z2_offload_config.json, and DeepSpeedExamples'
 megatron/Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero_stage_infinity_config.json.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 
 from memlint.catalog import nodes
 from memlint.cli import main
@@ -19,8 +18,7 @@ from memlint.memory.estimate import estimate
 from memlint.scenario import build, overrides_partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-REAL = os.path.join(ROOT, "..", "shared", "fixtures-real", "deepspeed")
-needs_real = pytest.mark.skipif(not os.path.isdir(REAL), reason="../shared/fixtures-real absent")
+REAL = os.path.join(ROOT, "fixtures", "shared-real", "deepspeed")
 Z3_OFFLOAD = os.path.join(REAL, "LLaMA-Factory__examples-deepspeed-ds_z3_offload_config.json")
 Z2_OFFLOAD = os.path.join(REAL, "LLaMA-Factory__examples-deepspeed-ds_z2_offload_config.json")
 INFINITY = os.path.join(REAL, "DeepSpeedExamples__megatron-Megatron-LM-v1.1.5-ZeRO3-examples-"
@@ -160,10 +158,9 @@ def test_checkpoint_size_and_count():
     assert term.name == "checkpoint.weights" and term.bytes == lora.params["trainable"] * 4
 
 
-@needs_real
 def test_real_megatron_script_checkpoints(capsys):
     """NVIDIA's GPT-3 175B example saves every 10,000 of 500,000 iterations and never deletes."""
-    args = os.path.join(ROOT, "..", "shared", "fixtures-real", "megatron-args",
+    args = os.path.join(ROOT, "fixtures", "shared-real", "megatron-args",
                         "gpt3_175b_distributed.txt")
     code, report = _check(capsys, args, "--disk", "100TB", "--select", "ML705")
     (finding,) = report["diagnostics"]
@@ -176,9 +173,8 @@ def test_real_megatron_script_checkpoints(capsys):
     assert report["diagnostics"] == []
 
 
-@needs_real
 def test_real_torchtitan_checkpointing_off_is_not_counted(capsys):
-    toml = os.path.join(ROOT, "..", "shared", "fixtures-real", "torchtitan",
+    toml = os.path.join(ROOT, "fixtures", "shared-real", "torchtitan",
                         "torchtitan__torchtitan-models-deepseek_v3-train_configs-"
                         "deepseek_v3_671b.toml")
     code, report = _check(capsys, toml, "--world-size", "512", "--disk", "1TB")
@@ -186,7 +182,6 @@ def test_real_torchtitan_checkpointing_off_is_not_counted(capsys):
     assert "ML705" not in {d["code"] for d in report["diagnostics"]}
 
 
-@needs_real
 def test_real_zero3_offload_config_70b_exceeds_1tib(capsys):
     code, report = _check(capsys, Z3_OFFLOAD, "--model", "llama3-70b", "--world-size", "8",
                           "--host-memory", "1TiB")
@@ -198,7 +193,6 @@ def test_real_zero3_offload_config_70b_exceeds_1tib(capsys):
     assert not [d for d in report["diagnostics"] if d["code"] in ("ML701", "ML702")]
 
 
-@needs_real
 def test_real_zero2_offload_config_fits_a_dgx(capsys):
     code, report = _check(capsys, Z2_OFFLOAD, "--model", "llama3-8b", "--world-size", "8",
                           "--node", "dgx-h100")
@@ -207,7 +201,6 @@ def test_real_zero2_offload_config_fits_a_dgx(capsys):
     assert node["capacity_bytes"] == 2048 * GiB and "DGX H100" in node["capacity_source"]
 
 
-@needs_real
 def test_real_zero_infinity_config(capsys, tmp_path):
     code, report = _check(capsys, INFINITY, "--model", "llama3-70b", "--world-size", "8",
                           "--nvme-capacity", "1TB")
@@ -235,10 +228,9 @@ def test_real_zero_infinity_config(capsys, tmp_path):
     assert finding["severity"] == "warning" and "max_in_cpu" in finding["message"]
 
 
-@needs_real
 def test_real_accelerate_cpu_ram_efficient_loading_is_one_copy(capsys):
     """LLaMA-Factory examples/accelerate/fsdp2_config.yaml: fsdp_cpu_ram_efficient_loading."""
-    path = os.path.join(ROOT, "..", "shared", "fixtures-real", "fsdp",
+    path = os.path.join(ROOT, "fixtures", "shared-real", "fsdp",
                         "LLaMA-Factory__examples-accelerate-fsdp2_config.yaml")
     code, report = _check(capsys, path, "--model", "llama3-8b")
     (node,) = report["estimates"][0]["host"]

@@ -1,7 +1,7 @@
 """The memory model on real Megatron-LM runs (issue 13): schedule, defaults, workspaces, MoE.
 
 Measured values are Megatron-LM CI golden values on DGX H100 (world size 8), as recorded in
-`../shared/calibration/gpu-megatron-ci/records.json`; the configs are byte copies of the same
+`bench/data/calibration/gpu-megatron-ci/records.json`; the configs are byte copies of the same
 cases (fixtures/megatron-ci/SOURCES.md).
 """
 from __future__ import annotations
@@ -61,7 +61,9 @@ def test_ci_runs_last_stage(name, measured, after_step):
 def test_three_numbers_per_stage():
     _, result = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
     for stage in result.stages:
-        assert stage.allocated_bytes < stage.reserved_bytes < stage.device_bytes
+        # Megatron's allocation order is not modeled (memory/allocator.py): no cached idle
+        # block is counted, reserved = allocated; CUDA context and NCCL lie outside
+        assert stage.allocated_bytes == stage.reserved_bytes < stage.device_bytes
         assert stage.device_bytes == stage.total_bytes
         data = stage.to_dict()
         assert data["allocated_bytes"] == stage.allocated_bytes
@@ -348,10 +350,9 @@ def test_llava_language_model_has_its_own_output_layer_and_positions():
     assert padded.model.config["learned_positions"] == 1808 * 2
 
 
-CALIBRATION = os.path.join(ROOT, "..", "shared", "calibration", "gpu-megatron-ci", "configs")
+CALIBRATION = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci", "configs")
 
 
-@pytest.mark.skipif(not os.path.isdir(CALIBRATION), reason="../shared/calibration absent")
 def test_llava_peak_is_the_last_layers_unfused_softmax():
     """Megatron CI multimodal_llava_mcore_te_tp1_pp1 (8 x H100, measured max allocated
     15,774,200,832 B on the last rank): head size 624/12 = 52 is no multiple of 8, so Transformer

@@ -504,7 +504,7 @@ def test_mutated_real_configs_give_counts_or_config_error(config):
 # Llama 4: transformers modeling_llama4.py. A MoE layer holds num_local_experts experts and one
 # shared expert of width intermediate_size plus a bias-free router; a dense layer's MLP is
 # intermediate_size_mlp wide; layer i is MoE when i is in range(step - 1, L, step).
-SCOUT = Path(__file__).resolve().parents[3] / "shared" / "fixtures-real" / "hf-configs" / \
+SCOUT = Path(__file__).resolve().parents[2] / "fixtures" / "shared-real" / "hf-configs" / \
     "Llama-4-Scout-17B-16E-Instruct.json"
 
 
@@ -516,7 +516,6 @@ def _llama4_text_counts(config: dict):
     return arch, got, got.total - got.experts + routed_active
 
 
-@pytest.mark.skipif(not SCOUT.is_file(), reason="../shared/fixtures-real absent")
 def test_llama4_scout_and_maverick_match_the_published_counts():
     """Scout (every layer MoE, 16 experts) is published as 17B active / 109B total with its
     vision tower; Maverick (interleave_moe_layer_step 2, 128 experts, otherwise Scout's text

@@ -3,7 +3,7 @@
 Per-layer numbers are bytes per token of one decoder layer; each was derived op by op (which
 tensor autograd keeps, see memory/activations_eager.py hf_layer_items) and checked against
 `torch.autograd.graph.saved_tensors_hooks` on the calibration models (torch 2.13, transformers
-5.24) and against `../shared/calibration/records.json` per-layer bytes.
+5.24) and against `bench/data/calibration/records.json` per-layer bytes.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from memlint.memory.params import architecture
 from memlint.scenario import build, overrides_partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CALIB = os.path.join(ROOT, "..", "shared", "calibration", "models")
+CALIB = os.path.join(ROOT, "bench", "data", "calibration", "models")
 HAVE_CALIB = os.path.isdir(CALIB)
 
 # The calibration llama: d 512, 8 heads × 64, 2 kv heads, ffn 1408 (SwiGLU), 8 layers.
@@ -127,7 +127,6 @@ def _scenario(sets, config=None):
     return scenario
 
 
-@pytest.mark.skipif(not HAVE_CALIB, reason="calibration models not present")
 def test_autocast_weight_copies_term():
     sc = _scenario(["micro_batch=2", "seq_len=512", "precision=amp-bf16", "attention=sdpa",
                     "framework=hf", "device=cpu"], os.path.join(CALIB, "llama", "config.json"))
@@ -136,7 +135,6 @@ def test_autocast_weight_copies_term():
     assert term.bytes == 2 * (8 * 2_818_048 + 32000 * 512)
 
 
-@pytest.mark.skipif(not HAVE_CALIB, reason="calibration models not present")
 def test_eager_mask_term():
     sc = _scenario(["micro_batch=2", "seq_len=512", "precision=fp32", "attention=eager",
                     "framework=hf", "device=cpu"], os.path.join(CALIB, "llama", "config.json"))

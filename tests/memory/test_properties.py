@@ -152,11 +152,14 @@ def _cli_output(argv, seed):
 
 
 def _determinism_inputs():
-    shared = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+    fixtures = os.path.join(ROOT, "fixtures")
+    shared = os.path.join(fixtures, "shared-real")
     files = []
-    for root in (os.path.join(ROOT, "fixtures"), os.path.join(shared, "deepspeed-invalid"),
+    for root in (fixtures, os.path.join(shared, "deepspeed-invalid"),
                  os.path.join(shared, "accelerate"), os.path.join(shared, "megatron-args")):
         for folder, _dirs, names in sorted(os.walk(root)):
+            if root == fixtures and (folder + os.sep).startswith(shared + os.sep):
+                continue  # three of its folders, below
             files += [os.path.relpath(os.path.join(folder, n), ROOT) for n in sorted(names)
                       if n.endswith((".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".txt"))
                       and not n.startswith("_expect")]

@@ -1,7 +1,7 @@
 """Every worked number of the two seed articles, reproduced under `profile=seed` within 1%.
 
-Articles: ../shared/seeds/000_5fe365c154e0bade.txt (the M3 training-memory model) and
-003_c398394c1ca267d2.txt (the basics). The articles count decimal GB (1e9 bytes).
+Articles (docs/seeds.md): 000 (the M3 training-memory model) and 003 (the basics). The articles
+count decimal GB (1e9 bytes).
 """
 import math
 

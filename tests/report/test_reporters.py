@@ -85,7 +85,7 @@ def test_snapshot(fmt):
 
 def test_text_quiet_explain_and_units():
     quiet = render("text", report(quiet=True))
-    assert quiet.splitlines()[0] == ("configs/ds_config.json:7:3: ML001 parse-error invalid "
+    assert quiet.splitlines()[0] == ("configs/ds_config.json:7:3: ML001 error parse-error invalid "
                                      "JSON: expected ',' or '}'")
     assert "Estimate" not in quiet and len(quiet.splitlines()) == 4
     explained = render("text", report(explain=True, stage=0, units="GB"))

@@ -17,7 +17,7 @@ from memlint.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = os.path.join(ROOT, "tests", "data", "sarif-schema-2.1.0.json")
-SHARED_REAL = os.path.join(os.path.dirname(ROOT), "shared", "fixtures-real")
+SHARED_REAL = os.path.join(ROOT, "fixtures", "shared-real")
 
 
 def github_problems(doc: dict) -> list:
@@ -94,7 +94,6 @@ def test_every_fixture_alone_and_with_a_command_line_scenario(capsys, monkeypatc
 
 
 @pytest.mark.slow  # every shared real config (tests/corpus checks them for false alarms)
-@pytest.mark.skipif(not os.path.isdir(SHARED_REAL), reason="../shared/fixtures-real not present")
 def test_every_real_config(capsys, monkeypatch):
     monkeypatch.chdir(SHARED_REAL)
     doc = _sarif(capsys, ".", "--allow-outside-root", "--model", "llama3-8b", "--world-size", "16")

@@ -2,7 +2,7 @@
 in text, JSON and SARIF, and is at most a warning.
 
 Real file: DeepSpeedExamples training/bing_bert/deepspeed_bsz64k_lamb_config_seq128.json
-(../shared/fixtures-real/SOURCES.md), a BERT pre-training config at micro batch 64 whose
+(fixtures/shared-real/SOURCES.md), a BERT pre-training config at micro batch 64 whose
 sequence length (128) lives in the training script, with GPT-2's real config.json
 (fixtures/hf/SOURCES.md). DeepSpeed JSON carries no seq_len: memlint's 4,096 default made it an
 81 GiB OOM error before.
@@ -10,15 +10,13 @@ sequence length (128) lives in the training script, with GPT-2's real config.jso
 import json
 import os
 
-import pytest
 
 from memlint.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DS = os.path.join(ROOT, "..", "shared", "fixtures-real", "deepspeed",
+DS = os.path.join(ROOT, "fixtures", "shared-real", "deepspeed",
                   "DeepSpeedExamples__training-bing_bert-deepspeed_bsz64k_lamb_config_seq128.json")
 GPT2 = os.path.join(ROOT, "fixtures", "hf", "gpt2.json")
-needs_real = pytest.mark.skipif(not os.path.isfile(DS), reason="../shared/fixtures-real absent")
 
 
 def run(capsys, fmt, *extra):
@@ -27,7 +25,6 @@ def run(capsys, fmt, *extra):
     return code, out
 
 
-@needs_real
 def test_oom_on_a_default_seq_len_is_a_warning_that_says_so(capsys):
     code, out = run(capsys, "json")
     doc = json.loads(out)
@@ -48,15 +45,18 @@ def test_oom_on_a_default_seq_len_is_a_warning_that_says_so(capsys):
     assert {"key": "seq_len", "value": 4096, "source": "default"} in bag["assumed"]
 
 
-@needs_real
 def test_given_values_make_it_firm(capsys):
-    """The real sequence length fits; the same 4,096 given on purpose is an error again."""
+    """The real sequence length fits; the same 4,096 given on purpose no longer rests on a
+    default. It stays a warning only because the config's `sparse_attention` is not modeled
+    (ML107: the estimate is too high, so the OOM could be false)."""
     code, out = run(capsys, "json", "--set", "seq_len=128")
     assert code == 0 and "ML101" not in out
     code, out = run(capsys, "json", "--set", "seq_len=4096", "--set", "recompute=none",
                     "--set", "gpu=H100-80GB")
     [ml101] = [d for d in json.loads(out)["diagnostics"] if d["code"] == "ML101"]
-    assert code == 1 and ml101["severity"] == "error" and "defaults" not in ml101["message"]
+    assert "defaults" not in ml101["message"]
+    assert ml101["severity"] == "warning" and "sparse_attention" in ml101["message"]
+    assert code == 1  # ML106: 4,096 positions for GPT-2's 1,024 is an error of its own
     sources = {a["key"]: a["source"] for a in json.loads(out)["estimates"][0]["assumed"]}
     assert sources["seq_len"] == "--set seq_len" and sources["gpu"] == "--set gpu"
 

@@ -114,6 +114,14 @@ class Interp:
                     # a value only the running script knows: "no estimate", never "missing"
                     self.partial.set_extra(f"unresolved.{spec.target}", " ".join(arg.values),
                                            arg.prov)
+                if arg.values == [""]:
+                    # the script leaves it empty: Megatron's parser refuses a bare flag, so it
+                    # is for the user to fill in before launch (a warning, not an error)
+                    self.diag(UNRESOLVED, Severity.WARNING,
+                              f"{flag} gets no value: {describe(arg.unresolved)}; Megatron's "
+                              "parser refuses it empty, so set it before launch (assumed "
+                              f"{default})", arg.prov, key=flag)
+                    continue
                 self.diag(UNRESOLVED, Severity.INFO,
                           f"{flag} {' '.join(arg.values)}: {describe(arg.unresolved)}; "
                           f"assumed {default}", arg.prov, key=flag)

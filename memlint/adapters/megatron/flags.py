@@ -123,7 +123,7 @@ FLAGS = [
     Flag("--tokenizer-type", 1, None, _text),
     Flag("--tokenizer-model", 1, None, _text),
     Flag("--tokenizer-name-or-path", 1, None, _text),             # Megatron-DeepSpeed
-    Flag("--num-experts", 1, "model.num_local_experts", _nonneg),
+    Flag("--num-experts", "+", "model.num_local_experts", _nonneg),  # a list in Megatron-DeepSpeed (fork.py)
     Flag("--moe-router-topk", 1, "model.num_experts_per_tok", _pos, 2),
     Flag("--moe-ffn-hidden-size", 1, "model.moe_intermediate_size", _pos, "ffn-hidden-size"),
     Flag("--moe-shared-expert-intermediate-size", 1, None, _pos),

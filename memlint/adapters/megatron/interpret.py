@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
+from memlint.adapters.megatron import entry
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import FLAG_BY_NAME
 from memlint.adapters.megatron.model import model
 from memlint.adapters.megatron.readers import describe
 from memlint.adapters.megatron.training import batch, memory_flags, pipeline, precision
-from memlint.diagnostics import UNRESOLVED, Severity
+from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
 from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
-from memlint.ir import Provenance
+from memlint.ir import NO_ESTIMATE, Provenance
 
 
 def run(it: Interp) -> None:
     it.collect()
     it.extras()
+    not_training(it)
     unsupported_architecture(it)
     p = it.partial
     first = next(iter(it.args.values()), None)
@@ -50,6 +53,35 @@ def checkpoints(it: Interp) -> None:
         it.set("save_optimizer", False, "--no-save-optim")
     if it.on("--use-cpu-initialization"):
         it.set("model_init", "shard-cpu", "--use-cpu-initialization")
+
+
+def not_training(it: Interp) -> None:
+    """A launch of a job that does not train (entry.py): no memory verdict, and the model-shape
+    placeholders such jobs pass for the checkpoint to replace are not judged."""
+    entry_script = it.partial.extra.get("megatron.entry-script")
+    what, prov = None, None
+    if entry_script is not None:
+        task = it.arg("--task")
+        what = entry.kind(str(entry_script.value), task.values[0] if task and task.values
+                          else None)
+        prov = entry_script.prov
+        if what:
+            why = entry.reason(str(entry_script.value), what)
+    if what is None and it.read.mode is not None and str(it.read.mode[0]).strip().lower() in (
+            "inference", "generation"):
+        what, prov = "inference", it.read.mode[1]
+        why = (f"MODE: {it.read.mode[0]}: an inference test case, not training: memlint "
+               "estimates the memory of training runs")
+    if what is None:
+        return
+    it.partial.set_extra(NO_ESTIMATE, why, prov)
+    for index, d in enumerate(it.partial.diagnostics):
+        if (d.severity == Severity.ERROR and d.code == INVALID_VALUE[0]
+                and d.message.split(":", 1)[0] in entry.SHAPE_FLAGS):
+            it.partial.diagnostics[index] = replace(
+                d, severity=Severity.WARNING,
+                message=d.message + f" (a {what} job reads the model from its checkpoint "
+                "where it can; not judged as a training run)")
 
 
 def unsupported_architecture(it: Interp) -> None:

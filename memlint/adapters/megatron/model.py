@@ -9,6 +9,7 @@ from typing import Optional
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_NAME, SCRIPT_TOKENIZER,
                                              TOKENIZER_VOCAB)
+from memlint.adapters.megatron import fork
 from memlint.adapters.megatron.layouts import parse_layer_freq
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
 
@@ -25,7 +26,7 @@ def model(it: Interp) -> None:
     swiglu = it.on("--swiglu")
     rms = v("--normalization") == "RMSNorm"
     mla = it.on("--multi-latent-attention")
-    moe_experts = v("--num-experts") or None
+    moe_experts = fork.experts(it)
     # MLP width (Megatron's default when --ffn-hidden-size is absent)
     ffn = v("--ffn-hidden-size")
     if ffn is not None:
@@ -258,6 +259,10 @@ def moe(it: Interp, experts: Optional[int], ffn: Optional[int]) -> None:
         return
     v = it.value
     it.set("model.num_local_experts", experts, "--num-experts")
+    if fork.is_fork(it):  # Megatron-DeepSpeed: its own top-k, interval and ep flags
+        it.set("model.moe_intermediate_size", ffn, "--num-experts", "moe_intermediate_size")
+        fork.apply(it, v("--num-layers"))
+        return
     topk = v("--moe-router-topk", 2)
     it.set("model.num_experts_per_tok", topk,
              "--moe-router-topk" if it.on("--moe-router-topk") else "--num-experts",

@@ -36,6 +36,7 @@ class Read:
     kind: str = "args"
     env: dict = field(default_factory=dict)        # memory-relevant environment: name -> (text, prov)
     entry: Optional[tuple] = None                  # the training script launched: (path, prov)
+    mode: Optional[tuple] = None                   # a test case's MODE (e.g. inference): (text, prov)
     anchor: Optional[Provenance] = None   # the launch command (where the run is defined)
 
 
@@ -190,6 +191,7 @@ def read_script(path: str, text: str) -> Read:
 
     env = _sbatch_env(text, script)
     interpreter = _shell.Interpreter(env)
+    interpreter.keep_empty = True  # `--save $CKPT` with CKPT=<placeholder>: unresolved, not missing
     best, score = None, 0
     for command in interpreter.run(script):
         texts = [f.text for f in command.fields]

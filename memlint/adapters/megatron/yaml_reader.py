@@ -29,6 +29,8 @@ def read_yaml(path: str, text: str) -> Read:
             for key, value in env.items():
                 if str(key) in MEMORY_ENV and value is not None:
                     read.env[str(key)] = (str(value), doc.prov(("ENV_VARS", key), str(key)))
+        if isinstance(doc.data.get("MODE"), str):
+            read.mode = (doc.data["MODE"], doc.prov(("MODE",), "MODE"))
         for key, value in doc.data["MODEL_ARGS"].items():
             prov = doc.prov(("MODEL_ARGS", key), str(key))
             _yaml_flag(str(key), value, prov, read)

@@ -1,0 +1,147 @@
+"""The coverage contract (memlint/facts/coverage): every flag or key an adapter knows has a memory
+class, the tables are well formed, and no flag of the pinned Megatron-LM commit is unknown."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from memlint.adapters import megatron
+from memlint.adapters.megatron.flags import FLAG_BY_NAME, KNOWN_FLAGS
+from memlint.diagnostics import UNKNOWN_KEY
+from memlint.facts.coverage import DIRECTIONS, TERMS, frameworks, set_not_modeled, table
+from memlint.ir import Provenance, Setting
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAGS_JSON = os.path.join(ROOT, "memlint", "adapters", "megatron", "megatron_flags.json")
+
+
+def _commit_flags() -> list:
+    """The flags of the pinned commit's training parsers (main parser, entry points, ModelOpt)."""
+    with open(FLAGS_JSON, encoding="utf-8") as handle:
+        data = json.load(handle)
+    return sorted({flag for section in ("megatron_lm", "megatron_lm_entry_points",
+                                        "megatron_lm_modelopt")
+                   for flag in data[section]["flags"]})
+
+
+def test_every_megatron_flag_has_a_memory_class():
+    spec = table("megatron")
+    missing = sorted(f for f in KNOWN_FLAGS | set(FLAG_BY_NAME) if spec.memory_class(f) is None)
+    assert missing == [], f"give these flags a class in memlint/facts/coverage/megatron.json: " \
+                          f"{missing}"
+
+
+@pytest.mark.parametrize("framework", frameworks())
+def test_tables_are_well_formed(framework):
+    spec = table(framework)
+    for key, terms in spec.modeled.items():
+        assert terms and set(terms) <= TERMS, (key, terms)
+    for key, entry in spec.not_modeled.items():
+        assert entry.direction in DIRECTIONS, key
+        assert entry.effect and entry.scope in ("gpu", "host"), key
+        assert not (entry.when and entry.off), key
+        # a key both modeled and not modeled is not modeled for some values only
+        assert key not in spec.modeled or entry.when, key
+    for key, parent in spec.part_of.items():
+        assert parent in spec.not_modeled, (key, parent)
+    classed = [set(spec.modeled), set(spec.part_of), spec.neutral,
+               set(spec.not_modeled) - set(spec.modeled)]
+    for i, one in enumerate(classed):
+        for other in classed[i + 1:]:
+            assert not one & other, sorted(one & other)[:5]
+
+
+def test_megatron_table_lists_only_known_flags():
+    spec = table("megatron")
+    listed = set(spec.modeled) | set(spec.not_modeled) | set(spec.part_of) | spec.neutral
+    assert sorted(listed - KNOWN_FLAGS - set(FLAG_BY_NAME)) == []
+
+
+def test_no_flag_of_the_pinned_commit_is_reported_unknown():
+    """Every flag of NVIDIA/Megatron-LM@d98e8a64's parsers (bench/megatron_flags.py) reads as
+    known: an argument file with each of them gets no unknown-key diagnostic."""
+    flags = _commit_flags()
+    assert "--flextron" in flags and "--fine-grained-activation-offloading" in flags
+    assert len(flags) > 1000
+    text = "\n".join(flags) + "\n"
+    partial = megatron.load("all_flags.txt", text)
+    unknown = [d.message for d in partial.diagnostics if d.code == UNKNOWN_KEY[0]]
+    assert unknown == []
+
+
+def _extra(**flags) -> dict:
+    prov = Provenance("train.sh", 3, 1, None)
+    return {f"megatron.{name}": Setting(value, prov) for name, value in flags.items()}
+
+
+def test_set_not_modeled_reads_values_when_and_off():
+    found = set_not_modeled(_extra(**{"tp-comm-overlap": True,
+                                      "num-distributed-optimizer-instances": "2",
+                                      "cuda-graph-impl": "none",
+                                      "moe-token-dispatcher-type": "alltoall",
+                                      "optimizer": "adam", "log-interval": "1"}))
+    assert sorted(f.entry.key for f in found) == ["--num-distributed-optimizer-instances",
+                                            "--tp-comm-overlap"]
+    found = set_not_modeled(_extra(**{"num-distributed-optimizer-instances": "1",
+                                      "cuda-graph-impl": "transformer_engine",
+                                      "moe-token-dispatcher-type": "allgather",
+                                      "optimizer": "dist_muon"}))
+    assert sorted(f.entry.key for f in found) == ["--cuda-graph-impl",
+                                                  "--moe-token-dispatcher-type", "--optimizer"]
+
+
+def _schema_keys() -> set:
+    """The dotted key paths of the DeepSpeed schema memlint validates with (three levels)."""
+    with open(os.path.join(ROOT, "memlint", "adapters", "deepspeed.schema.json"),
+              encoding="utf-8") as handle:
+        schema = json.load(handle)
+    defs = schema["$defs"]
+
+    def resolve(node, depth=0):
+        if depth > 5 or not isinstance(node, dict):
+            return {}
+        if "$ref" in node:
+            return resolve(defs.get(node["$ref"].split("/")[-1], {}), depth + 1)
+        for alternatives in (node.get("anyOf"), node.get("oneOf")):
+            for option in alternatives or ():
+                found = resolve(option, depth + 1)
+                if found.get("properties"):
+                    return found
+        return node
+
+    out: set = set()
+
+    def walk(props, prefix, depth):
+        for key, value in props.items():
+            out.add(prefix + key)
+            node = resolve(value)
+            if depth < 2 and node.get("properties"):
+                walk(node["properties"], prefix + key + ".", depth + 1)
+
+    walk(schema["properties"], "", 0)
+    return out
+
+
+def test_every_deepspeed_key_has_a_memory_class():
+    spec = table("deepspeed")
+    keys = _schema_keys()
+    assert len(keys) > 200
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+    listed = set(spec.modeled) | set(spec.not_modeled) | set(spec.part_of) | spec.neutral
+    assert sorted(listed - keys) == []
+
+
+def test_a_deepspeed_not_modeled_key_reaches_the_rule(tmp_path):
+    from memlint.adapters import deepspeed
+
+    text = ('{"train_micro_batch_size_per_gpu": 1,\n "zero_optimization": {"stage": 3,\n'
+            '  "zero_hpz_partition_size": 8, "reduce_bucket_size": 5e8},\n'
+            ' "hybrid_engine": {"enabled": true}}\n')
+    partial = deepspeed.load(str(tmp_path / "ds_config.json"), text)
+    found = set_not_modeled(partial.extra)
+    assert sorted(f.entry.key for f in found) == ["hybrid_engine",
+                                                  "zero_optimization.zero_hpz_partition_size"]
+    where = {f.entry.key: partial.extra[f.extra_key].prov.line for f in found}
+    assert where == {"hybrid_engine": 4, "zero_optimization.zero_hpz_partition_size": 3}
