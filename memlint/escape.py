@@ -37,3 +37,15 @@ def escape_controls(text: Optional[str], newlines: bool = False) -> Optional[str
 def one_line(text: Optional[str]) -> Optional[str]:
     """escape_controls(text, newlines=True)."""
     return escape_controls(text, newlines=True)
+
+
+# Characters json.dumps(ensure_ascii=False) writes raw that must not reach a terminal or an
+# editor as they are (they reorder or break displayed lines): written as JSON escapes instead,
+# which decode to the same string.
+_JSON_RAW = {code: f"\\u{code:04x}" for code in
+             (0x2028, 0x2029, *range(0x202a, 0x202f), *range(0x2066, 0x206a))}
+
+
+def json_safe(text: str) -> str:
+    """JSON text with the line separators and bidirectional controls as \\uXXXX escapes."""
+    return text.translate(_JSON_RAW)

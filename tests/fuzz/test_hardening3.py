@@ -416,3 +416,20 @@ def test_compare_error_messages_stay_one_line():
     report = logs.LogReport(path="x.log", readings=[], lines=3)
     report.skip(4, "'.' is not a number")
     assert "\n" not in compare._no_lines(report)
+
+
+def test_every_text_segment_is_one_escaped_line(monkeypatch):
+    # estimates carry file names too (an assumed value's source: "... in train\u202e.sh")
+    from memlint.report import Report, text_format
+
+    monkeypatch.setattr(text_format, "report_lines",
+                        lambda report: [[("assumed: x (in a\nFORGED\u202e.sh)", "")]])
+    assert text_format.render(Report()) == "assumed: x (in a\\x0aFORGED\\u202e.sh)\n"
+
+
+def test_json_writes_bidi_controls_and_line_separators_as_escapes():
+    from memlint.escape import json_safe
+
+    text = json_safe(json.dumps({"source": "x\u202ey\u2028z\u2066"}, ensure_ascii=False))
+    assert text == '{"source": "x\\u202ey\\u2028z\\u2066"}'
+    assert json.loads(text) == {"source": "x\u202ey\u2028z\u2066"}
