@@ -99,6 +99,16 @@ def test_post_init_compare_and_repr_options():
     assert Item("a") == Item("a", {"other": 1}) and hash(Item("a")) == hash(Item("a", {"x": 1}))
 
 
+def test_fields_may_have_any_name():
+    @record(frozen=True)
+    class Odd:
+        d: int = 1
+        self_: int = 2
+        _MISSING: int = 3
+
+    assert (Odd().d, Odd(5).d, Odd(_MISSING=4)._MISSING) == (1, 5, 4)
+
+
 def test_inherits_the_fields_of_a_base_record():
     @record
     class Base:
