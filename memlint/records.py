@@ -151,7 +151,7 @@ def _init_source(names: list, declared: list, frozen: bool, slots: bool,
 class _DataclassFields:
     """`__dataclass_fields__` of a record, made on first use: dataclasses.Field objects, so that
     the dataclasses API takes records too (it finds fields through this attribute and tells
-    normal fields by its `_FIELD` marker)."""
+    normal fields by its `_FIELD` marker), and a dataclass may derive from a record."""
 
     def __get__(self, obj, owner):
         made = owner.__dict__.get("_record_dataclass_fields")
@@ -166,8 +166,20 @@ class _DataclassFields:
                     default_factory=(dataclasses.MISSING if f.default_factory is _MISSING
                                      else f.default_factory), repr=f.repr, compare=f.compare)
                 spec.name, spec._field_type = f.name, dataclasses._FIELD
+                spec.kw_only = False
             owner._record_dataclass_fields = made
         return made
+
+
+class _DataclassParams:
+    """`__dataclass_params__` of a record: what @dataclass reads of a base class (frozen)."""
+
+    __slots__ = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
+
+    def __init__(self, frozen: bool):
+        self.init = self.repr = self.eq = True
+        self.order = self.unsafe_hash = False
+        self.frozen = frozen
 
 
 def _make(klass, frozen: bool, slots: bool):
@@ -197,6 +209,7 @@ def _make(klass, frozen: bool, slots: bool):
     klass.__init__ = init
     klass.__record_fields__ = tuple(declared)
     klass.__dataclass_fields__ = _DataclassFields()
+    klass.__dataclass_params__ = _DataclassParams(frozen)
     shown = tuple(f.name for f in declared if f.repr)
     compared = [f.name for f in declared if f.compare]
     klass.__repr__ = _repr_of(shown)
