@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--require-estimate", action="store_true",
                        help="a file that gets no memory verdict is an error (CI), with the "
                        "reason the summary line gives")
+    check.add_argument("--sarif-min-severity", choices=("error", "warning", "info"),
+                       help="with --format sarif: leave out results below this severity "
+                       "(default: warning, or --fail-on's level where it is lower)")
 
     estimate = sub.add_parser("estimate", help="estimate per-GPU memory of one run",
                               description="Estimate per-GPU memory; all PATHS describe one run.")
@@ -196,6 +199,13 @@ def options_from(args):
 # Commands
 
 
+def _severity(label):
+    # start-up: `memlint --version` and usage errors load no pipeline
+    from memlint.diagnostics import Severity
+
+    return Severity.parse(label) if label else None
+
+
 def _color(args) -> bool:
     if args.no_color or os.environ.get("NO_COLOR"):
         return False
@@ -249,7 +259,8 @@ def cmd_check(args) -> int:
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
                     quiet=args.quiet, registry=result.registry,
                     color=_color(args) and args.format == "text", fail_on=result.fail_on,
-                    summary=result.summary if shown else None)
+                    summary=result.summary if shown else None,
+                    min_severity=_severity(args.sarif_min_severity))
     _emit(report, args.format)
     if not shown and result.summary is not None and not args.quiet:
         # machine formats keep stdout to their own syntax: the verdict count goes to stderr
