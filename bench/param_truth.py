@@ -9,8 +9,8 @@ torch 2.13.0+cpu and transformers 5.24.0:
     /tmp/tfenv/bin/python bench/param_truth.py --compare fixtures/hf/*.json  # vs memlint
     /tmp/tfenv/bin/python bench/param_truth.py --compare --published        # PUBLISHED dicts
 
-Each model is built on the meta device (no memory, no weights): `AutoModelForCausalLM`, or
-`AutoModelForImageTextToText` for the VLMs. A `quantization_config` is dropped first: memlint
+Each model is built on the meta device (no memory, no weights): `AutoModelForCausalLM`,
+`AutoModelForSeq2SeqLM` for T5, or `AutoModelForImageTextToText` for the VLMs. A `quantization_config` is dropped first: memlint
 counts the unquantized model (FP8 block scales are not model parameters of the bf16 model).
 """
 from __future__ import annotations
@@ -31,7 +31,8 @@ COMPONENTS = {
 
 def build(path: str):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText,
+                              AutoModelForSeq2SeqLM)
 
     with open(path, encoding="utf-8") as handle:
         raw = json.load(handle)
@@ -41,10 +42,12 @@ def build(path: str):
             json.dump(raw, handle)
         config = AutoConfig.from_pretrained(tmp)
     with torch.device("meta"):
-        try:
-            return AutoModelForCausalLM.from_config(config)
-        except ValueError:
-            return AutoModelForImageTextToText.from_config(config)
+        for auto in (AutoModelForCausalLM, AutoModelForSeq2SeqLM):
+            try:
+                return auto.from_config(config)
+            except ValueError:
+                pass
+        return AutoModelForImageTextToText.from_config(config)
 
 
 def truth(path: str) -> dict:
