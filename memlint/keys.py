@@ -529,6 +529,10 @@ _CONVENTION_KEYS = [
     _convention("gpt_neox.config", to_str,
         "the run's gpt-neox config (recorded by its adapter): Megatron-style vocab-parallel "
         "cross entropy on DeepSpeed, not transformers' loss"),
+    _convention("accelerate.distributed_type", to_str,
+        "accelerate's distributed_type (MULTI_GPU, FSDP, DEEPSPEED, NO, ...): the launcher config "
+        "states the run's sharding, none for data-parallel DDP (recorded by the accelerate "
+        "adapter)"),
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),

@@ -178,7 +178,9 @@ def build(scenario, context) -> Conventions:
         deepspeed_conventions=framework == DEEPSPEED,
         fsdp_sharded=(not uses_deepspeed and topo.shard > 1
                       and (par.fsdp in ("full", "hybrid") or par.zero >= 3)),
-        states_own_sharding=framework != HF,
+        # an HF recipe's sharding is the launcher's: stated when an accelerate config is part of
+        # the run (MULTI_GPU is DDP, no sharding), else memlint's default none
+        states_own_sharding=framework != HF or "accelerate.distributed_type" in keys,
         megatron_modules=megatron,
         te_spec=megatron and not local,
         local_spec=local,

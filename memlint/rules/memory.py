@@ -121,14 +121,19 @@ def _fits_as(ctx, stage, **training) -> bool:
     return bool(other) and other[0].total_bytes <= variant.capacity_bytes
 
 
+# the scenario key that gives a verdict input (memory/inputs.py names the sharding as one input)
+_SET_KEY = {"sharding": "zero"}
+
+
 def defaults_note(found: list) -> str:
     defaults = [(key, value) for key, value in found if key != UNREAD_REFERENCE]
     unread = [value for key, value in found if key == UNREAD_REFERENCE]
     note = ""
     if defaults:
         listed = ", ".join(f"{key} {value}" for key, value in defaults)
+        key = _SET_KEY.get(defaults[0][0], defaults[0][0])
         note += (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
-                 f"(e.g. --set {defaults[0][0]}=...) for a firm verdict")
+                 f"(e.g. --set {key}=...) for a firm verdict")
     if unread:
         listed = ", ".join(repr(path) for path in unread)
         note += (f"; the run refers to {listed}, which was not found, so its settings (a ZeRO "

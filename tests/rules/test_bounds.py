@@ -66,3 +66,32 @@ def test_reports_never_say_fits_beside_an_error_that_stops_the_launch(capsys):
         out = capsys.readouterr()[0]
         assert code == 1 and needle in out
         assert "✅ fits" not in out and 'verdict ok">fits' not in out
+
+
+# Issue 27 class 8: the softening for "sharding left to the launcher" applies only where the
+# sharding really is unknown. open-r1's README launches its recipes with
+# `accelerate launch --config_file recipes/accelerate_configs/{ddp,zero3}.yaml src/open_r1/sft.py
+# --config <recipe>`: the accelerate config states the sharding and the world size.
+ACCELERATE = os.path.join(REAL, "huggingface__open-r1", "recipes", "accelerate_configs")
+
+
+def run_oom(paths, model=None, *assignments):
+    from memlint.api import estimate_paths
+    result = estimate_paths(paths, Options(model=model, assignments=assignments))
+    found = [d for d in result.diagnostics if d.code == "ML101"]
+    return found[0] if found else None
+
+
+def test_a_ddp_launch_states_no_sharding_so_its_oom_is_firm():
+    ddp = os.path.join(ACCELERATE, "ddp.yaml")    # distributed_type MULTI_GPU, num_processes 8
+    d = run_oom([ddp, OLYMPIC_7B], None, "gpu=H100-80GB")
+    assert d.severity == Severity.ERROR and "defaults" not in d.message
+    # the recipe alone leaves the sharding to the launcher: a warning that says what flips it
+    d = run_oom([OLYMPIC_7B], None, "gpu=H100-80GB", "world_size=8")
+    assert d.severity == Severity.WARNING and "sharding" in d.message
+
+
+def test_zero3_over_the_stated_processes_is_firm_when_the_states_do_not_fit():
+    zero3 = os.path.join(ACCELERATE, "zero3.yaml")  # DEEPSPEED zero_stage 3, num_processes 8
+    d = run_oom([zero3, OLYMPIC_7B], "llama3-70b", "gpu=H100-80GB")
+    assert d.severity == Severity.ERROR
