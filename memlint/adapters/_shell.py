@@ -1118,7 +1118,7 @@ def _shell_string(fields: list) -> Optional[tuple]:
     (after `srun ...`, `env`, `exec`, ...). A STRING with parts the script cannot know
     (`$(scontrol ...)`, a variable set elsewhere) is read too: those parts were kept as their
     source text, so reading the string again marks them unresolved once more (bigscience's
-    `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`)."""
+    `srun ... bash -c "$LAUNCHER ... $CMD"`)."""
     for index in range(len(fields) - 2):
         text = fields[index].text
         if not text.endswith(_SHELLS):
