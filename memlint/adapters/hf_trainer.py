@@ -168,7 +168,8 @@ DEFAULTS = {
 
 def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
           defaults: Optional[dict] = None, loaded_dtype: Optional[str] = None,
-          lora: Optional[bool] = None, assumed: Optional[list] = None) -> dict:
+          lora: Optional[bool] = None, assumed: Optional[list] = None,
+          script: str = "") -> dict:
     """Map Trainer/TRL arguments onto scenario keys. Returns the arguments by name (the last of
     a repeated one wins, as argparse does). `defaults` replaces the trainer's DEFAULTS entries
     (LLaMA-Factory's own); `loaded_dtype`/`lora` are what the caller already decided, and
@@ -323,6 +324,11 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
     _liger_loss(args, partial, trainer)
+    if trainer == "trl":
+        # start-up: the RL / preference reader loads only for TRL arguments
+        from memlint.adapters import trl_rl
+
+        trl_rl.apply(args, partial, anchor, partial.source, script, assumed)
     if assumed:
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -399,6 +405,10 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
                 prov, key=prov.key))
             return
     partial.set("model", name, prov)
+
+
+# the one Hub-id-or-local-folder rule, for other trainers' readers (verl, OpenRLHF)
+local_or_hub_model = _model
 
 
 def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
@@ -655,9 +665,22 @@ def _mismatch(partial, doc, path, ds_key, ds_value, arg_name, mine, arg_prov) ->
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 _HF_ARG = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
                      r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
-                     r"llamafactory-cli\s+train\b|"
-                     r"(torchrun|launch|deepspeed|python3?)\b[^\n]*\.py\s+[\w./-]+\.(json|ya?ml)\s*$",
-                     re.M)
+                     r"llamafactory-cli\s+train\b")
+# `torchrun train.py args.yaml`: a launcher word, then on the same line a script given its
+# arguments file. Found from the file back to the launcher: one pattern with `[^\n]*` between
+# them cost the line's length for every launcher word of it (quadratic).
+_ARGUMENTS_FILE = re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
+_LAUNCHER = re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
+
+
+def _hf_launch(text: str) -> bool:
+    if _HF_ARG.search(text):
+        return True
+    for found in _ARGUMENTS_FILE.finditer(text):
+        start = text.rfind("\n", 0, found.start()) + 1
+        if _LAUNCHER.search(text, start, found.start()):
+            return True
+    return False
 _MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
 
 
@@ -665,7 +688,8 @@ def detect(path: str, text: str) -> bool:
     name = os.path.basename(path).lower()
     head = text[:65536]
     if name.endswith(_SCRIPT_EXT) or ("." not in name and head.startswith("#!")):
-        return bool(_HF_ARG.search(head)) and not any(s in head for s in _MEGATRON)
+        # the whole script, as Megatron's detect reads it: a launch line may follow 64 KB
+        return _hf_launch(text) and not any(s in text for s in _MEGATRON)
     if name.endswith((".yaml", ".yml")):
         if "distributed_type:" in head or re.search(r"^(finetuning_type|stage|base_model):", head,
                                                     re.M):
@@ -702,7 +726,7 @@ def load(path: str, text: str) -> Partial:
         llamafactory.apply_items(partial, items, path)
         return partial
     anchor = Provenance(path, 1, 1, None)
-    args = apply(items, partial, trainer_of(items, script), anchor)
+    args = apply(items, partial, trainer_of(items, script), anchor, script=script)
     check_deepspeed(partial, args, path)
     return partial
 

@@ -8,7 +8,8 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
-from memlint.report import host_lines, location
+from memlint.escape import one_line
+from memlint.report import host_lines, location, phases
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -122,6 +123,8 @@ def estimate_lines(estimate, report) -> list:
                      + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
     legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
     lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    if phases.shows_phases(estimate):
+        lines.extend(phases.text_lines(estimate, units))
     lines.extend([[(line, "dim")] for line in three_numbers_lines(stages, units)])
     lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
@@ -201,6 +204,8 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  host (not GPU): {term.name} = {term.bytes:,} B "
                          f"({fmt(term.bytes, units, 3)}) = {term.formula}")
         lines.append("")
+    if phases.shows_phases(estimate):
+        lines += phases.explain_lines(estimate, units)
     if report.stage is None:
         lines += host_lines.explain_lines(estimate, units)
     return [[(line, "")] for line in lines]
@@ -227,7 +232,7 @@ def report_lines(report) -> list:
 
 
 def render(report) -> str:
-    return "".join("".join(text for text, _ in line).rstrip() + "\n"
+    return "".join("".join(one_line(text) for text, _ in line).rstrip() + "\n"
                    for line in report_lines(report))
 
 
@@ -242,4 +247,5 @@ def write(report, stream) -> None:
 
     console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
     for line in report_lines(report):
-        console.print(Text.assemble(*[(text, style) if style else text for text, style in line]))
+        console.print(Text.assemble(*[(one_line(text), style) if style else one_line(text)
+                                      for text, style in line]))
