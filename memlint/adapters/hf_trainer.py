@@ -161,6 +161,42 @@ DEFAULTS = {
 }
 
 
+@dataclass
+class _Run:
+    """What each step of `apply` reads and writes: the arguments by name, the Partial, the
+    trainer's defaults, where a default is reported, and the defaults taken so far."""
+
+    args: dict
+    partial: Partial
+    table: dict
+    anchor: Provenance
+    assumed: list
+    trainer: str
+
+    def resolved(self, item: Item) -> bool:
+        if item.unresolved:
+            self.partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO,
+                f"--{item.name}: {', '.join(item.unresolved)}; its value is not known statically",
+                item.prov, key=item.name))
+            return False
+        return True
+
+    def bad(self, item: Item, what: str) -> None:
+        self.partial.diagnostics.append(make(INVALID_VALUE, Severity.WARNING,
+                                             f"{item.name}: expected {what}, got {item.value!r}",
+                                             item.prov, key=item.name))
+
+    def take_default(self, key: str) -> None:
+        """The trainer's default for a scenario key, set at the anchor and reported."""
+        value, source = self.table[key]
+        self.partial.set(key, value, self.anchor)
+        self.assumed.append(f"{key} = {value} ({source})")
+
+    def first(self, names) -> Optional[Item]:
+        return next((self.args[n] for n in names if n in self.args), None)
+
+
 def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
           defaults: Optional[dict] = None, loaded_dtype: Optional[str] = None,
           lora: Optional[bool] = None, assumed: Optional[list] = None) -> dict:
@@ -170,161 +206,179 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
     `assumed` the defaults it already took (reported together with these)."""
     table = dict(DEFAULTS.get(trainer, DEFAULTS["hf"]))
     table.update(defaults or {})
-    args: dict = {}
-    for item in items:
-        args[item.name] = item
-    assumed = list(assumed or [])
-
-    def resolved(item: Item) -> bool:
-        if item.unresolved:
-            partial.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO,
-                f"--{item.name}: {', '.join(item.unresolved)}; its value is not known statically",
-                item.prov, key=item.name))
-            return False
-        return True
-
-    def bad(item: Item, what: str) -> None:
-        partial.diagnostics.append(make(INVALID_VALUE, Severity.WARNING,
-                                        f"{item.name}: expected {what}, got {item.value!r}",
-                                        item.prov, key=item.name))
-
-    for name, key in INTS.items():
-        item = args.get(name)
-        if item is not None and resolved(item):
-            number = to_int(item.value)
-            if number is None or number < 1:
-                bad(item, "a positive whole number")
-            else:
-                partial.set(key, number, item.prov)
-    if "micro_batch" not in partial.settings and "micro_batch" in table:
-        value, source = table["micro_batch"]
-        partial.set("micro_batch", value, anchor)
-        assumed.append(f"micro_batch = {value} ({source})")
-
-    _checkpoints(args, partial, resolved)
-
-    seq = next((args[n] for n in SEQ_LEN_NAMES if n in args), None)
-    if seq is not None and resolved(seq):
-        number = to_int(seq.value)
-        if number is None or number < 1:
-            if str(seq.value).strip().lower() not in ("none", "null"):
-                bad(seq, "a positive whole number")
-        else:
-            partial.set("seq_len", number, seq.prov)
-    elif seq is None and "seq_len" in table:
-        value, source = table["seq_len"]
-        partial.set("seq_len", value, anchor)
-        assumed.append(f"seq_len = {value} ({source})")
-
-    model = next((args[n] for n in MODEL_NAMES if n in args), None)
-    if model is not None and resolved(model) and str(model.value or "").strip():
+    run = _Run({item.name: item for item in items}, partial, table, anchor, list(assumed or []),
+               trainer)
+    _batch(run)
+    _checkpoints(run.args, partial, run.resolved)
+    _seq_len(run)
+    model = run.first(MODEL_NAMES)
+    if model is not None and run.resolved(model) and str(model.value or "").strip():
         _model(str(model.value).strip(), model.prov, partial)
-
-    # precision: bf16 / fp16 flags (both: the Trainer refuses it; ML303 reports it)
-    flags = {}
-    for name in ("bf16", "fp16", "pure_bf16"):
-        item = args.get(name)
-        if item is not None and resolved(item):
-            truth = to_bool(item.value)
-            if truth is None:
-                bad(item, "true or false")
-            else:
-                flags[name] = (truth, item.prov)
-    for name in ("bf16", "fp16"):
-        if flags.get(name, (False,))[0]:
-            partial.set_extra(f"flags.{name}", True, flags[name][1])
+    flags = _precision_flags(run)
     if loaded_dtype is None:
-        dtype_item = next((args[n] for n in DTYPE_NAMES
-                           if n in args and args[n].value not in (None, "None", "null")), None)
-        if dtype_item is not None and resolved(dtype_item):
-            loaded_dtype = _DTYPES.get(str(dtype_item.value).strip().lower())
-            if loaded_dtype is None and str(dtype_item.value).strip().lower() != "auto":
-                bad(dtype_item, "bfloat16, float16, float32 or auto")
-            elif loaded_dtype is None:
-                assumed.append("torch_dtype auto: the checkpoint's dtype, taken as bf16")
-                loaded_dtype = "bf16"
-        else:
-            loaded_dtype, source = table["dtype"]
-            if "deepspeed" not in args:  # DeepSpeed casts the weights itself
-                assumed.append(f"weights loaded as {loaded_dtype} ({source})")
+        loaded_dtype = _loaded_dtype(run)
     if lora is None:
-        lora = _lora(args, partial, table, assumed, resolved, trainer)
-    deepspeed = args.get("deepspeed")
-    if deepspeed is not None and deepspeed.unresolved:
-        # DeepSpeed runs even when memlint cannot see which file: its dtype rules apply
-        partial.set("framework", "deepspeed", deepspeed.prov)
-    if deepspeed is not None and str(deepspeed.value or "").strip():
-        # DeepSpeed casts the module to its bf16/fp16 and keeps fp32 master weights itself,
-        # whatever dtype the weights were loaded in
-        on = next(((n, p) for n, (t, p) in flags.items() if t and n in ("bf16", "fp16")), None)
-        if on is None and not any(n in flags for n in ("bf16", "fp16")):
-            value, source = table["precision"]
-            if value in ("bf16", "fp16"):
-                on = (value, anchor)
-                assumed.append(f"precision {value} ({source})")
-        if on is not None:
-            partial.set("precision", on[0], on[1])
-    else:
-        _precision(flags, loaded_dtype, lora, partial, table, anchor, assumed)
-
-    # gradient checkpointing
-    item = args.get("gradient_checkpointing")
-    truth = to_bool(item.value) if item is not None and resolved(item) else None
-    if item is not None and truth is None and not item.unresolved:
-        bad(item, "true or false")
-    if truth is None and item is None:
-        value, source = table["recompute"]
-        truth = value == "full"
-        assumed.append(f"gradient checkpointing {'on' if truth else 'off'} ({source})")
-        item = Item("gradient_checkpointing", truth, anchor)
-    if truth:
-        partial.set("recompute", "full", item.prov)
-        # transformers' checkpoint wraps each decoder layer's call (FSDP hooks included)
-        partial.set_extra("recompute.scope", "outside-unit", item.prov)
-    elif truth is False:
-        partial.set("recompute", "none", item.prov)
-
-    _optimizer(args, partial, table, anchor, assumed, resolved)
-
-    attn = next((args[n] for n in ("attn_implementation", "flash_attn", "attention")
-                 if n in args), None)
-    if attn is not None and resolved(attn):
-        kind = _ATTENTION.get(str(attn.value).strip().lower())
-        if kind is not None:
-            partial.set("attention", kind, attn.prov)
-    for name in ("use_flash_attn", "use_flash_attention_2", "flash_attention"):
-        item = args.get(name)
-        if item is not None and not item.unresolved and to_bool(item.value):
-            partial.set("attention", "flash", item.prov)
-
-    _fsdp(args, partial)
-    if deepspeed is not None and resolved(deepspeed) and str(deepspeed.value or "").strip():
-        text = str(deepspeed.value).strip()
-        if text.startswith("{"):
-            partial.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO, "--deepspeed is an inline JSON string; its ZeRO "
-                "settings are not read (give the config as a file)", deepspeed.prov,
-                key="deepspeed"))
-        else:
-            partial.references.append((text, deepspeed.prov))
-            partial.set("framework", "deepspeed", deepspeed.prov)
-            partial.set_extra("hf_trainer.deepspeed", text, deepspeed.prov)
+        lora = _lora(run.args, partial, table, run.assumed, run.resolved, trainer)
+    if not _deepspeed_precision(run, flags):
+        _precision(flags, loaded_dtype, lora, partial, table, anchor, run.assumed)
+    _recompute(run)
+    _optimizer(run.args, partial, table, anchor, run.assumed, run.resolved)
+    _attention(run)
+    _fsdp(run.args, partial)
+    _deepspeed_reference(run)
     if "framework" not in partial.settings and "hf_trainer.launcher_config" not in partial.extra:
         # (an accelerate config file given to the launcher decides DeepSpeed / FSDP itself)
         partial.set("framework", "hf", anchor)
     for name in ("packing", "use_liger_kernel", "enable_liger_kernel", "neat_packing"):
-        item = args.get(name)
+        item = run.args.get(name)
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
-    _liger_loss(args, partial, trainer)
-    if assumed:
-        partial.diagnostics.append(make(
+    _liger_loss(run.args, partial, trainer)
+    _report_defaults(run)
+    return run.args
+
+
+def _batch(run: _Run) -> None:
+    for name, key in INTS.items():
+        item = run.args.get(name)
+        if item is not None and run.resolved(item):
+            number = to_int(item.value)
+            if number is None or number < 1:
+                run.bad(item, "a positive whole number")
+            else:
+                run.partial.set(key, number, item.prov)
+    if "micro_batch" not in run.partial.settings and "micro_batch" in run.table:
+        run.take_default("micro_batch")
+
+
+def _seq_len(run: _Run) -> None:
+    seq = run.first(SEQ_LEN_NAMES)
+    if seq is not None and run.resolved(seq):
+        number = to_int(seq.value)
+        if number is None or number < 1:
+            if str(seq.value).strip().lower() not in ("none", "null"):
+                run.bad(seq, "a positive whole number")
+        else:
+            run.partial.set("seq_len", number, seq.prov)
+    elif seq is None and "seq_len" in run.table:
+        run.take_default("seq_len")
+
+
+def _precision_flags(run: _Run) -> dict:
+    """bf16 / fp16 / pure_bf16 as given: name -> (truth, prov). Both bf16 and fp16: the Trainer
+    refuses it (ML303 reports it)."""
+    flags = {}
+    for name in ("bf16", "fp16", "pure_bf16"):
+        item = run.args.get(name)
+        if item is not None and run.resolved(item):
+            truth = to_bool(item.value)
+            if truth is None:
+                run.bad(item, "true or false")
+            else:
+                flags[name] = (truth, item.prov)
+    for name in ("bf16", "fp16"):
+        if flags.get(name, (False,))[0]:
+            run.partial.set_extra(f"flags.{name}", True, flags[name][1])
+    return flags
+
+
+def _loaded_dtype(run: _Run) -> str:
+    """The dtype the weights are loaded in (torch_dtype), else the trainer's default."""
+    dtype_item = next((run.args[n] for n in DTYPE_NAMES
+                       if n in run.args and run.args[n].value not in (None, "None", "null")),
+                      None)
+    if dtype_item is not None and run.resolved(dtype_item):
+        loaded = _DTYPES.get(str(dtype_item.value).strip().lower())
+        if loaded is None and str(dtype_item.value).strip().lower() != "auto":
+            run.bad(dtype_item, "bfloat16, float16, float32 or auto")
+        elif loaded is None:
+            run.assumed.append("torch_dtype auto: the checkpoint's dtype, taken as bf16")
+            loaded = "bf16"
+        return loaded
+    loaded, source = run.table["dtype"]
+    if "deepspeed" not in run.args:  # DeepSpeed casts the weights itself
+        run.assumed.append(f"weights loaded as {loaded} ({source})")
+    return loaded
+
+
+def _deepspeed_precision(run: _Run, flags: dict) -> bool:
+    """Under --deepspeed, DeepSpeed casts the module to its bf16/fp16 and keeps fp32 master
+    weights itself, whatever dtype the weights were loaded in. False without --deepspeed."""
+    deepspeed = run.args.get("deepspeed")
+    if deepspeed is not None and deepspeed.unresolved:
+        # DeepSpeed runs even when memlint cannot see which file: its dtype rules apply
+        run.partial.set("framework", "deepspeed", deepspeed.prov)
+    if deepspeed is None or not str(deepspeed.value or "").strip():
+        return False
+    on = next(((n, p) for n, (t, p) in flags.items() if t and n in ("bf16", "fp16")), None)
+    if on is None and not any(n in flags for n in ("bf16", "fp16")):
+        value, source = run.table["precision"]
+        if value in ("bf16", "fp16"):
+            on = (value, run.anchor)
+            run.assumed.append(f"precision {value} ({source})")
+    if on is not None:
+        run.partial.set("precision", on[0], on[1])
+    return True
+
+
+def _recompute(run: _Run) -> None:
+    """gradient_checkpointing, else the trainer's default."""
+    item = run.args.get("gradient_checkpointing")
+    truth = to_bool(item.value) if item is not None and run.resolved(item) else None
+    if item is not None and truth is None and not item.unresolved:
+        run.bad(item, "true or false")
+    if truth is None and item is None:
+        value, source = run.table["recompute"]
+        truth = value == "full"
+        run.assumed.append(f"gradient checkpointing {'on' if truth else 'off'} ({source})")
+        item = Item("gradient_checkpointing", truth, run.anchor)
+    if truth:
+        run.partial.set("recompute", "full", item.prov)
+        # transformers' checkpoint wraps each decoder layer's call (FSDP hooks included)
+        run.partial.set_extra("recompute.scope", "outside-unit", item.prov)
+    elif truth is False:
+        run.partial.set("recompute", "none", item.prov)
+
+
+def _attention(run: _Run) -> None:
+    attn = run.first(("attn_implementation", "flash_attn", "attention"))
+    if attn is not None and run.resolved(attn):
+        kind = _ATTENTION.get(str(attn.value).strip().lower())
+        if kind is not None:
+            run.partial.set("attention", kind, attn.prov)
+    for name in ("use_flash_attn", "use_flash_attention_2", "flash_attention"):
+        item = run.args.get(name)
+        if item is not None and not item.unresolved and to_bool(item.value):
+            run.partial.set("attention", "flash", item.prov)
+
+
+def _deepspeed_reference(run: _Run) -> None:
+    """--deepspeed FILE: the run's DeepSpeed config, read as a file of the same run."""
+    deepspeed = run.args.get("deepspeed")
+    if deepspeed is None or not run.resolved(deepspeed) or not str(deepspeed.value or "").strip():
+        return
+    text = str(deepspeed.value).strip()
+    if text.startswith("{"):
+        run.partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, "--deepspeed is an inline JSON string; its ZeRO "
+            "settings are not read (give the config as a file)", deepspeed.prov,
+            key="deepspeed"))
+        return
+    run.partial.references.append((text, deepspeed.prov))
+    run.partial.set("framework", "deepspeed", deepspeed.prov)
+    run.partial.set_extra("hf_trainer.deepspeed", text, deepspeed.prov)
+
+
+_TRAINER_NAMES = {"trl": "TRL", "llamafactory": "LLaMA-Factory"}
+
+
+def _report_defaults(run: _Run) -> None:
+    if run.assumed:
+        run.partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
-            f"{'TRL' if trainer == 'trl' else 'LLaMA-Factory' if trainer == 'llamafactory' else 'HF Trainer'}"
-            f" defaults assumed (no file gives them): " + "; ".join(assumed), anchor,
-            key="defaults", assumed=list(assumed)))
-    return args
+            f"{_TRAINER_NAMES.get(run.trainer, 'HF Trainer')} defaults assumed (no file gives "
+            "them): " + "; ".join(run.assumed), run.anchor, key="defaults",
+            assumed=list(run.assumed)))
 
 
 # Arguments of preference / RL trainers (TRL DPOConfig, ORPOConfig, KTOConfig, GRPOConfig;
