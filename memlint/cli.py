@@ -484,9 +484,9 @@ def main(argv: Optional[list] = None) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - never a traceback unless --debug
         # start-up: `memlint --version` and usage errors load no pipeline
-        from memlint.engine import ConfigError
+        from memlint.engine import SettingsError
 
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, SettingsError):
             sys.stderr.write(f"memlint: error: {exc}\n")
             return 2
         if debug:

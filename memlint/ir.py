@@ -93,7 +93,7 @@ def frozen_mapping(data: Mapping) -> Mapping:
 
 
 @dataclass(frozen=True)
-class Model:
+class ModelSpec:
     """The model: its HF-style config (merged from every source) and optional count overrides."""
 
     config: Mapping[str, Any]
@@ -198,7 +198,7 @@ class Assumptions:
 
 @dataclass(frozen=True)
 class Scenario:
-    model: Optional[Model]
+    model: Optional[ModelSpec]
     training: Training
     parallelism: Parallelism
     hardware: Hardware

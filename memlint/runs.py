@@ -27,7 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
+from memlint.adapters.registry import detect_format, load_file, load_with_references
+from memlint.loaders import inside
 from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError

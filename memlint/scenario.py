@@ -11,21 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import fields
 from typing import Any, Iterable, Optional
 
 from memlint import keys as K, verdicts
-from memlint.adapters.registry import inside
 from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
-from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
+from memlint.ir import (Assumptions, Hardware, ModelSpec, Parallelism, Partial, Provenance, Scenario,
                         Training, frozen_mapping)
-from memlint.loaders import repo_root
-
-SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
-
+from memlint.loaders import inside, repo_root
 
 def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:
     """'tp=8' -> ('tp', '8'). Raises ValueError for text without '='."""
@@ -306,9 +301,9 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
 
     model = None
     if model_settings or "name" in values["model"]:
-        model = Model(config=frozen_mapping(_unflatten(model_settings)), **values["model"])
+        model = ModelSpec(config=frozen_mapping(_unflatten(model_settings)), **values["model"])
     elif values["model"]:
-        model = Model(config=frozen_mapping({}), **values["model"])
+        model = ModelSpec(config=frozen_mapping({}), **values["model"])
 
     hardware_values = values["hardware"]
     if "gpu" in hardware_values and "gpu_memory" not in hardware_values:
@@ -370,6 +365,3 @@ def _recorded_conventions(extra: dict, conventions: dict, provenance: dict) -> N
 def _assumption_names() -> dict:
     return {name: spec.convert for name, spec in ASSUMPTIONS.items()}
 
-
-def section_fields(section: str) -> list:
-    return [f.name for f in fields(SECTIONS[section])]

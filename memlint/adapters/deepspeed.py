@@ -445,14 +445,10 @@ def _int(value: Any) -> int:
 def _flag(value: Any) -> bool:
     if _is_auto(value) or value is None:
         raise _Skip
-    if isinstance(value, str) and value.strip().lower() in ("t", "y"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("f", "n"):
-        return False
-    try:
-        return K.to_bool(value)
-    except ValueError:
-        raise _Skip from None
+    found = K.parse_bool(value)
+    if found is None:
+        raise _Skip
+    return found
 
 
 def _positive(value: Any) -> int:

@@ -22,7 +22,7 @@ from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
                                  make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
-from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root, suppressions
+from memlint.loaders import MAX_FILE_BYTES, inside, read_text, repo_root, suppressions
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
@@ -235,11 +235,6 @@ def _reference(item, partial: Partial) -> tuple[Optional[str], Provenance]:
     return None, default
 
 
-def inside(path: str, root: str) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
-
-
 def find_reference(target: str, path: str, root: str) -> Optional[str]:
     """The file a config's relative path most likely names, or None when none exists.
 
@@ -336,6 +331,3 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
     out.append(partial)
     return out
 
-
-def referenced_paths(partials: list) -> set:
-    return {os.path.realpath(p.source) for p in partials}

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from memlint.adapters._lora import target_kind
-from memlint.adapters.registry import _resolve_reference, inside
+from memlint.adapters.registry import _resolve_reference
 from memlint.diagnostics import CONFLICT, INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.keys import MAX_INT
-from memlint.keys import to_bool as keys_to_bool
-from memlint.loaders import load_json, read_text, repo_root
+from memlint.keys import parse_bool
+from memlint.loaders import inside, load_json, read_text, repo_root
 
 # Commit of the trainers' sources the defaults below were read at.
 TRANSFORMERS_SOURCE = "huggingface/transformers src/transformers/training_args.py"
@@ -46,11 +46,7 @@ def to_bool(value: Any) -> Optional[bool]:
     (`--bf16`) is True. None: not a bool."""
     if value is None or value == "":
         return True
-
-    try:
-        return keys_to_bool(value)
-    except ValueError:
-        return {"t": True, "y": True, "f": False, "n": False}.get(str(value).strip().lower())
+    return parse_bool(value)
 
 
 def to_int(value: Any) -> Optional[int]:
