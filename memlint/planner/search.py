@@ -518,8 +518,8 @@ def _cost(space: Space, settings: dict, topo, m: int, every: int) -> costmod.Cos
     tr = space.tr
     gb = tr.global_batch or (settings["micro_batch"] * settings["dp"] * m)
     so = topo.shard if (settings["zero"] >= 1 or settings["fsdp"] != "none") else 1
-    return costmod.cost(
-        space.facts, gpu=space.base.hardware.gpu, gpus_per_node=space.gpus_per_node,
+    return costmod.cost(space.facts, costmod.Layout(
+        gpu=space.base.hardware.gpu, gpus_per_node=space.gpus_per_node,
         world=space.gpus, seq=space.seq, tokens=gb * space.seq, tp=settings["tp"],
         pp=settings["pp"], vpp=space.base.parallelism.vpp, cp=settings["cp"], ep=settings["ep"],
         etp=topo.etp, dp=topo.dp, expert_dp=topo.expert_dp, seed_layout=not space.ep_in_dp,
@@ -531,7 +531,7 @@ def _cost(space: Space, settings: dict, topo, m: int, every: int) -> costmod.Cos
         param_bytes=space.dt.compute, optimizer_shard=so,
         stage_layers=tuple(stage_layers(space.arch.layers, settings["pp"],
                                         settings.get("first_stage_layers"),
-                                        settings.get("last_stage_layers"))))
+                                        settings.get("last_stage_layers")))))
 
 
 def run_estimates(candidates: list, stats: Stats, capacity: int, headroom: float,
