@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
 from memlint.adapters import llamafactory
 from memlint.adapters.trainer_args import Item, apply, check_deepspeed, mapping_items, trainer_of
@@ -27,6 +26,10 @@ from memlint.adapters.trainer_args import to_int
 from memlint.diagnostics import PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_json, load_yaml, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 FORMAT = "hf_trainer"
 
@@ -79,7 +82,7 @@ def load(path: str, text: str) -> Partial:
         llamafactory.apply_items(partial, items, path)
         return partial
     anchor = Provenance(path, 1, 1, None)
-    args = apply(items, partial, trainer_of(items, script), anchor)
+    args = apply(items, partial, trainer_of(items, script), anchor, script=script)
     check_deepspeed(partial, args, path)
     return partial
 

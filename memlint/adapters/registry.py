@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Optional
 
 from memlint import plugins as _plugins
 from memlint.adapters._neighbours import hydra_launch, neighbour_format
@@ -24,8 +23,14 @@ from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severit
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, inside, read_text, repo_root, suppressions
 
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
+    "memlint.adapters.verl",
+    "memlint.adapters.openrlhf",
     "memlint.adapters.gpt_neox",
     "memlint.adapters.llamafactory",
     "memlint.adapters.hf_trainer",
@@ -96,6 +101,8 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
+    "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.gpt_neox": (".yaml", ".yml"),
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Optional
 
 from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import _resolve_reference
@@ -23,13 +21,18 @@ from memlint.ir import Partial, Provenance
 from memlint.keys import MAX_INT
 from memlint.keys import parse_bool
 from memlint.loaders import inside, load_json, read_text, repo_root
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 # Commit of the trainers' sources the defaults below were read at.
 TRANSFORMERS_SOURCE = "huggingface/transformers src/transformers/training_args.py"
 TRL_SOURCE = "huggingface/trl@f2cd5771 trl/trainer"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Item:
     """One argument as written: its name (underscored, no dashes), value, position."""
 
@@ -146,7 +149,7 @@ DEFAULTS = {
 }
 
 
-@dataclass
+@record
 class _Run:
     """What each step of `apply` reads and writes: the arguments by name, the Partial, the
     trainer's defaults, where a default is reported, and the defaults taken so far."""
@@ -184,11 +187,13 @@ class _Run:
 
 def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
           defaults: Optional[dict] = None, loaded_dtype: Optional[str] = None,
-          lora: Optional[bool] = None, assumed: Optional[list] = None) -> dict:
+          lora: Optional[bool] = None, assumed: Optional[list] = None,
+          script: str = "") -> dict:
     """Map Trainer/TRL arguments onto scenario keys. Returns the arguments by name (the last of
     a repeated one wins, as argparse does). `defaults` replaces the trainer's DEFAULTS entries
     (LLaMA-Factory's own); `loaded_dtype`/`lora` are what the caller already decided, and
-    `assumed` the defaults it already took (reported together with these)."""
+    `assumed` the defaults it already took (reported together with these); `script` the
+    training script that parses them."""
     table = dict(DEFAULTS.get(trainer, DEFAULTS["hf"]))
     table.update(defaults or {})
     run = _Run({item.name: item for item in items}, partial, table, anchor, list(assumed or []),
@@ -219,6 +224,11 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
     _liger_loss(run.args, partial, trainer)
+    if trainer == "trl":
+        # start-up: the RL / preference reader loads only for TRL arguments
+        from memlint.adapters import trl_rl
+
+        trl_rl.apply(run.args, partial, anchor, partial.source, script, run.assumed)
     _report_defaults(run)
     return run.args
 
@@ -433,6 +443,10 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
                 prov, key=prov.key))
             return
     partial.set("model", name, prov)
+
+
+# the one Hub-id-or-local-folder rule, for other trainers' readers (verl, OpenRLHF)
+local_or_hub_model = _model
 
 
 def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,

@@ -10,6 +10,7 @@ from dataclasses import replace
 from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as ds
 from memlint.memory import fsdp
+from memlint.memory.lora import frozen_bytes_per_param
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 
@@ -37,17 +38,12 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
     if not sharded or topo.shard <= 1:
         return []
-    gather = model.conv.gather_bytes
-    root = 0
-    if plan.first:
-        root += counts.embedding + counts.position_embedding
-    if plan.last:
-        root += counts.final_norm + counts.lm_head
-    root = math.ceil(root / topo.tp)
-    unit = max(layer_params or [0])
+    compute = 2 if model.dt.compute == 2 else 4
+    gather = fsdp_gather_bytes(model)   # a QLoRA base: its stored dtype
+    root, unit = fsdp_root_and_unit(model, plan)
     mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
-        terms = [fsdp.root_unsharded(root, gather),
+        terms = [fsdp.root_unsharded(root, compute),
                  fsdp.unit_allgather(unit, gather, prefetched=0)]
     elif mid_backward:
         # the last unit resharded after its backward; the others still unsharded
@@ -57,11 +53,37 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if mid_backward:
         # a unit's backward: the prefetched unit before it, its unsharded grads and the
         # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
-        terms += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+        terms += fsdp.backward_unit_buffers(unit, compute, model.dt.grad, topo.shard,
                                             prefetched=1 if par.reshard_after_forward else 0)
     # P_unit and P_root are per GPU: tensor parallelism divided them first
     return [replace(term, formula=f"{term.formula}  (P: parameters / tp {topo.tp})")
             for term in terms if term.bytes]
+
+
+def fsdp_gather_bytes(model: Model) -> float:
+    """Bytes per parameter FSDP all-gathers for a decoder layer: the compute dtype, or for a
+    quantized frozen base (QLoRA + FSDP) the stored dtype, since FSDP flattens and gathers the
+    packed 4-bit / 8-bit storage as it is (bnb_4bit_quant_storage; Linear4bit dequantizes only
+    inside its forward)."""
+    if model.lora and model.tr.base_quant != "none":
+        return frozen_bytes_per_param(model.tr.base_quant, model.dt.param, model.seed_states)
+    # torchao's float8 all-gather (conventions gather_bytes 1): the linear weights are gathered,
+    # and stay unsharded, as 1-byte Float8 data (norms: a rounding)
+    return model.conv.gather_bytes
+
+
+def fsdp_root_and_unit(model: Model, plan: StagePlan) -> tuple:
+    """(P_root, P_unit) per GPU of a stage under FSDP: the root unit's parameters (embedding on
+    the first stage; final norm and LM head on the last) and the largest decoder layer's, each
+    divided by tp."""
+    counts, tp = model.counts, model.topo.tp
+    root = 0
+    if plan.first:
+        root += counts.embedding + counts.position_embedding
+    if plan.last:
+        root += counts.final_norm + counts.lm_head
+    unit = max([math.ceil(counts.layers[i].total / tp) for i in plan.layers] or [0])
+    return math.ceil(root / tp), unit
 
 
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from memlint.facts import deepspeed as ds_facts
+from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import Provenance
 
 MEGATRON, DEEPSPEED, FSDP2, HF = "megatron", "deepspeed", "fsdp2", "hf"
@@ -51,12 +52,23 @@ class PrecisionConvention:
     autocast: bool
     grads_persistent: bool
     note: str
+    # over a bf16 module (precision pure-bf16) the framework still keeps fp32 master weights and
+    # moments of what it trains: DeepSpeed's ZeRO optimizers (master_weights_and_grads_dtype fp32
+    # unless bf16_master_weights_and_gradients, which needs CPU offload)
+    fp32_master_over_bf16: bool = False
+
+
+DEEPSPEED_BF16_NOTE = ("DeepSpeed over a bf16 module: bf16 params and grads, ZeRO's fp32 master "
+                       "partitions and moments (deepspeed/runtime/zero/stage3.py "
+                       "_create_fp32_partitions, stage_1_and_2.py single_partition_of_fp32_groups, "
+                       "deepspeedai/DeepSpeed@edaa722)")
 
 
 def precision_convention(training) -> PrecisionConvention:
     widths, autocast, _persistent, note = _MIXED.get(training.framework, _MIXED[DEEPSPEED])
     persistent = training.framework in (MEGATRON, DEEPSPEED)
-    return PrecisionConvention(widths, autocast, persistent, note)
+    return PrecisionConvention(widths, autocast, persistent, note,
+                               fp32_master_over_bf16=training.framework == DEEPSPEED)
 
 
 def optimizer_shards_over_cp(training) -> bool:
@@ -107,8 +119,14 @@ class Conventions:
     autocast_weight_copies: bool  # torch.autocast caches low-precision copies of fp32 weights
     te_fp8: bool                  # FP8 through Transformer Engine (not torchao float8)
     flash_head_dim_multiple: int  # flash/fused attention needs head_dim % this == 0 (0: any)
-    loss: str                     # "vocab-parallel" (Megatron), "log-softmax" (transformers),
-    #                               "softmax" (an fp32 exp-logits buffer)
+    loss: str                     # "vocab-parallel" (Megatron, gpt-neox), "log-softmax"
+    #                               (transformers, also run by DeepSpeed; torchtitan), "softmax"
+    #                               (an fp32 exp-logits buffer)
+    loss_parallel: bool           # torchtitan under tp: DTensor's loss_parallel on sharded logits
+    compiled_loss: bool           # torch.compile runs the loss too (memory/compile.py)
+    fsdp_version: int             # 2: fully_shard (torchtitan, accelerate fsdp_version 2); 1:
+    #                               FullyShardedDataParallel (the HF Trainer's --fsdp)
+    fp32_adapters: bool           # PEFT casts LoRA weights to fp32 under the HF Trainer
     fused_cross_entropy: bool
     deferred_wgrad: bool          # the output layer's weight gradient waits for the flush
     wgrad_deferral_limit: int     # micro-batches deferred (0: all)
@@ -119,7 +137,8 @@ class Conventions:
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
     in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
     optimizer_over_cp: bool       # the distributed optimizer shards over dp·cp (see above)
-    gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32
+    gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32;
+    #                               1 with torchao's float8 all-gather of the linear weights
     zero: ZeroSettings
     # -- pipeline schedule
     pipeline_layout: Optional[tuple]   # --pipeline-model-parallel-layout stages
@@ -137,6 +156,8 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
+    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
+    rl: Any = None
 
 
 def build(scenario, context) -> Conventions:
@@ -171,8 +192,12 @@ def build(scenario, context) -> Conventions:
         autocast_weight_copies=framework == HF,
         te_fp8=framework != FSDP2,
         flash_head_dim_multiple=8 if megatron and not local else 0,
-        loss=("vocab-parallel" if megatron else "log-softmax" if framework in (HF, FSDP2)
-              else "softmax"),
+        loss=_loss(framework, keys),
+        loss_parallel=framework == FSDP2 and topo.tp > 1,
+        compiled_loss=(framework in (HF, FSDP2) and tr.compile and tr.compile_loss is not False),
+        fsdp_version=(2 if keys.get("accelerate.fsdp_version") == 2 else 1)
+        if "accelerate.fsdp_version" in keys else (1 if framework == HF else 2),
+        fp32_adapters=framework == HF,
         fused_cross_entropy=keys.get("megatron.cross-entropy-loss-fusion") is True,
         deferred_wgrad=keys.get("megatron.defer-embedding-wgrad-compute") is True,
         wgrad_deferral_limit=keys.get("megatron.wgrad-deferral-limit", 0),
@@ -183,7 +208,8 @@ def build(scenario, context) -> Conventions:
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
-        gather_bytes=2 if context.dtypes.compute == 2 else 4,
+        gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
+        else 2 if context.dtypes.compute == 2 else 4,
         zero=_zero_settings(keys),
         pipeline_layout=keys.get("megatron.pipeline-layout-stages"),
         embedding_in_split=keys.get("megatron.account-for-embedding-in-pipeline-split") is True,
@@ -200,7 +226,20 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=math.ceil(seq / topo.cp),
+        rl=rl_conventions(scenario.rl.framework),
     )
+
+
+def _loss(framework: str, keys) -> str:
+    """Which cross-entropy the run computes: Megatron's vocab-parallel one (also gpt-neox's, on
+    DeepSpeed); transformers' log-softmax over upcast logits (ForCausalLMLoss: the HF Trainer,
+    DeepSpeed running an HF model, torchtitan's cross_entropy(pred.float())); else an fp32
+    exp-logits buffer."""
+    if framework == MEGATRON or (framework == DEEPSPEED and "gpt_neox.config" in keys):
+        return "vocab-parallel" if framework == MEGATRON else "softmax"
+    if framework in (HF, FSDP2, DEEPSPEED):
+        return "log-softmax"
+    return "softmax"
 
 
 def visual_tokens_per_image(tr, arch) -> int:

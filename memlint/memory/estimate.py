@@ -32,13 +32,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memlint.memory import inputs
+from memlint.memory.allocator import released_on_retry, reserve_terms
 from memlint.memory.buffers import buffer_terms
-from memlint.memory.compile import compile_notes
+from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.logits import logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
 from memlint.memory.result import Estimate
+from memlint.memory.rl import is_rl, rl_estimate
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
 from memlint.memory.softmax import softmax_peak_terms
 from memlint.memory.stage_activations import activation_terms, stage_inflight
@@ -111,7 +113,10 @@ def _stage_class(model: Model, plan: StagePlan) -> tuple:
 
 def estimate(scenario, context=None) -> Estimate:
     """The Estimate of `scenario`; `context`: its resolved context (memory/context.py) when the
-    caller already has one, so that nothing is resolved twice."""
+    caller already has one, so that nothing is resolved twice. An RL or preference run is a
+    maximum over the phases of its step (memory/rl), each a training or pass estimate."""
+    if is_rl(scenario):
+        return rl_estimate(scenario, context)
     model = Model(scenario, context)
     stages = []
     # zero-byte runtime terms (the seed profile's assumptions) are not listed
@@ -149,7 +154,10 @@ def estimate(scenario, context=None) -> Estimate:
                 if during is not None:
                     phases.append(Phase("forward_softmax", tuple(
                         during + _allocator(model, during) + runtime)))
-            terms = terms + _allocator(model, terms) + runtime
+            # the caching allocator's reserve: cached blocks idle now (memory/allocator.py)
+            terms = released_on_retry(
+                terms + _allocator(model, terms) + reserve_terms(model, plan, name, gradients)
+                + runtime, scenario.hardware.gpu_memory)
             phases.append(Phase(name, tuple(terms)))
         peak = max(phases, key=lambda p: p.total)
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
@@ -162,5 +170,7 @@ def estimate(scenario, context=None) -> Estimate:
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo, model.conv),
+                    notes=tuple(notes),
+                    assumed=inputs.assumed(scenario, model.topo, model.conv)
+                    + compile_assumed(scenario, model.conv),
                     scenario=scenario, context=model.context)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memlint.memory import optimizer_quant as oq
-from memlint.memory.conventions import precision_convention
+from memlint.memory.conventions import DEEPSPEED_BF16_NOTE, precision_convention
 from memlint.memory.terms import Term
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -61,6 +61,10 @@ def dtypes(training, states_model: str = "precise") -> Dtypes:
     persistent = convention.grads_persistent
     if precision == "fp32":
         base = Dtypes(4, 4, 0, 4, 4, False, persistent, "fp32 params, grads and states")
+    elif (precision == "pure-bf16" and convention.fp32_master_over_bf16
+          and states_model != "seed"):
+        # a bf16 module under DeepSpeed: ZeRO still keeps fp32 master partitions and moments
+        base = Dtypes(2, 2, 4, 4, 2, False, persistent, DEEPSPEED_BF16_NOTE)
     elif precision == "pure-bf16":
         base = Dtypes(2, 2, 0, 2, 2, False, persistent, "bf16 params, grads and states, no master")
     elif precision == "amp-bf16":

@@ -126,6 +126,8 @@ SAMPLES = {
     "deepspeed.offload_optimizer.buffer_count": "4", "deepspeed.offload_param.buffer_count": "5",
     "deepspeed.offload_param.buffer_size": "1e8", "deepspeed.offload_param.max_in_cpu": "1e9",
     "env.CUBLAS_WORKSPACE_CONFIG": ":4096:8", "env.CUBLASLT_WORKSPACE_SIZE": "1024",
+    "gpt_neox.config": "neox.yml", "accelerate.fsdp_version": "2",
+    "fsdp.allgather_dtype_bytes": "1",
 }
 
 
