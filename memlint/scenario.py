@@ -20,14 +20,11 @@ from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN
 from memlint.ir import (RL, Assumptions, Engine, Hardware, ModelSpec, Parallelism, Partial,
                         Provenance, Scenario, Setting, Training, frozen_mapping)
 from memlint.loaders import inside, repo_root
-from memlint.records import fields
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Iterable, Optional
 
-SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware, "rl": RL,
-            "engine": Engine}
 
 
 def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:

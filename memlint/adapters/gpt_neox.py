@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Optional
 
@@ -37,6 +37,7 @@ from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRE
                                  Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
+from memlint.records import field, record
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -277,7 +278,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-@dataclass
+@record
 class _Config:
     """The merged gpt-neox arguments of one run, the Partial they fill, and what every step
     shares: the fields whose type gpt-neox refuses (`bad`) and the defaults taken."""

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from memlint.adapters import trainer_args
 from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml_mapping, suppressions
+from memlint.records import record
 
 FORMAT = "llamafactory"
 SOURCE = "hiyouga/LLaMA-Factory@ff6d4d12"
@@ -112,7 +112,7 @@ def load(path: str, text: str) -> Partial:
     return partial
 
 
-@dataclass
+@record
 class _Args:
     """LLaMA-Factory's arguments of one run, with the Partial and the defaults taken."""
 
