@@ -4,14 +4,11 @@ LoRA adapters' inputs and outputs; `HFRun` holds the run settings that decide th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple, Optional
-
 from memlint.memory.activations import Shapes
 from memlint.memory.terms import Item
+from memlint.records import record
 
-
-@dataclass(frozen=True)
+@record(frozen=True)
 class HFRun:
     """How transformers runs one decoder layer: the knobs that decide which tensors autograd keeps."""
 
@@ -63,12 +60,13 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
     return items
 
 
-class _Widths(NamedTuple):
+@record(frozen=True)
+class _Widths:
     """Bytes of the tensors one layer keeps, and which linears keep their input."""
 
     matmul: int          # dtype of matmul outputs
     residual: int        # dtype of the residual stream
-    mask: Optional[int]  # dropout mask: bool on CUDA, the input's dtype on the CPU (None)
+    mask: "int | None"   # dropout mask: bool on CUDA, the input's dtype on the CPU (None)
     attn_saves_input: bool
     mlp_saves_input: bool
 
