@@ -692,6 +692,9 @@ def is_model_key(name: str) -> bool:
 
 
 MAX_SUGGEST_CHARS = 80
+# Per file and block, the first MAX_UNKNOWN_LISTED unknown keys get a diagnostic of their own (and
+# a did-you-mean), the rest one summary line (Megatron flags: adapters/megatron/flags.py).
+MAX_UNKNOWN_LISTED = 100
 
 
 def suggest(name: str, candidates) -> Optional[str]:
