@@ -22,7 +22,8 @@ import re
 
 from memlint.adapters import llamafactory
 from memlint.adapters.trainer_args import Item, apply, check_deepspeed, mapping_items, trainer_of
-from memlint.adapters.trainer_args import to_int
+# the names other readers took from this module before the mapping moved to trainer_args
+from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int  # noqa: F401
 from memlint.diagnostics import PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_json, load_yaml, suppressions
