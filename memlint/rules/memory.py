@@ -21,7 +21,6 @@ from memlint.ir import UNREAD_REFERENCE
 from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
                                     with_parallelism, with_training)
 from memlint.rules.base import Finding, Rule
-from memlint.memory.terms import RESERVED_PREFIX
 
 # Keys to point at, by what dominates the stage: the setting a user would change first.
 _KEYS_BY_COMPONENT = {
@@ -273,7 +272,7 @@ class LowMemoryHeadroom(Rule):
         total = stage.total_bytes
         # the allocator's cached idle blocks (memory/allocator.py) are given back on an
         # out-of-memory retry: the margin is kept beside what it cannot give back
-        held = total - sum(t.bytes for t in stage.terms if t.name.startswith(RESERVED_PREFIX))
+        held = stage.held_bytes
         if total > capacity or held <= capacity * (1 - margin):
             return
         free = capacity - total
