@@ -95,6 +95,20 @@ _LIST = [
                "pinned host buffers are rounded up to a power of two (PyTorch's caching host "
                "allocator); false where PyTorch is configured not to round",
                "aten/src/ATen/core/CachingHostAllocator.h; pytorch/pytorch#95823"),
+    Assumption("engine.non_torch_bytes", non_negative_int,
+               "an inference engine's memory outside PyTorch that its profile run adds at tensor "
+               "parallel size 1 (cuBLAS workspaces, allocator metadata)",
+               "vLLM 0.19 start-ups on H100, llm-d-planner accuracy/results/v0.19.0 "
+               "(non-torch forward increase 0.24-0.27 GiB at tp 1); memory/rl/engine.py"),
+    Assumption("engine.non_torch_tp_bytes", non_negative_int,
+               "the same at tensor parallel size 2 or more (NCCL communicators and vLLM's "
+               "custom all-reduce buffers)",
+               "vLLM 0.19 start-ups on H100, llm-d-planner (2.06-2.21 GiB at tp 2 and 4)"),
+    Assumption("engine.cuda_graph_bytes", non_negative_int,
+               "the engine's CUDA-graph pool, captured after the KV cache and kept through "
+               "sleep mode (0 with enforce_eager)",
+               "vLLM 0.19 start-ups on H100, llm-d-planner ('Graph capturing finished ... took' "
+               "0.51-1.85 GiB, mean 1.0 GiB); verl docs/perf/perf_tuning.rst"),
     Assumption("units", lambda v: _choice(v, ("GiB", "GB")),
                "default units of the text report", "GPU vendors state capacity in decimal GB"),
 ]
@@ -131,6 +145,9 @@ PROFILES: dict = {
         "moe.routing_imbalance": 1.0,
         "compile.loss_saved": "eager",
         "host.pinned_pow2_rounding": True,
+        "engine.non_torch_bytes": 256 * MiB,
+        "engine.non_torch_tp_bytes": 2150 * MiB,
+        "engine.cuda_graph_bytes": 1024 * MiB,
         "units": "GB",
     },
     "precise": {
@@ -151,6 +168,9 @@ PROFILES: dict = {
         "moe.routing_imbalance": 1.0,
         "compile.loss_saved": "logits",
         "host.pinned_pow2_rounding": True,
+        "engine.non_torch_bytes": 256 * MiB,
+        "engine.non_torch_tp_bytes": 2150 * MiB,
+        "engine.cuda_graph_bytes": 1024 * MiB,
         "units": "GiB",
     },
 }

@@ -18,8 +18,8 @@ from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
-from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
-                        Training, frozen_mapping)
+from memlint.ir import (RL, Assumptions, Engine, Hardware, Model, Parallelism, Partial,
+                        Provenance, Scenario, Setting, Training, frozen_mapping)
 from memlint.loaders import repo_root
 from memlint.records import fields
 
@@ -27,7 +27,8 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Iterable, Optional
 
-SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
+SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware, "rl": RL,
+            "engine": Engine}
 
 
 def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:
@@ -184,6 +185,52 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
     return hf_config.load_path(path)
 
 
+def _same_file(name: str, prov: Provenance, source: str, base_dir: Optional[str]) -> bool:
+    """Whether the model a setting names is the config.json `source` itself."""
+    path = os.path.expanduser(name)
+    if not os.path.isabs(path):
+        base = (os.path.dirname(os.path.abspath(prov.file)) if prov.file is not None
+                else base_dir or os.getcwd())
+        path = os.path.join(base, path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    try:
+        return os.path.samefile(path, source)
+    except OSError:
+        return False
+
+
+def _explicit_model_wins(settings: dict, partials: list, base_dir: Optional[str]) -> list:
+    """A model named explicitly (--model, `model =` in a memlint.toml, a trainer's
+    model_name_or_path) wins over an HF config.json that joined the run as a file (one found
+    beside a DeepSpeed config, or listed among the files): that file's model.* keys are dropped
+    (explicit `model.<key>` overrides still apply on top). Returns the files not used."""
+    chosen = settings["model"]
+    found = []
+    for partial in partials:
+        if partial.fmt != "hf_config" or not any(K.is_model_key(k) for k in partial.settings):
+            continue
+        if _same_file(str(chosen.value), chosen.prov, partial.source, base_dir):
+            continue
+        found.append(partial.source)
+        for key, setting in partial.settings.items():
+            if K.is_model_key(key) and settings.get(key) is setting:
+                del settings[key]
+    return found
+
+
+def _model_conflict(chosen: Setting, found: list) -> list:
+    """The warning that names the model used and the model config it was preferred to."""
+    if not found:
+        return []
+    files = ", ".join(os.path.relpath(f) if os.path.isabs(f) else f for f in found)
+    return [make(CONFLICT, Severity.WARNING,
+                 f"the model is {chosen.value!r}, named by {chosen.prov.describe()}; the model "
+                 f"config {files} of this run describes another model and is not used (the "
+                 "explicit model wins; drop one of the two to silence this)", chosen.prov,
+                 key="model")]
+
+
 def hub_id(name: str) -> bool:
     """Whether `name` has the shape of a Hugging Face Hub id (org/name or a bare name)."""
     # start-up: the Hub catalog (a JSON table) loads only when a model name is read
@@ -253,6 +300,10 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         diagnostics.extend(partial.diagnostics)
     settings, extra, conflicts = merge(partials)
     diagnostics.extend(conflicts)
+    unused: list = []
+    if "model" in settings:
+        unused = _explicit_model_wins(settings, partials, base_dir)
+        diagnostics.extend(_model_conflict(settings["model"], unused))
 
     # The model source ranks below every explicit model.* key: load it and merge underneath.
     model_partial = None
@@ -266,7 +317,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             settings.setdefault(key, setting)
 
     values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
-                                          "model", "conventions")}
+                                          "model", "conventions", "rl", "engine")}
     provenance: dict = {}
     model_settings: dict = {}
     assumption_names = _assumption_names()
@@ -348,8 +399,11 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         hardware=Hardware(**hardware_values),
         assumptions=Assumptions(profile=profile, values=frozen_mapping(assumption_values)),
         provenance=frozen_mapping(provenance),
-        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)),
+        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)
+                      and p.source not in unused),
         extra=frozen_mapping(extra),
+        rl=RL(**values["rl"]),
+        engine=Engine(**values["engine"]),
         convention_keys=frozen_mapping(values["conventions"]),
     )
     return scenario, diagnostics

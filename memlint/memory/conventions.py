@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from memlint.facts import deepspeed as ds_facts
+from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import Provenance
 
 MEGATRON, DEEPSPEED, FSDP2, HF = "megatron", "deepspeed", "fsdp2", "hf"
@@ -155,6 +156,8 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
+    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
+    rl: Any = None
 
 
 def build(scenario, context) -> Conventions:
@@ -223,6 +226,7 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=math.ceil(seq / topo.cp),
+        rl=rl_conventions(scenario.rl.framework),
     )
 
 

@@ -40,6 +40,7 @@ from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
 from memlint.memory.result import Estimate
+from memlint.memory.rl import is_rl, rl_estimate
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
 from memlint.memory.softmax import softmax_peak_terms
 from memlint.memory.stage_activations import activation_terms, stage_inflight
@@ -112,7 +113,10 @@ def _stage_class(model: Model, plan: StagePlan) -> tuple:
 
 def estimate(scenario, context=None) -> Estimate:
     """The Estimate of `scenario`; `context`: its resolved context (memory/context.py) when the
-    caller already has one, so that nothing is resolved twice."""
+    caller already has one, so that nothing is resolved twice. An RL or preference run is a
+    maximum over the phases of its step (memory/rl), each a training or pass estimate."""
+    if is_rl(scenario):
+        return rl_estimate(scenario, context)
     model = Model(scenario, context)
     stages = []
     # zero-byte runtime terms (the seed profile's assumptions) are not listed

@@ -8,7 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
-from memlint.report import host_lines, location
+from memlint.report import host_lines, location, phases
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -71,6 +71,20 @@ def bar(stage, scale: int, capacity: int, width: int = BAR_WIDTH) -> list:
     return segments
 
 
+def model_origin(estimate, report) -> str:
+    """' (model NAME, from WHERE)': which model the estimate is for and what named it."""
+    scenario = getattr(estimate, "scenario", None)
+    model = getattr(scenario, "model", None)
+    if model is None or not model.name:
+        return ""
+    where = scenario.where("model")
+    origin = ""
+    if where is not None:
+        origin = (f", from {report.path(where.file)}" if where.file
+                  else f", from {where.key or 'the command line'}")
+    return f" (model {model.name}{origin})"
+
+
 def estimate_lines(estimate, report) -> list:
     """Lines, each a list of (text, style) segments."""
     units = report.units
@@ -85,7 +99,8 @@ def estimate_lines(estimate, report) -> list:
         extra = "".join(f", {k} {params[k] / 1e9:.2f}B" for k in ("experts", "vision")
                         if params.get(k))
         lines.append([(f"params: total {params['total'] / 1e9:.2f}B, trainable "
-                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}", "")])
+                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}"
+                       f"{model_origin(estimate, report)}", "")])
     header = (f"{'stage':>5} {'layers':>6} {'phase':<18} {'weights':>9} {'gradients':>9} "
               f"{'optimizer':>9} {'activations':>11} {'other':>9} {'total':>9} {'of GPU':>7}")
     lines.append([(f"{header}   ({units})", "bold")])
@@ -107,6 +122,8 @@ def estimate_lines(estimate, report) -> list:
                      + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
     legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
     lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    if phases.shows_phases(estimate):
+        lines.extend(phases.text_lines(estimate, units))
     lines.extend([[(line, "dim")] for line in three_numbers_lines(stages, units)])
     lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
@@ -186,6 +203,8 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  host (not GPU): {term.name} = {term.bytes:,} B "
                          f"({fmt(term.bytes, units, 3)}) = {term.formula}")
         lines.append("")
+    if phases.shows_phases(estimate):
+        lines += phases.explain_lines(estimate, units)
     if report.stage is None:
         lines += host_lines.explain_lines(estimate, units)
     return [[(line, "")] for line in lines]
