@@ -77,6 +77,9 @@ def _check_arguments(parser) -> None:
     parser.add_argument("--require-estimate", action="store_true",
                         help="a file that gets no memory verdict is an error (CI), with the "
                         "reason the summary line gives")
+    parser.add_argument("--sarif-min-severity", choices=("error", "warning", "info"),
+                        help="with --format sarif: leave out results below this severity "
+                        "(default: warning, or --fail-on's level where it is lower)")
 
 
 def _estimate_arguments(parser) -> None:
@@ -150,6 +153,13 @@ def options_from(args):
 # Commands
 
 
+def _severity(label):
+    # start-up: `memlint --version` and usage errors load no pipeline
+    from memlint.diagnostics import Severity
+
+    return Severity.parse(label) if label else None
+
+
 def _color(args) -> bool:
     if args.no_color or os.environ.get("NO_COLOR"):
         return False
@@ -203,7 +213,8 @@ def cmd_check(args) -> int:
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
                     quiet=args.quiet, registry=result.registry,
                     color=_color(args) and args.format == "text", fail_on=result.fail_on,
-                    summary=result.summary if shown else None)
+                    summary=result.summary if shown else None,
+                    min_severity=_severity(args.sarif_min_severity))
     _emit(report, args.format)
     if not shown and result.summary is not None and not args.quiet:
         # machine formats keep stdout to their own syntax: the verdict count goes to stderr
@@ -211,9 +222,12 @@ def cmd_check(args) -> int:
     code = result.exit_code
     if code == 2:  # DESIGN.md: exit 2 comes with a one-line message
         internal = result.internal_error
-        where = f"{internal.path}: " if internal.path else ""
-        sys.stderr.write(f"memlint: internal error: {where}{internal.message} (run with "
-                         "--debug for the traceback)\n")
+        # start-up: only on an internal error
+        from memlint.escape import one_line
+
+        where = f"{one_line(internal.path)}: " if internal.path else ""
+        sys.stderr.write(f"memlint: internal error: {where}{one_line(internal.message)} (run "
+                         "with --debug for the traceback)\n")
     return code
 
 
@@ -375,9 +389,15 @@ def cmd_compare(args) -> int:
             raise UsageError("--write-assumptions: the log measures no runtime assumption "
                              "(it needs max allocated with max reserved, or an out-of-memory "
                              "message)")
+        # start-up: the writer loads only when assumptions are written
+        from memlint import safe_write
+        from memlint.escape import one_line
+
         target = args.write_assumptions or config.source or "pyproject.toml"
-        written = compare.write_assumptions(target, result.fitted, args.log)
-        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {target} "
+        written = compare.write_assumptions(target, result.fitted, args.log,
+                                            safe_write.write_root(os.getcwd()),
+                                            args.allow_outside_root)
+        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {one_line(target)} "
                          "[tool.memlint.assumptions]\n")
     return 0
 
@@ -433,6 +453,10 @@ COMMANDS = {
                        "Read the memory lines of a training log (Megatron, torchtitan, "
                        "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
                        "with the estimate of the run PATHS describe."),
+    "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
+                      "memlint.commands.schema",
+                      description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "
+                      "[tool.memlint] of pyproject.toml, or the SchemaStore catalog entries."),
 }
 VERSION_ONLY = ["--version"]
 
@@ -460,10 +484,10 @@ def main(argv: list | None = None) -> int:
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         # start-up: `memlint --version` and usage errors load no pipeline
-        from memlint.report import escape_controls
+        from memlint.escape import one_line
 
-        sys.stderr.write(f"memlint: error: {escape_controls(str(exc))}\n")
-        _sarif_failure(escape_controls(str(exc)), argv)
+        sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
+        _sarif_failure(one_line(str(exc)), argv)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("memlint: interrupted\n")
@@ -473,16 +497,18 @@ def main(argv: list | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - never a traceback unless --debug
         # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.engine import ConfigError
+        from memlint.escape import one_line
 
         if isinstance(exc, ConfigError):
-            sys.stderr.write(f"memlint: error: {exc}\n")
+            sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
+            _sarif_failure(one_line(str(exc)), argv)
             return 2
         if debug:
             # start-up: `memlint --version` and usage errors load no pipeline
             import traceback
 
             traceback.print_exc()
-        sys.stderr.write(f"memlint: internal error: {type(exc).__name__}: {exc} "
+        sys.stderr.write(f"memlint: internal error: {type(exc).__name__}: {one_line(str(exc))} "
                          "(run with --debug for the traceback)\n")
         return 2
 

@@ -5,8 +5,12 @@ whose counts are exact, and `ConfigError`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 class ConfigError(ValueError):
@@ -34,7 +38,7 @@ FRAMEWORK_MODEL_TYPES = frozenset({"megatron_gpt"})
 MAX_LAYERS = 100_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MoE:
     num_experts: int
     top_k: int
@@ -44,7 +48,7 @@ class MoE:
     router_bias: bool = False  # deepseek_v3: e_score_correction_bias (a buffer in transformers)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MLA:
     """DeepSeek multi-head latent attention dimensions."""
 
@@ -55,7 +59,7 @@ class MLA:
     v_head_dim: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Vision:
     """A ViT-style vision tower plus the projector into the language model.
 
@@ -88,7 +92,7 @@ class Vision:
 NOMINAL_QWEN_IMAGE = 448
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Architecture:
     model_type: str
     hidden: int
@@ -129,7 +133,7 @@ class Architecture:
         return self.moe is not None and any(self.moe_layers)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LayerParams:
     attention: int
     mlp: int = 0             # dense MLP
@@ -144,7 +148,7 @@ class LayerParams:
                 + self.norms)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamCounts:
     embedding: int
     position_embedding: int

@@ -29,8 +29,6 @@ are re-exported from memory/model.py.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from memlint.memory import inputs
 from memlint.memory.allocator import released_on_retry, reserve_terms
 from memlint.memory.buffers import buffer_terms
@@ -47,6 +45,7 @@ from memlint.memory.stage_activations import activation_terms, stage_inflight
 from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Phase, StageEstimate, Term
+from memlint.records import replace
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "estimate", "fsdp_layer_freed"]
 
