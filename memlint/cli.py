@@ -453,6 +453,10 @@ COMMANDS = {
                        "Read the memory lines of a training log (Megatron, torchtitan, "
                        "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
                        "with the estimate of the run PATHS describe."),
+    "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
+                      "memlint.commands.schema",
+                      description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "
+                      "[tool.memlint] of pyproject.toml, or the SchemaStore catalog entries."),
 }
 VERSION_ONLY = ["--version"]
 

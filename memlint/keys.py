@@ -140,6 +140,7 @@ def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str
         return text
 
     convert.options = options  # type: ignore[attr-defined]
+    convert.aliases = aliases  # type: ignore[attr-defined]   (memlint/schemas: the enum)
     return convert
 
 
