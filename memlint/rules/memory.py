@@ -4,12 +4,13 @@ Every rule here reads the Estimate (terms and components per stage) and the Scen
 memory maths of its own.
 
 A verdict that rests on a value no file gave (memory/inputs.py: `Estimate.assumed` entries whose
-source is memlint's own default) says so and is at most a warning: it rests on such a value when
-a plausible other value could flip it, i.e. the sequence-proportional memory (activations and
-logits) is what puts the stage over for seq_len / micro_batch / recompute, the GPU is one a
-larger catalogued GPU would hold, or the precision or the sharded world size is unknown. A file
-the run refers to that was not found (a DeepSpeed config named by a trainer YAML) counts the same
-way: its ZeRO stage or offload could flip the verdict.
+source is memlint's own default) says so. The out-of-memory verdict is bounded (rules/bounds.py):
+re-estimated with every such value at its most memory-friendly plausible setting at once (micro
+batch 1, the states alone, full recompute, pure bf16, ZeRO-3 over the known GPUs, the largest
+GPU), it is an error when it still does not fit there and otherwise a warning naming the values
+that would flip it. A file the run refers to that was not found (a DeepSpeed config named by a
+trainer YAML) cannot be bounded: its ZeRO stage or offload could flip the verdict. The other
+verdicts (headroom, context parallelism) keep the per-key test of `resting_defaults`.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from memlint.ir import UNREAD_REFERENCE
 from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
                                     with_parallelism, with_training)
 from memlint.rules.base import Finding, Rule
+from memlint.rules.bounds import bound, bound_note, resting_on
 
 # Keys to point at, by what dominates the stage: the setting a user would change first.
 _KEYS_BY_COMPONENT = {
@@ -119,14 +121,19 @@ def _fits_as(ctx, stage, **training) -> bool:
     return bool(other) and other[0].total_bytes <= variant.capacity_bytes
 
 
+# the scenario key that gives a verdict input (memory/inputs.py names the sharding as one input)
+_SET_KEY = {"sharding": "zero"}
+
+
 def defaults_note(found: list) -> str:
     defaults = [(key, value) for key, value in found if key != UNREAD_REFERENCE]
     unread = [value for key, value in found if key == UNREAD_REFERENCE]
     note = ""
     if defaults:
         listed = ", ".join(f"{key} {value}" for key, value in defaults)
+        key = _SET_KEY.get(defaults[0][0], defaults[0][0])
         note += (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
-                 f"(e.g. --set {defaults[0][0]}=...) for a firm verdict")
+                 f"(e.g. --set {key}=...) for a firm verdict")
     if unread:
         listed = ", ".join(repr(path) for path in unread)
         note += (f"; the run refers to {listed}, which was not found, so its settings (a ZeRO "
@@ -197,16 +204,23 @@ class ExceedsGpuMemory(Rule):
         terms = ", ".join(f"{t.name} {size(ctx, t.bytes)}" for t in largest_terms(stage))
         count = (f" ({len(over)} of {len(estimate.stages)} stages exceed it)"
                  if len(estimate.stages) > 1 else "")
-        defaults = resting_defaults(ctx, stage)
         unmodeled = flipping_settings(ctx, oom=True)
+        unread = unread_references(ctx.scenario)
+        # the verdict at the friendliest value of every default (rules/bounds.py): an error only
+        # when it still holds there
+        limits = bound(ctx, stage, ((None, "a file the run refers to was not found"),) if unread
+                       else ())
+        defaults = resting_on(ctx, limits) + unread if limits.could_fit else []
+        soft = bool(defaults) or any(f.entry.direction == "high" for f in unmodeled)
         yield Finding(
             f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
             f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
             f"{estimate.gpu_name}{count}; largest terms: {terms}"
-            + (defaults_note(defaults) if defaults else "") + not_modeled_note(unmodeled),
+            + (defaults_note(defaults) if defaults else "")
+            + (bound_note(ctx, limits, size) if defaults or limits.firm else "")
+            + not_modeled_note(unmodeled),
             keys=keys_for(stage),
-            severity=Severity.WARNING if defaults or any(
-                f.entry.direction == "high" for f in unmodeled) else None,
+            severity=Severity.WARNING if soft else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "excess_bytes": total - capacity,
                   "rests_on_defaults": [key for key, _ in defaults if key != UNREAD_REFERENCE],
@@ -220,8 +234,9 @@ class LowMemoryHeadroom(Rule):
 
     What it checks:
         Whether the peak stage leaves at least `margin` (default 0.10, i.e. 10%) of the GPU
-        free. It stays silent when the stage does not fit at all (exceeds-gpu-memory reports
-        that).
+        free beside what the caching allocator cannot give back (its cached idle blocks,
+        `runtime.allocator.*`, are released on an out-of-memory retry). It stays silent when the
+        stage does not fit at all (exceeds-gpu-memory reports that).
 
     Why it matters:
         An estimate is not a measurement: allocator fragmentation commonly takes 5-10% of a
@@ -242,7 +257,7 @@ class LowMemoryHeadroom(Rule):
             world_size = 8
             fsdp = "full"
             micro_batch = 2
-            seq_len = 5120
+            seq_len = 5632
             recompute = "selective"
 
         Good (memlint.toml):
@@ -269,19 +284,24 @@ class LowMemoryHeadroom(Rule):
         capacity = estimate.capacity_bytes
         stage = estimate.peak_stage
         total = stage.total_bytes
-        if total > capacity or total <= capacity * (1 - margin):
+        # the allocator's cached idle blocks (memory/allocator.py) are given back on an
+        # out-of-memory retry: the margin is kept beside what it cannot give back
+        held = stage.held_bytes
+        if total > capacity or held <= capacity * (1 - margin):
             return
         free = capacity - total
         defaults = resting_defaults(ctx, stage, oom=False)
         yield Finding(
             f"{stage_label(estimate, stage)} peaks at {size(ctx, total)} of "
-            f"{size(ctx, capacity)} ({total / capacity:.0%}), leaving {size(ctx, free)}: under "
-            f"the {margin:.0%} margin kept for fragmentation and spikes"
+            f"{size(ctx, capacity)} ({total / capacity:.0%}), leaving {size(ctx, free)}"
+            + (f" ({size(ctx, held)} without the allocator's cached blocks)" if held < total
+               else "")
+            + f": under the {margin:.0%} margin kept for fragmentation and spikes"
             + (defaults_note(defaults) if defaults else "")
             + not_modeled_note(flipping_settings(ctx, oom=False)),
             keys=keys_for(stage),
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
-                  "free_bytes": free, "margin": margin})
+                  "free_bytes": free, "held_bytes": held, "margin": margin})
 
 
 def next_power_of_two(value: float) -> int:
