@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import re
 
+from memlint import lazy_re
+
 HEAD = 65536
 
-_BLOCK_KEY = re.compile(
+_BLOCK_KEY = lazy_re.compile(
     r"""^(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|([A-Za-z_$<][^:#\n]*?))[ \t]*:(?=[ \t]|$)""", re.M)
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\'\n]*\'|//[^\n]*|/\*.*?\*/|#[^\n]*|[{}\[\],:]|'
-                    r'[A-Za-z_$][\w.\-$]*', re.S)
-_LEADING = re.compile(r"\A(?:\ufeff)?(?:[ \t\r\n]+|#[^\n]*|//[^\n]*|/\*.*?\*/|---[^\n]*)*", re.S)
+_TOKEN = lazy_re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\'\n]*\'|//[^\n]*|/\*.*?\*/|#[^\n]*|[{}\[\],:]|'
+                         r'[A-Za-z_$][\w.\-$]*', re.S)
+_LEADING = lazy_re.compile(
+    r"\A(?:\ufeff)?(?:[ \t\r\n]+|#[^\n]*|//[^\n]*|/\*.*?\*/|---[^\n]*)*", re.S)
 
 
 def _flow_keys(text: str) -> frozenset:

@@ -27,6 +27,7 @@ import os
 import re
 from collections import deque
 
+from memlint import lazy_re
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
 from memlint.adapters._toplevel import top_level_keys
@@ -475,7 +476,7 @@ def _curriculum_diagnostics(doc: Document) -> list:
 
 
 # a bare upper-case word an HJSON quoteless string picked up (`"stage": ZERO_STAGE,`)
-_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*,?$")
+_PLACEHOLDER = lazy_re.compile(r"^[A-Z][A-Z0-9_]*,?$")
 
 
 def _neox_file(data) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import _resolve_reference, inside
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED,
@@ -120,9 +121,10 @@ _FSDP_WORDS = {"full_shard": ("full", True), "shard_grad_op": ("shard_grad_op", 
 
 # Scripts known to be TRL's own (`trl/scripts/*.py`, alignment-handbook's `scripts/*.py`, which
 # parse TRL's configs): TRL's defaults apply to them.
-_TRL_SCRIPTS = re.compile(r"(^|/)(trl/|alignment-handbook|scripts/(run_)?(sft|dpo|orpo|kto|grpo|"
-                          r"reward_modeling|cpt|gkd|ppo|rloo)\.py$|(sft|dpo|grpo|orpo|kto)_?"
-                          r"(trainer|train)?\.py$)")
+_TRL_SCRIPTS = lazy_re.compile(
+    r"(^|/)(trl/|alignment-handbook|scripts/(run_)?(sft|dpo|orpo|kto|grpo|"
+    r"reward_modeling|cpt|gkd|ppo|rloo)\.py$|(sft|dpo|grpo|orpo|kto)_?"
+    r"(trainer|train)?\.py$)")
 # Arguments only TRL's configs have: their presence means TRL parses the command line.
 _TRL_ONLY = ("use_peft", "packing", "dataset_text_field", "completion_only_loss", "beta",
              "loss_type", "max_prompt_length", "num_generations", "lora_target_modules",
@@ -661,14 +663,15 @@ def _mismatch(partial, doc, path, ds_key, ds_value, arg_name, mine, arg_prov) ->
 # -- detection -------------------------------------------------------------------------------
 
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_HF_ARG = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
-                     r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
-                     r"llamafactory-cli\s+train\b|"
-                     r"(torchrun|launch|deepspeed|python3?)\b[^\n]*\.py\s+[\w./-]+\.(json|ya?ml)\s*$",
-                     re.M)
+_HF_ARG = lazy_re.compile(
+    r"--(per_device_train_batch_size|per-device-train-batch-size|"
+    r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
+    r"llamafactory-cli\s+train\b|"
+    r"(torchrun|launch|deepspeed|python3?)\b[^\n]*\.py\s+[\w./-]+\.(json|ya?ml)\s*$",
+    re.M)
 _MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
-_YAML_KEY = re.compile(r"^(per_device_train_batch_size|gradient_accumulation_steps|"
-                       r"model_name_or_path|learning_rate|num_train_epochs|output_dir):", re.M)
+_YAML_KEY = lazy_re.compile(r"^(per_device_train_batch_size|gradient_accumulation_steps|"
+                            r"model_name_or_path|learning_rate|num_train_epochs|output_dir):", re.M)
 
 
 def detect(path: str, text: str) -> bool:

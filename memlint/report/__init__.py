@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 
+from memlint import lazy_re
 from memlint.records import field, record, replace
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
 # bidirectional overrides that reorder displayed text, the line/paragraph separators, lone
 # surrogates (a file name that is not UTF-8) and the non-characters XML 1.0 forbids. Config
 # content (flag names, keys, file names) reaches messages, so every format escapes them.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
-                      "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_CONTROL = lazy_re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                           "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
 def _escape(match: re.Match) -> str:

@@ -8,8 +8,6 @@ sequence each fits at is found by bisection (memory/rl/result.py).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from memlint.memory import inputs
 from memlint.memory.context import resolve_context
 from memlint.memory.model import EstimateError, Model
@@ -18,7 +16,7 @@ from memlint.memory.rl.plan import build
 from memlint.memory.rl.result import RLEstimate, RLSummary
 from memlint.memory.runtime import allocator_terms, runtime_terms
 from memlint.memory.terms import StageEstimate, Term
-
+from memlint.records import replace
 
 def rl_estimate(scenario, context=None):
     if scenario.model is None:
