@@ -227,17 +227,50 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
             break
     if truth("use_unsloth_gc"):
         partial.set("offload_activations", True, given("use_unsloth_gc").prov)
-    if stage in ("dpo", "kto", "ppo") and not lora:
-        partial.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO,
-            f"stage {stage} with a full fine-tune keeps a frozen reference model: its weights "
-            "are not counted", given("stage").prov if given("stage") else anchor, key="stage"))
-    elif stage in ("ppo",):
-        partial.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO, "stage ppo also holds a reward model and a value head: "
-            "not counted", given("stage").prov if given("stage") else anchor, key="stage"))
+    if stage in ("dpo", "kto", "ppo", "rm"):
+        _preference(stage, data, given, partial, lora, anchor)
     packing = given("packing")
     partial.set_extra("hf_trainer.packing",
                       truth("packing") if packing is not None else stage == "pt",
                       packing.prov if packing is not None else anchor)
     hf_trainer.check_deepspeed(partial, {i.name: i for i in items}, path)
+
+
+def _preference(stage: str, data: dict, given, partial: Partial, lora: bool,
+                anchor: Provenance) -> None:
+    """The models a preference or RL stage holds (LLaMA-Factory @ff6d4d12): DPO keeps a reference
+    unless pref_loss is orpo or simpo (hparams/finetuning_args.py:593 use_ref_model), KTO and PPO
+    always (train/*/workflow.py); create_ref_model (train/trainer_utils.py) loads `ref_model`
+    when given, else a copy of the model, or none under LoRA (the adapter disabled). DPO, ORPO
+    and SimPO run chosen and rejected in one concatenated forward (dpo/trainer.py
+    concatenated_forward); the reward stage scores pairs with a value head; PPO's policy carries
+    the value head (AutoModelForCausalLMWithValueHead) and a reward model that is an API, a LoRA
+    adapter on the policy, or a full model (create_reward_model)."""
+    prov = given("stage").prov if given("stage") else anchor
+    loss = str(data.get("pref_loss") or "sigmoid").strip().lower()
+    partial.set("rl.framework", "llamafactory", prov)
+    partial.set("rl.algorithm", {"rm": "reward", "dpo": loss if loss in ("orpo", "simpo")
+                                 else "dpo"}.get(stage, stage), prov)
+    uses_ref = stage in ("kto", "ppo") or (stage == "dpo" and loss not in ("orpo", "simpo"))
+    if uses_ref:
+        ref_item = given("ref_model")
+        if ref_item is not None and ref_item.value:
+            partial.set("rl.reference", "model", ref_item.prov)
+            partial.set("rl.reference_model", str(ref_item.value), ref_item.prov)
+        else:
+            partial.set("rl.reference", "adapter" if lora else "model", prov)
+    else:
+        partial.set("rl.reference", "none", given("pref_loss").prov if given("pref_loss")
+                    else prov)
+    if stage in ("dpo", "rm"):
+        partial.set("rl.paired", True, prov)
+    if stage == "ppo":
+        kind = str(data.get("reward_model_type") or "lora").strip().lower()
+        reward = given("reward_model")
+        if kind == "full" and reward is not None and reward.value:
+            partial.set("rl.reward_model", str(reward.value), reward.prov)
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, "stage ppo generates with transformers' generate: the "
+            "KV cache of generation is not counted (ppo/trainer.py get_inputs)", prov,
+            key="stage"))
+

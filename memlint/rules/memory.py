@@ -263,8 +263,8 @@ class LowMemoryHeadroom(Rule):
 
     def check(self, ctx):
         estimate = ctx.estimate
-        if estimate is None or not estimate.stages:
-            return
+        if estimate is None or not estimate.stages or getattr(estimate, "rl", None):
+            return  # RL and serving estimates: the ML8xx rules (an engine fills its share by design)
         margin = float(ctx.options.get("margin", 0.10))
         capacity = estimate.capacity_bytes
         stage = estimate.peak_stage
