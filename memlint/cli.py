@@ -525,7 +525,7 @@ def _main(words: list) -> int:
 
         if isinstance(exc, ConfigError):
             sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
-            _sarif_failure(one_line(str(exc)), argv)
+            _sarif_failure(one_line(str(exc)), words)
             return 2
         if debug:
             # start-up: `memlint --version` and usage errors load no pipeline

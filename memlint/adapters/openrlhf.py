@@ -22,10 +22,6 @@ from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import suppressions
 
-TYPE_CHECKING = False   # start-up: typing is for the type checker only
-if TYPE_CHECKING:
-    from typing import Optional
-
 FORMAT = "openrlhf"
 _FACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts", "openrlhf_args.json")
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")

@@ -17,6 +17,7 @@ from memlint.memory.rl.shape import engine_shape
 from memlint.memory.rl.result import RLEstimate, RLSummary
 from memlint.memory.runtime import allocator_terms, runtime_terms
 from memlint.memory.terms import Phase, StageEstimate, Term
+from memlint.records import replace
 
 
 def rl_estimate(scenario, context=None):
