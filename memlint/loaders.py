@@ -828,7 +828,7 @@ def _toml_key_parts(raw: str) -> tuple:
 
 
 MAX_NUMBER_CHARS = 1000
-_LONG_NUMBER = re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
+_LONG_NUMBER = lazy_re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
 
 
 def load_toml(path: str, text: str) -> Document:
@@ -918,6 +918,13 @@ def suppressions(text: str) -> dict:
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
             found.setdefault(number + 1, set()).update(names)
     return found
+
+
+def inside(path: str, root: str) -> bool:
+    """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
+    containment check every reader of a referenced file uses)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def repo_root(path: str) -> str:

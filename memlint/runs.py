@@ -26,12 +26,13 @@ import os
 import re
 
 from memlint import lazy_re
-from memlint.adapters.registry import (detect_format, direct_references, inside, load_file,
+from memlint.adapters.registry import (detect_format, direct_references, load_file,
                                        load_with_references)
 from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
+from memlint.loaders import inside
 from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root
 from memlint.records import field, record
 from memlint.scenario import parse_assignment

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, read_text, suppressions
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 FORMAT = "vllm-serve"
 SOURCE = "vllm-project/vllm v0.12.0 (4fd9d6a85) vllm/engine/arg_utils.py"
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_COMMAND = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.openai\.api_server\b")
+_COMMAND = lazy_re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.openai\.api_server\b")
 # flags (without dashes, underscores as dashes) -> (scenario key, kind)
 FLAGS = {
     "tensor-parallel-size": ("engine.tp", int), "tp": ("engine.tp", int),
@@ -181,7 +182,7 @@ def _apply(items: dict, partial: Partial, anchor: Provenance) -> None:
                                         model[1], key="model"))
     elif model is not None and str(model[0]).strip():
         # start-up: the shared Hub-id / local-folder rule of the HF trainer reader
-        from memlint.adapters.hf_trainer import local_or_hub_model
+        from memlint.adapters.trainer_args import local_or_hub_model
 
         local_or_hub_model(str(model[0]).strip(), model[1], partial)
     gpus = 1
