@@ -20,6 +20,7 @@ import re
 import stat
 from functools import lru_cache
 
+from memlint import lazy_re
 from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Severity, make)
 from memlint.ir import Provenance
 from memlint.records import field, record
@@ -267,23 +268,23 @@ class _JSONError(Exception):
         self.offset = offset
 
 
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER = lazy_re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NUMBER_START = frozenset("-0123456789")
 # numbers each followed by a comma (and blanks): the body of a numeric data array
 # integers, commas and blanks (no '+', '_', '.', exponents: those are read one by one)
-_INT_SPAN = re.compile(r"[0-9, \t\r\n-]{1,1000000}")
-_LEADING_ZERO = re.compile(r"(?<![0-9])0[0-9]")
-_PLAIN_RUN = re.compile(r'[^"\\\n]*')
-_WHITESPACE = re.compile(r"[ \t\r\n]+")
+_INT_SPAN = lazy_re.compile(r"[0-9, \t\r\n-]{1,1000000}")
+_LEADING_ZERO = lazy_re.compile(r"(?<![0-9])0[0-9]")
+_PLAIN_RUN = lazy_re.compile(r'[^"\\\n]*')
+_WHITESPACE = lazy_re.compile(r"[ \t\r\n]+")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 # HJSON's quoteless forms (hjson-py 3.1, which DeepSpeedConfig loads files with): a key runs to
 # its ':'; a value that is not a number, true, false or null followed by the end of the line (or
 # a ',', ']', '}' or comment) is a string running to the end of the line, blanks trimmed.
-_HJSON_KEY = re.compile(r"[^,:\[\]{}\s]+")
-_HJSON_LINE = re.compile(r"[^\n]*")
-_HJSON_END = re.compile(r"[ \t]*(?:$|\n|\r|,|\]|\}|#|//|/\*)")
+_HJSON_KEY = lazy_re.compile(r"[^,:\[\]{}\s]+")
+_HJSON_LINE = lazy_re.compile(r"[^\n]*")
+_HJSON_END = lazy_re.compile(r"[ \t]*(?:$|\n|\r|,|\]|\}|#|//|/\*)")
 _HJSON_STRUCTURAL = frozenset(",:[]{}")
 
 
@@ -625,7 +626,7 @@ class _YAMLError(Exception):
 # deep ("[[[[..." or "- - - - ...") overflows the C stack and kills the process. Deeper documents
 # than this bound go through the pure-Python loader, whose recursion ends in a RecursionError.
 _C_YAML_MAX_DEPTH = 1000
-_YAML_COMPACT = re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
+_YAML_COMPACT = lazy_re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
 
 
 def _yaml_depth_bound(text: str) -> int:
@@ -641,8 +642,9 @@ def _yaml_depth_bound(text: str) -> int:
     return flow + block + 1
 
 
-_YAML_FLOW = re.compile(r"""[\[\]{}\n#]|(?:(?<=[\s\[{,:-])|^)(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*")""",
-                        re.M)
+_YAML_FLOW = lazy_re.compile(
+    r"""[\[\]{}\n#]|(?:(?<=[\s\[{,:-])|^)(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*")""",
+    re.M)
 
 
 def _yaml_flow_depth(text: str) -> int:
@@ -836,9 +838,9 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
 
 # Linear-time patterns (each piece can match a character in one way only): a line of 3,000
 # spaces once took 12 s in a pattern with two adjacent space-matching repeats.
-_TOML_HEADER = re.compile(r"[ \t]*\[\[?([^\]\n]*)\]\]?[ \t]*(?:#.*)?")
+_TOML_HEADER = lazy_re.compile(r"[ \t]*\[\[?([^\]\n]*)\]\]?[ \t]*(?:#.*)?")
 _TOML_PART = r"""(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_\-]+)"""
-_TOML_KEY = re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
+_TOML_KEY = lazy_re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
 
 
 def _toml_key_parts(raw: str) -> tuple:
@@ -854,7 +856,7 @@ def _toml_key_parts(raw: str) -> tuple:
 
 
 MAX_NUMBER_CHARS = 1000
-_LONG_NUMBER = re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
+_LONG_NUMBER = lazy_re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
 
 
 def load_toml(path: str, text: str) -> Document:
