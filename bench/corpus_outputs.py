@@ -5,7 +5,11 @@ process, through the same entry point as the command line:
 - `check --format json` on every file of `fixtures/real-world/` (each alone, and each group of
   its `verdicts.json` `runs` as one run, as tests/corpus/test_real_world.py lints them), of
   `fixtures/shared-real/` and of `fixtures/examples/`;
-- a handful of `estimate`, `plan`, `fit` and `compare` scenarios (below).
+- `check --format json` on every other config under `fixtures/` (adapters, rules, megatron-ci,
+  logs' runs), and `estimate` of every model of `fixtures/hf/` on 8 GPUs;
+- a handful of `estimate`, `plan`, `fit` and `compare` scenarios (below);
+- every row of `bench/accuracy.py --json` (the calibration sets: CPU, Megatron-LM CI on H100,
+  published GPU runs), each record's predicted bytes and components as the benchmark computes them.
 
 Per case it records the exit code, each diagnostic (code, severity, path, line, column, message),
 each estimate's peak and per-stage totals (phase, allocated/reserved/device/total bytes, the
@@ -54,6 +58,9 @@ sys.path.insert(0, ROOT)
 REAL_WORLD = "fixtures/real-world"
 SHARED_REAL = "fixtures/shared-real"
 EXAMPLES = "fixtures/examples"
+HF = "fixtures/hf"
+# the other fixture folders, every config file in them checked alone
+OTHER_FIXTURES = ("fixtures/adapters", "fixtures/rules", "fixtures/megatron-ci", "fixtures/logs")
 CONFIG_EXTENSIONS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".txt", ".py", ".cfg")
 
 # name -> command line (paths relative to the repository root)
@@ -106,6 +113,14 @@ def cases() -> dict:
                                          list(entry.get("args", ())))
     for path in _files(SHARED_REAL) + _files(EXAMPLES):
         out[path.split("/", 1)[1]] = ("cli", ["check", path])
+    for folder in OTHER_FIXTURES:
+        for path in _files(folder):
+            if not os.path.basename(path).startswith("_expect"):
+                out[path.split("/", 1)[1]] = ("cli", ["check", path])
+    for path in _files(HF):
+        if path.endswith(".json"):
+            out[f"estimate/{path.split('/', 1)[1]}"] = (
+                "cli", ["estimate", "--model", path, "--world-size", "8"])
     for name, argv in SCENARIOS.items():
         out[name] = ("cli", argv)
     return out
@@ -200,7 +215,23 @@ def run_all(selected: list = ()) -> dict:
                          "stdout_sha256": _digest(out), "stderr_sha256": _digest(err)}
         if argv[0] in ("plan", "fit", "compare"):  # their own JSON shapes: kept whole
             results[name]["output"] = _parsed(out)
+    if not selected or any("accuracy" in s for s in selected):
+        results.update(accuracy_rows())
     return results
+
+
+def accuracy_rows() -> dict:
+    """Each row of `bench/accuracy.py --json`, as a case `accuracy/<set>/<id>`."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import accuracy  # bench/accuracy.py of the checkout that runs
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        accuracy.main(["--json"])
+    text = out.getvalue()
+    doc = json.loads(text[text.index("{"):])  # the JSON follows any printed tables
+    return {f"accuracy/{name}/{row.get('id')}": {"argv": ["bench/accuracy.py", "--json"], **row}
+            for name, rows in sorted(doc.items()) for row in rows}
 
 
 def _changes(before, after, path: str = "") -> list:

@@ -124,8 +124,8 @@ def print_published(rows: list, worst: int = 0) -> None:
     for r in rows:
         if "not_estimable" in r:
             print(f"  not estimable: {r['id']}: {r['not_estimable']}")
-    print(f"\nrows (signed error; GiB: measured, allocated / reserved / device; phase; "
-          f"components):")
+    print("\nrows (signed error; GiB: measured, allocated / reserved / device; phase; "
+          "components):")
     ordered = sorted(done, key=lambda r: -abs(r["error"]))
     for r in ordered[:worst] if worst else ordered:
         comp = " ".join(f"{k[:3]} {v / GiB:.1f}" for k, v in r["components"].items() if v)

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping, Optional
 
 from memlint import engine, verdicts
 from memlint.config import assumptions_partial, config_for
@@ -40,14 +38,19 @@ from memlint.errors import MemlintError, UsageError
 from memlint.ir import NO_ESTIMATE, Provenance
 from memlint.loaders import MAX_FILE_BYTES
 from memlint.memory.context import resolve_context
+from memlint.records import field, record, replace
 from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
 
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping, Optional
+
 MODEL_ONLY_FORMATS = ("hf_config", "preset", "gpt-neox-model")  # adapters/gpt_neox.py
 
 
-@dataclass
+@record
 class Options:
     """How to check, besides the files: what the command line (or an API caller) gives."""
 
@@ -65,7 +68,7 @@ class Options:
     lenient: bool = True                # check: no memory verdict on a partial run description
 
 
-@dataclass
+@record
 class CheckResult:
     """What a check found: diagnostics (sorted per run), estimates, and the exit code."""
 

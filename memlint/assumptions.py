@@ -5,13 +5,15 @@ values where the two profiles differ. Each assumption is overridable with `--set
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
 from memlint.keys import non_negative_float, non_negative_int, to_bool
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Assumption:
     name: str
     convert: Callable[[Any], Any]
@@ -73,8 +75,17 @@ _LIST = [
                "NCCL communicator buffers per process group a rank joins",
                "NCCL default NCCL_BUFFSIZE 4 MiB x channels, see memory/runtime.py"),
     Assumption("runtime.allocator_fraction", non_negative_float,
-               "caching-allocator reserve/fragmentation as a fraction of tensor bytes",
+               "a flat caching-allocator reserve as a fraction of tensor bytes, on top of the "
+               "modeled one (memory/allocator.py); 0 unless measured (memlint compare "
+               "--write-assumptions fits what the modeled terms leave)",
                "PyTorch caching allocator, see memory/runtime.py"),
+    Assumption("compile.loss_saved", lambda v: _choice(v, ("logits", "eager")),
+               "what a compiled cross-entropy keeps for its backward: logits (the compute-dtype "
+               "logits and per-row statistics; the fp32 upcast, log-probabilities and their "
+               "gradient are recomputed in one fused kernel and never materialized) or eager "
+               "(the eager loss's fp32 buffers, an upper bound)",
+               "torch/_functorch/partitioners.py min_cut_rematerialization_partition; "
+               "memory/compile.py"),
     Assumption("moe.routing_imbalance", _at_least_one,
                "max/mean tokens routed to one expert-parallel rank; multiplies routed-expert "
                "activations when ep > 1 (1.0: balanced; a capacity factor C caps it at C)",
@@ -118,6 +129,7 @@ PROFILES: dict = {
         "runtime.nccl_bytes_per_group": 0,
         "runtime.allocator_fraction": 0.0,
         "moe.routing_imbalance": 1.0,
+        "compile.loss_saved": "eager",
         "host.pinned_pow2_rounding": True,
         "units": "GB",
     },
@@ -135,8 +147,9 @@ PROFILES: dict = {
         "parallel.ep_in_dp": True,
         "runtime.cuda_context_bytes": 600 * MiB,
         "runtime.nccl_bytes_per_group": 64 * MiB,
-        "runtime.allocator_fraction": 0.05,
+        "runtime.allocator_fraction": 0.0,
         "moe.routing_imbalance": 1.0,
+        "compile.loss_saved": "logits",
         "host.pinned_pow2_rounding": True,
         "units": "GiB",
     },

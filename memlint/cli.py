@@ -10,11 +10,9 @@ Heavy modules (rich, yaml, jsonschema, the memory model) are imported only when 
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
-from typing import Optional
 
 from memlint import __version__
 from memlint.errors import UsageError
@@ -39,7 +37,7 @@ _HOST_FLAGS = (
 )
 
 
-def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
+def _common(parser, formats: tuple) -> None:
     parser.add_argument("--model", help="HF config.json (or its directory) or a preset name")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
@@ -70,84 +68,40 @@ def _common(parser: argparse.ArgumentParser, formats: tuple) -> None:
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
-def _terminal_width() -> int:
-    """The terminal's columns as shutil.get_terminal_size() gives them (COLUMNS, then the
-    terminal of stdout, then 80), without importing shutil (and its bz2/lzma) at start-up."""
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns or 80
+def _check_arguments(parser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="config files or directories (walked for the files memlint reads)")
+    _common(parser, ("text", "json", "sarif", "github", "junit", "markdown", "html"))
+    parser.add_argument("--skip-unknown", action="store_true",
+                        help="skip files of no format memlint reads, without a warning (hooks)")
+    parser.add_argument("--require-estimate", action="store_true",
+                        help="a file that gets no memory verdict is an error (CI), with the "
+                        "reason the summary line gives")
 
 
-class _Formatter(argparse.HelpFormatter):
-    """For start-up speed: argparse builds a formatter for every add_argument call (to check the
-    metavar), each asking shutil for the terminal size; the width is looked up once."""
-
-    width: Optional[int] = None
-
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        if width is None:
-            if _Formatter.width is None:
-                _Formatter.width = _terminal_width() - 2
-            width = _Formatter.width
-        super().__init__(prog, indent_increment, max_help_position, width)
+def _estimate_arguments(parser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH")
+    _common(parser, ("text", "json", "markdown", "html"))
+    parser.add_argument("--explain", action="store_true", help="show the derivation term by term")
+    parser.add_argument("--stage", type=int, help="with --explain: only this pipeline stage")
 
 
-class _Parser(argparse.ArgumentParser):
-    """ArgumentParser with the formatter above (the subcommands' parsers are of this class)."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
+def _rules_arguments(parser) -> None:
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--debug", action="store_true")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="memlint",
-        description="Lint LLM training configs for out-of-memory and launch-time errors.")
-    parser.add_argument("--version", action="version", version=f"memlint {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+def _explain_arguments(parser) -> None:
+    parser.add_argument("rule", metavar="CODE|NAME")
+    parser.add_argument("--debug", action="store_true")
 
-    check = sub.add_parser("check", help="lint config files",
-                           description="Lint config files; files that describe one run (a "
-                           "memlint.toml's files, [tool.memlint] runs) are checked together.")
-    check.add_argument("paths", nargs="*", metavar="PATH",
-                       help="config files or directories (walked for the files memlint reads)")
-    _common(check, ("text", "json", "sarif", "github", "junit", "markdown", "html"))
-    check.add_argument("--skip-unknown", action="store_true",
-                       help="skip files of no format memlint reads, without a warning (hooks)")
-    check.add_argument("--require-estimate", action="store_true",
-                       help="a file that gets no memory verdict is an error (CI), with the "
-                       "reason the summary line gives")
 
-    estimate = sub.add_parser("estimate", help="estimate per-GPU memory of one run",
-                              description="Estimate per-GPU memory; all PATHS describe one run.")
-    estimate.add_argument("paths", nargs="*", metavar="PATH")
-    _common(estimate, ("text", "json", "markdown", "html"))
-    estimate.add_argument("--explain", action="store_true",
-                          help="show the derivation term by term")
-    estimate.add_argument("--stage", type=int, help="with --explain: only this pipeline stage")
+def build_parser(argv: list | None = None):
+    """The parser; with `argv`, only the subcommand it runs gets its arguments (start-up)."""
+    # start-up: argparse loads only when a command line is parsed (not for --version)
+    from memlint.commands import arguments
 
-    rules = sub.add_parser("rules", help="list the rules")
-    rules.add_argument("--format", choices=("text", "json"), default="text")
-    rules.add_argument("--debug", action="store_true")
-
-    explain = sub.add_parser("explain", help="print a rule's documentation")
-    explain.add_argument("rule", metavar="CODE|NAME")
-    explain.add_argument("--debug", action="store_true")
-
-    # start-up: `memlint --version` and usage errors load no pipeline
-    from memlint.commands import plan
-
-    plan.add_parser(sub)
-    _add_fit_compare_parsers(sub)
-    return parser
+    return arguments.build(COMMANDS, f"memlint {__version__}", argv)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,24 +303,12 @@ def cmd_explain(args) -> int:
     return 0
 
 
-def cmd_plan(args) -> int:
-    # start-up: `memlint --version` and usage errors load no pipeline
-    from memlint.commands import plan
-
-    return plan.run(args)
-
-
 # ---------------------------------------------------------------------------------------------
 # fit and compare (issue 17): argument parsing and printing only; the answers come from
 # memlint/commands/fit.py and memlint/commands/compare.py.
 
 
-def _add_fit_compare_parsers(sub) -> None:
-    fit = sub.add_parser("fit", help="the largest micro batch / seq_len and the fewest GPUs that "
-                         "fit", description="Search the memory model for the largest "
-                         "micro_batch, the largest seq_len (with the cp it needs) and the "
-                         "smallest world size that fit the GPU with the headroom; all PATHS "
-                         "describe one run.")
+def _fit_arguments(fit) -> None:
     fit.add_argument("paths", nargs="*", metavar="PATH")
     _common(fit, ("text", "json"))
     fit.add_argument("--headroom", type=float, help="share of GPU memory to leave free "
@@ -375,10 +317,9 @@ def _add_fit_compare_parsers(sub) -> None:
                      help="micro_batch, seq_len, world_size (comma-separated)")
     fit.add_argument("--planner", action="store_true",
                      help="also the fewest GPUs on which the planner finds any layout")
-    compare = sub.add_parser("compare", help="compare a training log's memory with the estimate",
-                             description="Read the memory lines of a training log (Megatron, "
-                             "torchtitan, DeepSpeed, HF Trainer, CUDA out-of-memory) and compare "
-                             "them rank by rank with the estimate of the run PATHS describe.")
+
+
+def _compare_arguments(compare) -> None:
     compare.add_argument("log", metavar="LOG")
     compare.add_argument("paths", nargs="*", metavar="PATH")
     _common(compare, ("text", "json"))
@@ -449,16 +390,63 @@ def _fewer_collections() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
-COMMANDS = {"check": cmd_check, "estimate": cmd_estimate, "rules": cmd_rules,
-            "explain": cmd_explain, "plan": cmd_plan, "fit": cmd_fit, "compare": cmd_compare}
+class Command:
+    """A subcommand: its help line and description (listed by `memlint --help` without building
+    its parser), its arguments (a function adding them, or the name of a module whose
+    add_arguments does) and what runs it (a function of the parsed arguments, or that module's
+    run). A module named here is imported only when its subcommand runs."""
+
+    __slots__ = ("help", "description", "arguments", "runner")
+
+    def __init__(self, help: str, arguments, runner=None, description: str | None = None):
+        self.help, self.arguments, self.runner = help, arguments, runner
+        self.description = description
+
+    def run(self, args) -> int:
+        if self.runner is not None:
+            return self.runner(args)
+        # start-up: a subcommand's own module loads only when that subcommand runs
+        import importlib
+
+        return importlib.import_module(self.arguments).run(args)
 
 
-def main(argv: Optional[list] = None) -> int:
+COMMANDS = {
+    "check": Command("lint config files", _check_arguments, cmd_check,
+                     "Lint config files; files that describe one run (a memlint.toml's files, "
+                     "[tool.memlint] runs) are checked together."),
+    "estimate": Command("estimate per-GPU memory of one run", _estimate_arguments, cmd_estimate,
+                        "Estimate per-GPU memory; all PATHS describe one run."),
+    "rules": Command("list the rules", _rules_arguments, cmd_rules),
+    "explain": Command("print a rule's documentation", _explain_arguments, cmd_explain),
+    "plan": Command("find the parallel configurations that fit, ranked", "memlint.commands.plan",
+                    description="Search tp/pp/dp/cp/ep, ZeRO/FSDP, recompute, micro batch and "
+                    "offload for the configurations whose per-GPU memory fits, ranked by "
+                    "headroom and a documented throughput-penalty model."),
+    "fit": Command("the largest micro batch / seq_len and the fewest GPUs that fit",
+                   _fit_arguments, cmd_fit,
+                   "Search the memory model for the largest micro_batch, the largest seq_len "
+                   "(with the cp it needs) and the smallest world size that fit the GPU with the "
+                   "headroom; all PATHS describe one run."),
+    "compare": Command("compare a training log's memory with the estimate", _compare_arguments,
+                       cmd_compare,
+                       "Read the memory lines of a training log (Megatron, torchtitan, "
+                       "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
+                       "with the estimate of the run PATHS describe."),
+}
+VERSION_ONLY = ["--version"]
+
+
+def main(argv: list | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words == VERSION_ONLY:  # start-up: the answer needs no parser (argparse prints the same)
+        sys.stdout.write(f"memlint {__version__}\n")
+        return 0
     if argv is None:  # a process of its own (not a caller's in-process run)
         _fewer_collections()
-    parser = build_parser()
+    parser = build_parser(words)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 2
         if code == 2:
@@ -469,7 +457,7 @@ def main(argv: Optional[list] = None) -> int:
         return 2
     debug = getattr(args, "debug", False)
     try:
-        return COMMANDS[args.command](args)
+        return COMMANDS[args.command].run(args)
     except UsageError as exc:
         # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.report import escape_controls
@@ -499,7 +487,7 @@ def main(argv: Optional[list] = None) -> int:
         return 2
 
 
-def _sarif_failure(message: str, argv: Optional[list]) -> None:
+def _sarif_failure(message: str, argv: list | None) -> None:
     """On exit 2 with --format sarif, stdout still gets a valid SARIF log (README's upload)."""
     words = list(sys.argv[1:] if argv is None else argv)
     wanted = any(w == "--format=sarif" or (w == "--format" and i + 1 < len(words)

@@ -29,13 +29,16 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from typing import Optional
 
 from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
 from memlint.ir import Partial, Provenance
 from memlint.keys import suggest
 from memlint.loaders import repo_root
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
           "options", "files", "runs", "scenario", "allow-outside-root", "exclude",

@@ -5,11 +5,14 @@ only format them; the CLI derives the exit code from their severities (DESIGN.md
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Optional
 
 from memlint.ir import Provenance
+from memlint.records import field, record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 class Severity(IntEnum):
@@ -33,7 +36,7 @@ class Severity(IntEnum):
         return cls[key]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     """One finding. `code`/`rule` name the registered rule (parse problems have reserved codes)."""
 

@@ -19,16 +19,19 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field, replace
-from typing import Iterable, Optional
 
 from memlint.diagnostics import Diagnostic, Severity, make_internal
 from memlint.ir import Provenance
 from memlint.keys import suggest
 from memlint.memory.context import Resolved, context_of
+from memlint.records import field, record, replace
 from memlint.rules import Registry, configure
 from memlint.rules import registry as default_registry
 from memlint.rules.base import Context, Finding, Rule
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 PREFIX_RE = re.compile(r"^ML\d{0,2}$")
 
@@ -37,7 +40,7 @@ class ConfigError(ValueError):
     """memlint's own configuration (command line or [tool.memlint]) is unusable: exit 2."""
 
 
-@dataclass
+@record
 class LintConfig:
     select: tuple = ()
     extend_select: tuple = ()

@@ -11,12 +11,16 @@ e.g. `model.hidden_size`. Nested HF keys use dots: `model.vision_config.hidden_s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only (memlint/records.py)
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Optional
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Provenance:
     """Where a value was set: file, 1-based line and column, and the key as the source spells it."""
 
@@ -47,7 +51,7 @@ UNREAD_REFERENCE = "unread_reference:"
 NO_ESTIMATE = "no_estimate"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Setting:
     """One scenario value as a source gave it (not yet converted) and where it came from."""
 
@@ -55,7 +59,7 @@ class Setting:
     prov: Provenance
 
 
-@dataclass
+@record
 class Partial:
     """What one adapter read from one file: settings by scenario key, plus its diagnostics.
 
@@ -92,7 +96,7 @@ def frozen_mapping(data: Mapping) -> Mapping:
 # The typed scenario. Values are plain Python; `Scenario.where(key)` gives a value's Provenance.
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Model:
     """The model: its HF-style config (merged from every source) and optional count overrides."""
 
@@ -104,7 +108,7 @@ class Model:
     vocab_pad_multiple: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Training:
     framework: str = "megatron"
     micro_batch: int = 1
@@ -122,7 +126,9 @@ class Training:
     fp8_params: bool = False  # TE FP8 parameters (fp8_model_init, Megatron --fp8-param-gather)
     optimizer: str = "adamw"
     optimizer_impl: Optional[str] = None
-    compile: bool = False     # torch.compile (recorded; memory/compile.py says what is modeled)
+    compile: bool = False     # torch.compile of the model (memory/compile.py)
+    compile_loss: Optional[bool] = None  # the loss compiled too (None: with compile, as
+    #                                      torchtitan's compile.components and HF torch_compile do)
     attention: str = "flash"
     recompute: str = "none"
     recompute_every: int = 1
@@ -144,7 +150,7 @@ class Training:
     save_optimizer: bool = True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parallelism:
     world_size: Optional[int] = None
     tp: int = 1
@@ -169,7 +175,7 @@ class Parallelism:
     last_stage_layers: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hardware:
     gpu: str = "H100-80GB"
     gpu_memory: int = 80 * 1024**3
@@ -182,7 +188,7 @@ class Hardware:
     disk: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Assumptions:
     """A profile name plus every named assumption of it (overridable one by one)."""
 
@@ -196,7 +202,7 @@ class Assumptions:
         return self.values.get(name, default)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Scenario:
     model: Optional[Model]
     training: Training
@@ -208,6 +214,9 @@ class Scenario:
     sources: tuple = ()
     # format-specific facts adapters recorded (see Partial.extra), merged
     extra: Mapping[str, Setting] = field(default_factory=dict)
+    # the declared framework settings a framework's conventions rest on (memlint.keys
+    # CONVENTION_KEYS), converted; memory/conventions.py builds the Conventions record from them
+    convention_keys: Mapping[str, Any] = field(default_factory=dict)
 
     def where(self, key: str) -> Optional[Provenance]:
         """The Provenance of the value of `key`, or None when the default applied."""

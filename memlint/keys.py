@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Key:
     name: str
     section: str  # training | parallelism | hardware | model | assumptions
@@ -304,8 +308,13 @@ _KEYS = [
         choice("for-loop", "foreach", "fused", aliases={"forloop": "for-loop", "loop": "for-loop"}),
         "PyTorch optimizer implementation (default: the device's default)"),
     Key("compile", "training", "compile", to_bool,
-        "torch.compile of the model / loss (torchtitan compile.enable); recorded, not modeled: "
-        "the estimate counts eager PyTorch's saved tensors (memory/compile.py)"),
+        "torch.compile of the model (torchtitan compile.enable / training.compile, HF "
+        "torch_compile): fused cross-entropy when the loss is compiled too, fused SwiGLU "
+        "temporaries; saved activations stay eager PyTorch's (memory/compile.py)"),
+    Key("compile_loss", "training", "compile_loss", to_bool,
+        "with compile=true, whether the loss is compiled too (default true: torchtitan's "
+        "compile.components = [\"model\", \"loss\"], HF torch_compile compiles the forward "
+        "with its loss); false: an eager loss beside compiled blocks (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),
@@ -402,7 +411,141 @@ _KEYS = [
         "memory model profile: precise (measured reality) or seed (the articles)"),
 ]
 
-KEYS: dict = {key.name: key for key in _KEYS}
+
+
+def size_or_auto(value: Any):
+    """A DeepSpeed buffer size: a number of elements (1e8, "5e8"; DeepSpeed reads it as int) or
+    "auto" (the HF Trainer fills it in from the model's hidden size)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return int(_number(value))
+
+
+def env_value(value: Any) -> str:
+    """An environment variable's value, as written."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {_short(value)}")
+    return value
+
+
+def word_list(value: Any) -> tuple:
+    """Names written as a list or as one space- or comma-separated string (Megatron
+    `--recompute-modules core_attn mlp`), in the order given."""
+    if isinstance(value, (list, tuple)):
+        text = " ".join(str(v) for v in value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise ValueError(f"expected a list of names, got {_short(value)}")
+    return tuple(re.findall(r"[a-z_]+", text))
+
+
+def layout_stages(value: Any) -> tuple:
+    """Megatron `--pipeline-model-parallel-layout` as its virtual pipeline stages, each a string
+    of layer letters (E embedding, t transformer layer, m MTP, L loss): a list as the Megatron
+    adapter records it (repeats unrolled), or the unrolled text ("Et|tt|tL")."""
+    stages = value.split("|") if isinstance(value, str) else value
+    if (isinstance(stages, (list, tuple)) and stages
+            and all(isinstance(s, str) and not set(s) - set("EtmL") for s in stages)):
+        return tuple(stages)
+    raise ValueError(f"expected a pipeline layout like 'Et|tt|tL' (repeats written out), got "
+                     f"{_short(value)}")
+
+
+# Framework settings a framework's conventions rest on (memory/conventions.py builds the
+# `Conventions` record from them; the memory model reads only that record). Each is spelled as the
+# framework spells it, under its namespace, which is also the name the framework's adapter records
+# it under (`Partial.extra`): a value a config gives reaches the record through the adapter, and
+# `--set KEY=VALUE` (or a memlint.toml) sets or overrides it. A value an adapter recorded that
+# does not convert is left out (its format's own rules report it); one given with --set is an
+# error. Section "conventions": `Scenario.convention_keys[name]`.
+def _convention(name: str, convert: Callable[[Any], Any], doc: str) -> Key:
+    return Key(name, "conventions", name, convert, doc)
+
+
+M = "megatron."
+D = "deepspeed."
+_CONVENTION_KEYS = [
+    _convention(M + "transformer-impl",
+                choice("local", "transformer_engine", "inference_optimized"),
+        "Megatron-LM --transformer-impl: transformer_engine (default: TE layers, TE workspaces, "
+        "head_dim % 8 for its fused attention) or local (Megatron's own layers)"),
+    _convention(M + "moe-grouped-gemm", to_bool,
+        "Megatron-LM --moe-grouped-gemm: TE grouped GEMMs for the experts (4 more cuBLAS "
+        "workspaces)"),
+    _convention(M + "recompute-modules", word_list,
+        "Megatron-LM --recompute-modules under selective recompute (default core_attn)"),
+    _convention(M + "microbatch-group-size-per-virtual-pipeline-stage", positive_int,
+        "Megatron-LM interleaved schedule: micro-batches per virtual stage group (default pp)"),
+    _convention(M + "overlap-moe-expert-parallel-comm", to_bool,
+        "Megatron-LM: overlap MoE expert-parallel communication (one more warm-up forward)"),
+    _convention(M + "pipeline-layout-stages", layout_stages,
+        "Megatron-LM --pipeline-model-parallel-layout, as its stages ('Et|tt|tL')"),
+    _convention(M + "account-for-embedding-in-pipeline-split", to_bool,
+        "Megatron-LM: the embedding counts as one layer of the pipeline split"),
+    _convention(M + "account-for-loss-in-pipeline-split", to_bool,
+        "Megatron-LM: the loss counts as one layer of the pipeline split"),
+    _convention(M + "cross-entropy-loss-fusion", to_bool,
+        "Megatron-LM fused cross entropy (an fp32 copy of the logits beside the exp-logits)"),
+    _convention(M + "defer-embedding-wgrad-compute", to_bool,
+        "Megatron-LM: the output layer's weight gradient waits for the pipeline flush"),
+    _convention(M + "wgrad-deferral-limit", non_negative_int,
+        "Megatron-LM: micro-batches whose output-layer gradients are deferred (0: all)"),
+    _convention(M + "attention-softmax-in-fp32", to_bool,
+        "Megatron-LM: unfused attention softmax in fp32"),
+    _convention(M + "apply-query-key-layer-scaling", to_bool,
+        "Megatron-LM: query-key layer scaling (its unfused softmax runs in fp32)"),
+    _convention(M + "unsupported-architecture", to_str,
+        "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
+    _convention(D + "config", to_str,
+        "the run's DeepSpeed config file: DeepSpeed runs the training (recorded by the adapter "
+        "that read it, also under the HF Trainer and accelerate)"),
+    _convention(D + "reduce_bucket_size", size_or_auto,
+        "DeepSpeed ZeRO reduce_bucket_size (elements, or auto)"),
+    _convention(D + "contiguous_gradients", to_bool,
+        "DeepSpeed ZeRO contiguous_gradients"),
+    _convention(D + "overlap_comm", to_bool,
+        "DeepSpeed ZeRO overlap_comm"),
+    _convention(D + "stage3_max_live_parameters", size_or_auto,
+        "DeepSpeed ZeRO-3 stage3_max_live_parameters"),
+    _convention(D + "stage3_param_persistence_threshold", size_or_auto,
+        "DeepSpeed ZeRO-3 stage3_param_persistence_threshold (elements, or auto)"),
+    _convention(D + "stage3_gather_16bit_weights_on_model_save", to_bool,
+        "DeepSpeed ZeRO-3: save consolidated 16-bit weights with each checkpoint"),
+    _convention(D + "sub_group_size", non_negative_int,
+        "DeepSpeed ZeRO sub_group_size (elements per optimizer sub-group)"),
+    _convention(D + "offload_optimizer.pin_memory", to_bool,
+        "DeepSpeed offload_optimizer.pin_memory"),
+    _convention(D + "offload_optimizer.buffer_count", non_negative_int,
+        "DeepSpeed offload_optimizer.buffer_count (NVMe swap buffers)"),
+    _convention(D + "offload_param.pin_memory", to_bool,
+        "DeepSpeed offload_param.pin_memory"),
+    _convention(D + "offload_param.buffer_count", non_negative_int,
+        "DeepSpeed offload_param.buffer_count (NVMe swap buffers)"),
+    _convention(D + "offload_param.buffer_size", non_negative_int,
+        "DeepSpeed offload_param.buffer_size (elements per swap buffer)"),
+    _convention(D + "offload_param.max_in_cpu", non_negative_int,
+        "DeepSpeed offload_param.max_in_cpu (parameters cached in RAM)"),
+    _convention("gpt_neox.config", to_str,
+        "the run's gpt-neox config (recorded by its adapter): Megatron-style vocab-parallel "
+        "cross entropy on DeepSpeed, not transformers' loss"),
+    _convention("accelerate.fsdp_version", positive_int,
+        "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
+        "fully_shard (recorded by the accelerate adapter)"),
+    _convention("fsdp.allgather_dtype_bytes", positive_int,
+        "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
+        "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),
+    _convention("env.CUBLAS_WORKSPACE_CONFIG", env_value,
+        "the environment's CUBLAS_WORKSPACE_CONFIG (:SIZE_KiB:COUNT pairs): PyTorch's cuBLAS "
+        "workspace"),
+    _convention("env.CUBLASLT_WORKSPACE_SIZE", env_value,
+        "the environment's CUBLASLT_WORKSPACE_SIZE (KiB): PyTorch's cuBLASLt workspace"),
+    _convention("world_size.assumed", to_bool,
+        "the world size is the launcher reader's assumption, not a value a file gave"),
+]
+CONVENTION_KEYS: dict = {key.name: key for key in _CONVENTION_KEYS}
+
+KEYS: dict = {key.name: key for key in _KEYS + _CONVENTION_KEYS}
 
 
 def is_model_key(name: str) -> bool:

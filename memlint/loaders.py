@@ -18,12 +18,15 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Optional
 
 from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Severity, make)
 from memlint.ir import Provenance
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
@@ -37,7 +40,7 @@ MAX_INT_DIGITS = 4000
 MAX_ITEM_POSITIONS = 1000
 
 
-@dataclass
+@record
 class Document:
     path: str
     data: Any = None
@@ -180,12 +183,22 @@ _WHITESPACE = re.compile(r"[ \t\r\n]+")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
+# HJSON's quoteless forms (hjson-py 3.1, which DeepSpeedConfig loads files with): a key runs to
+# its ':'; a value that is not a number, true, false or null followed by the end of the line (or
+# a ',', ']', '}' or comment) is a string running to the end of the line, blanks trimmed.
+_HJSON_KEY = re.compile(r"[^,:\[\]{}\s]+")
+_HJSON_LINE = re.compile(r"[^\n]*")
+_HJSON_END = re.compile(r"[ \t]*(?:$|\n|\r|,|\]|\}|#|//|/\*)")
+_HJSON_STRUCTURAL = frozenset(",:[]{}")
+
+
 class _JSONParser:
-    def __init__(self, text: str, doc: Document, allow_comments: bool):
+    def __init__(self, text: str, doc: Document, allow_comments: bool, hjson: bool = False):
         self.text = text
         self.pos = 0
         self.doc = doc
-        self.allow_comments = allow_comments
+        self.allow_comments = allow_comments or hjson
+        self.hjson = hjson
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def where(self, offset: int) -> tuple[int, int]:
@@ -237,6 +250,10 @@ class _JSONParser:
             return self.array(path, depth)
         if ch == '"':
             return self.string()
+        if self.hjson and ch == "'":
+            return self.quoted_hjson()
+        if self.hjson:
+            return self.quoteless()
         if ch in _NUMBER_START:
             number = self.number()
             if number is not None:
@@ -256,6 +273,69 @@ class _JSONParser:
         word = self.text[self.pos:end] or self.text[self.pos]
         raise _JSONError(f"unexpected {word!r} (not a JSON value: quote strings, "
                          "and replace template placeholders)", self.pos)
+
+    def quoteless(self) -> Any:
+        """An HJSON value without quotes: a number or literal that ends where the line (or the
+        member) ends, else a string running to the end of the line."""
+        start = self.pos
+        if self.text[start] in _HJSON_STRUCTURAL:
+            raise _JSONError(f"unexpected {self.text[start]!r} where a value belongs", start)
+        candidates = []
+        if self.text[start] in _NUMBER_START:
+            match = _NUMBER.match(self.text, start)
+            if match and match.end() > start:
+                candidates.append(match.end())
+        for word in ("true", "false", "null"):
+            if self.text.startswith(word, start):
+                candidates.append(start + len(word))
+        for end in candidates:
+            if _HJSON_END.match(self.text, end):
+                if self.text[start] in _NUMBER_START:
+                    return self.number()
+                self.pos = end
+                return {"true": True, "false": False, "null": None}[self.text[start:end]]
+        line = _HJSON_LINE.match(self.text, start).group(0)
+        self.pos = start + len(line.rstrip())
+        return line.strip()
+
+    def quoted_hjson(self) -> str:
+        """HJSON's '...' and '''multiline''' strings."""
+        start = self.pos
+        if self.text.startswith("'''", start):
+            end = self.text.find("'''", start + 3)
+            if end < 0:
+                raise _JSONError("unterminated ''' string", start)
+            self.pos = end + 3
+            # hjson-py: the indentation of the opening quotes is removed from every line, the
+            # blanks and line break after them and the last line break are dropped
+            indent = start - self.text.rfind("\n", 0, start) - 1
+            body = self.text[start + 3:end]
+            first = body.split("\n", 1)
+            body = first[1] if len(first) > 1 and not first[0].strip() else body
+            lines = [re.sub(r"^[ \t]{0,%d}" % indent, "", line) for line in body.split("\n")]
+            if lines and not lines[-1].strip():
+                lines.pop()
+            return "\n".join(lines)
+        end = self.text.find("'", start + 1)
+        newline = self.text.find("\n", start + 1)
+        if end < 0 or (0 <= newline < end):
+            raise _JSONError("unterminated string", start)
+        self.pos = end + 1
+        return self.text[start + 1:end]
+
+    def key(self) -> str:
+        """An object key: quoted, or (HJSON) quoteless up to its ':'."""
+        ch = self.text[self.pos] if self.pos < len(self.text) else ""
+        if ch == '"':
+            return self.string()
+        if self.hjson and ch == "'":
+            return self.quoted_hjson()
+        if self.hjson and ch:
+            match = _HJSON_KEY.match(self.text, self.pos)
+            if match:
+                self.pos = match.end()
+                return match.group(0)
+        raise _JSONError("expected a quoted key", self.pos)
 
     def number(self) -> Any:
         match = _NUMBER.match(self.text, self.pos)
@@ -337,10 +417,8 @@ class _JSONParser:
             if self.pos < len(self.text) and self.text[self.pos] == "}" and self.allow_comments:
                 self.pos += 1  # trailing comma
                 return result
-            if self.pos >= len(self.text) or self.text[self.pos] != '"':
-                raise _JSONError("expected a quoted key", self.pos)
             key_at = self.pos
-            key = self.string()
+            key = self.key()
             line, col = self.where(key_at)
             child = path + (key,)
             if key in result:
@@ -364,7 +442,7 @@ class _JSONParser:
             if ch == ",":
                 self.pos += 1
                 continue
-            if ch == '"' and self.line_break_separates(end):
+            if (ch == '"' or (self.hjson and ch not in "}")) and self.line_break_separates(end):
                 continue
             if ch == "}":
                 self.pos += 1
@@ -408,9 +486,14 @@ class _JSONParser:
             raise _JSONError(f"expected ',' or ']', found {ch!r}", self.pos)
 
 
-def load_json(path: str, text: str, allow_comments: bool = True) -> Document:
+def load_json(path: str, text: str, allow_comments: bool = True, hjson: bool = False
+              ) -> Document:
+    """JSON with positions; `allow_comments`: `#`, `//`, `/* */`, trailing commas and line
+    breaks between members; `hjson`: also HJSON's quoteless keys and strings, '...' and
+    '''...''' strings (what DeepSpeedConfig reads a config file with: hjson.load in
+    deepspeed/runtime/config.py at edaa722)."""
     doc = Document(path=path, text=text)
-    parser = _JSONParser(text, doc, allow_comments)
+    parser = _JSONParser(text, doc, allow_comments, hjson)
     try:
         doc.data = parser.parse()
     except _JSONError as exc:
@@ -550,9 +633,10 @@ def load_yaml_mapping(path: str, text: str, what: str, diagnostics: list,
 
 
 def load_json_mapping(path: str, text: str, what: str, diagnostics: list,
-                      allow_comments: bool = False, code=PARSE_ERROR) -> Optional[Document]:
+                      allow_comments: bool = False, code=PARSE_ERROR,
+                      hjson: bool = False) -> Optional[Document]:
     """`load_json` for a format whose document must be an object (see load_yaml_mapping)."""
-    return _mapping(load_json(path, text, allow_comments=allow_comments), path,
+    return _mapping(load_json(path, text, allow_comments=allow_comments, hjson=hjson), path,
                     f"{what} must be a JSON object", diagnostics, code)
 
 

@@ -24,8 +24,6 @@ import fnmatch
 import glob
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Optional
 
 from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
 from memlint.config import config_for
@@ -33,7 +31,12 @@ from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
 from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root
+from memlint.records import field, record
 from memlint.scenario import parse_assignment
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # Folders a directory walk never enters (besides hidden ones): environments, caches, build output.
 SKIPPED_DIRS = frozenset({"node_modules", "venv", "__pycache__", "__pypackages__",
@@ -45,7 +48,7 @@ RUN_FILE_NAMES = re.compile(r"^(memlint\.toml|.+\.memlint\.(toml|ya?ml))$", re.I
 PROJECT_FORMAT = "project"   # Partial.fmt of [tool.memlint.scenario]: defaults, below every file
 
 
-@dataclass
+@record
 class Run:
     """One run to lint: its files' Partials (lowest priority first), settings and anchor."""
 

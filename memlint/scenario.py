@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import fields
-from typing import Any, Iterable, Optional
 
 from memlint import keys as K, verdicts
 from memlint.adapters.registry import inside
@@ -21,8 +19,13 @@ from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
-                        Training, frozen_mapping)
+                        Setting, Training, frozen_mapping)
 from memlint.loaders import repo_root
+from memlint.records import fields
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional
 
 SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
 
@@ -181,6 +184,52 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
     return hf_config.load_path(path)
 
 
+def _same_file(name: str, prov: Provenance, source: str, base_dir: Optional[str]) -> bool:
+    """Whether the model a setting names is the config.json `source` itself."""
+    path = os.path.expanduser(name)
+    if not os.path.isabs(path):
+        base = (os.path.dirname(os.path.abspath(prov.file)) if prov.file is not None
+                else base_dir or os.getcwd())
+        path = os.path.join(base, path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    try:
+        return os.path.samefile(path, source)
+    except OSError:
+        return False
+
+
+def _explicit_model_wins(settings: dict, partials: list, base_dir: Optional[str]) -> list:
+    """A model named explicitly (--model, `model =` in a memlint.toml, a trainer's
+    model_name_or_path) wins over an HF config.json that joined the run as a file (one found
+    beside a DeepSpeed config, or listed among the files): that file's model.* keys are dropped
+    (explicit `model.<key>` overrides still apply on top). Returns the files not used."""
+    chosen = settings["model"]
+    found = []
+    for partial in partials:
+        if partial.fmt != "hf_config" or not any(K.is_model_key(k) for k in partial.settings):
+            continue
+        if _same_file(str(chosen.value), chosen.prov, partial.source, base_dir):
+            continue
+        found.append(partial.source)
+        for key, setting in partial.settings.items():
+            if K.is_model_key(key) and settings.get(key) is setting:
+                del settings[key]
+    return found
+
+
+def _model_conflict(chosen: Setting, found: list) -> list:
+    """The warning that names the model used and the model config it was preferred to."""
+    if not found:
+        return []
+    files = ", ".join(os.path.relpath(f) if os.path.isabs(f) else f for f in found)
+    return [make(CONFLICT, Severity.WARNING,
+                 f"the model is {chosen.value!r}, named by {chosen.prov.describe()}; the model "
+                 f"config {files} of this run describes another model and is not used (the "
+                 "explicit model wins; drop one of the two to silence this)", chosen.prov,
+                 key="model")]
+
+
 def hub_id(name: str) -> bool:
     """Whether `name` has the shape of a Hugging Face Hub id (org/name or a bare name)."""
     # start-up: the Hub catalog (a JSON table) loads only when a model name is read
@@ -250,6 +299,10 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         diagnostics.extend(partial.diagnostics)
     settings, extra, conflicts = merge(partials)
     diagnostics.extend(conflicts)
+    unused: list = []
+    if "model" in settings:
+        unused = _explicit_model_wins(settings, partials, base_dir)
+        diagnostics.extend(_model_conflict(settings["model"], unused))
 
     # The model source ranks below every explicit model.* key: load it and merge underneath.
     model_partial = None
@@ -263,7 +316,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             settings.setdefault(key, setting)
 
     values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
-                                          "model")}
+                                          "model", "conventions")}
     provenance: dict = {}
     model_settings: dict = {}
     assumption_names = _assumption_names()
@@ -296,6 +349,8 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             continue
         values[spec.section][spec.field] = converted
         provenance[key] = setting.prov
+
+    _recorded_conventions(extra, values["conventions"], provenance)
 
     if "base_quant" not in values["training"]:
         found = checkpoint_quantization(model_settings)
@@ -343,10 +398,27 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         hardware=Hardware(**hardware_values),
         assumptions=Assumptions(profile=profile, values=frozen_mapping(assumption_values)),
         provenance=frozen_mapping(provenance),
-        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)),
+        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)
+                      and p.source not in unused),
         extra=frozen_mapping(extra),
+        convention_keys=frozen_mapping(values["conventions"]),
     )
     return scenario, diagnostics
+
+
+def _recorded_conventions(extra: dict, conventions: dict, provenance: dict) -> None:
+    """The convention keys an adapter recorded (`Partial.extra` under the declared name), below
+    any value a setting gave. A recorded value that does not convert is left out: the format's
+    own rules report it, and the framework's default applies."""
+    for name, spec in K.CONVENTION_KEYS.items():
+        setting = extra.get(name)
+        if setting is None or name in conventions:
+            continue
+        try:
+            conventions[name] = spec.convert(setting.value)
+        except ValueError:
+            continue
+        provenance.setdefault(name, setting.prov)
 
 
 def _assumption_names() -> dict:

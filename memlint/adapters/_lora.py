@@ -5,7 +5,10 @@ lora_params_per_layer): qkvo, all-linear, all-linear+experts."""
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Attention projections by the names of the families memlint counts (Llama/Mistral/Qwen,
 #: Phi-3's fused qkv, GPT-NeoX's query_key_value/dense, GPT-2's c_attn, out_proj).

@@ -26,7 +26,6 @@ import json
 import os
 import re
 from collections import deque
-from typing import Any, Optional
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
@@ -37,6 +36,10 @@ from memlint.facts import coverage
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
@@ -431,9 +434,48 @@ def _schema_diagnostics(doc: Document) -> list:
                                         f"{json.dumps(error.instance)}; each value is tried",
                                         doc.prov(path), path=_dotted(path)))
                 continue
-            diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, _message(error, path),
+            message = _message(error, path)
+            if isinstance(error.instance, str) and _PLACEHOLDER.match(error.instance):
+                message += (" (a template placeholder? DeepSpeed's hjson loader reads a bare word "
+                            "as a string to the end of its line, and the config gets that string)")
+            diagnostics.append(make(SCHEMA_ERROR, Severity.ERROR, message,
                                     doc.prov(path), path=_dotted(path)))
     return diagnostics
+
+
+# The legacy curriculum (enabled: true) does arithmetic on these at every step
+# (deepspeed/runtime/data_pipeline/curriculum_scheduler.py __fixed_root_get_difficulty at
+# edaa722): a string there fails at the first step. Checked here rather than in the schema,
+# which has no conditional on `enabled`.
+_CURRICULUM_NUMBERS = (("min_difficulty",), ("max_difficulty",),
+                       ("schedule_config", "total_curriculum_step"),
+                       ("schedule_config", "difficulty_step"), ("schedule_config", "root_degree"))
+
+
+def _curriculum_diagnostics(doc: Document) -> list:
+    block = doc.data.get("curriculum_learning") if isinstance(doc.data, dict) else None
+    if not isinstance(block, dict) or block.get("enabled") is not True:
+        return []
+    out = []
+    for keys in _CURRICULUM_NUMBERS:
+        node = block
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None or (isinstance(node, (int, float)) and not isinstance(node, bool)):
+            continue
+        path = ("curriculum_learning",) + keys
+        message = (f"{_dotted(path)}: expected a number, got {json.dumps(node)}; the enabled "
+                   "legacy curriculum computes with it at the first step")
+        if isinstance(node, str) and _PLACEHOLDER.match(node):
+            message += (" (a template placeholder? DeepSpeed's hjson loader reads a bare word as "
+                        "a string to the end of its line)")
+        out.append(make(SCHEMA_ERROR, Severity.ERROR, message, doc.prov(path),
+                        path=_dotted(path)))
+    return out
+
+
+# a bare upper-case word an HJSON quoteless string picked up (`"stage": ZERO_STAGE,`)
+_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*,?$")
 
 
 def _neox_file(data) -> bool:
@@ -481,6 +523,23 @@ def _message(error, path: tuple) -> str:
     return f"{name}: {error.message}"
 
 
+# What a misspelt top-level block leaves off: DeepSpeedConfig reads each block by its exact key
+# and takes the defaults when it is absent (deepspeed/runtime/zero/config.py get_zero_config at
+# edaa722: no "zero_optimization" -> DeepSpeedZeroConfig(), stage 0; runtime/config.py
+# get_bfloat16_config / get_fp16_enabled: absent -> disabled); unknown top-level keys are never
+# checked, so the typo is silent at launch.
+_IGNORED_BLOCK = {
+    "zero_optimization": "ZeRO stays off (stage 0): every GPU keeps the whole optimizer state, "
+                         "gradients and weights",
+    "bf16": "bf16 stays off (fp32 training, unless fp16 is on)",
+    "fp16": "fp16 stays off (fp32 training, unless bf16 is on)",
+    "activation_checkpointing": "DeepSpeed's activation-checkpointing settings are not applied",
+    "optimizer": "DeepSpeed builds no optimizer from this file (the client's one is used)",
+    "train_micro_batch_size_per_gpu": "the micro batch size is derived from the other batch keys",
+    "gradient_accumulation_steps": "gradient accumulation is derived from the other batch keys",
+}
+
+
 def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
                   neox: bool = False) -> list:
     allowed = list((subschema.get("properties") or {}).keys())
@@ -519,7 +578,10 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
             message = f"unknown key {key!r} in {block}: {reason}{tail}"
             severity = Severity.ERROR
         elif not path:
-            message = f"unknown top-level key {key!r}: DeepSpeed ignores it{tail}"
+            lost = _IGNORED_BLOCK.get(hint) if hint and hint not in instance else None
+            message = (f"unknown top-level key {key!r}: DeepSpeed ignores it"
+                       + (f", so {lost}; memlint estimates what DeepSpeed will do" if lost
+                          else "") + tail)
             severity = Severity.WARNING
         else:
             message = f"unknown key {key!r} in {block}: {note or 'DeepSpeed ignores it'}{tail}"
@@ -656,11 +718,14 @@ _OPTIMIZERS = {
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
+    # DeepSpeedConfig reads a config file with hjson.load (deepspeed/runtime/config.py at
+    # edaa722): comments, quoteless keys and strings, optional commas
     doc = load_json_mapping(path, text, "a DeepSpeed config", partial.diagnostics,
-                            allow_comments=True)
+                            allow_comments=True, hjson=True)
     if doc is None:
         return partial
     partial.diagnostics.extend(_schema_diagnostics(doc))
+    partial.diagnostics.extend(_curriculum_diagnostics(doc))
     _map(doc, partial)
     sibling = find_sibling_model(path)
     if sibling:

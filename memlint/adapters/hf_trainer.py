@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Optional
 
 from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import _resolve_reference, inside
@@ -32,6 +30,11 @@ from memlint.ir import Partial, Provenance
 from memlint.keys import MAX_INT
 from memlint.keys import to_bool as keys_to_bool
 from memlint.loaders import load_json, load_yaml, read_text, repo_root, suppressions
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "hf_trainer"
 
@@ -40,7 +43,7 @@ TRANSFORMERS_SOURCE = "huggingface/transformers src/transformers/training_args.p
 TRL_SOURCE = "huggingface/trl@f2cd5771 trl/trainer"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Item:
     """One argument as written: its name (underscored, no dashes), value, position."""
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Optional
 
 from memlint import plugins as _plugins
 from memlint.adapters._neighbours import hydra_launch, neighbour_format
@@ -23,6 +22,10 @@ from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severit
                                  make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
 from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",

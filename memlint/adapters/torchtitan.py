@@ -334,9 +334,28 @@ def _derive_offload(facts: Facts, partial: Partial) -> None:
 
 
 def _derive_compile(facts: Facts, partial: Partial) -> None:
+    """torch.compile and whether the loss is compiled with the model.
+
+    `[compile] enable` + `components` (torchtitan from mid-2025; default ["model", "loss"],
+    torchtitan/config/job_config.py Compile); before it `[training] compile`, which compiled
+    each TransformerBlock and, from bbb1b616e (2025-04-02, components/loss.py
+    build_cross_entropy_loss), the loss too. At 9dec370 (2024-12) the loss compile was commented
+    out in train.py ("compiling loss function causes CUDA errors"). The old `batch_size` key
+    (renamed `local_batch_size` at 8570415c3, 2025-06-05) marks a file of that era, read as
+    model-only: a file from April-June 2025 compiled its loss as well."""
     found = facts.find("enable", "compile")
-    if found is not None and isinstance(found[0], bool):
-        partial.set("compile", found[0], found[1])
+    if found is None:
+        found = facts.find("compile", "training")
+    if found is None or not isinstance(found[0], bool):
+        return
+    partial.set("compile", found[0], found[1])
+    components = facts.find("components", "compile")
+    if components is not None:
+        value = components[0]
+        items = value if isinstance(value, list) else str(value).split(",")
+        partial.set("compile_loss", any(str(i).strip() == "loss" for i in items), components[1])
+    elif facts.find("compile", "training") is found and facts.find("batch_size", "training"):
+        partial.set("compile_loss", False, found[1])
 
 
 def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str]) -> None:
@@ -383,6 +402,12 @@ def _derive_float8(facts: Facts, partial: Partial) -> None:
         value = converters[0]
         items = value if isinstance(value, list) else str(value).split(",")
         enabled = any("float8" in str(item).lower() for item in items)
+    old_style = facts.find("enable_float8_linear", "float8")
+    if not enabled and old_style is not None and old_style[0] is True:
+        enabled, converters = True, old_style   # torchtitan 2024: [float8] enable_float8_linear
+    if enabled:
+        # torchao Float8Linear (dynamic tensorwise scaling) over bf16 weights: precision=fp8
+        partial.set("precision", "fp8", converters[1])
     if enabled and gather is not None and gather[0] is True:
         # FSDP all-gathers float8 weights (1 byte per parameter) instead of bf16
         partial.set_extra("fsdp.allgather_dtype_bytes", 1, gather[1])

@@ -6,7 +6,11 @@ nothing else). Adapters with their own catalogs (torchtitan flavors) register he
 """
 from __future__ import annotations
 
-from typing import Optional
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 
 PRESETS: dict = {
     "llama3-8b": {  # meta-llama/Meta-Llama-3-8B config.json

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from memlint import __version__
+from memlint import __version__, records
 from memlint.ir import Training
 from memlint.memory.context import context_of, resolve_context
 from memlint.memory.estimate import EstimateError, estimate
@@ -196,9 +196,9 @@ class _Runs:
         par = {k: v for k, v in keys.items() if k not in _TRAINING}
         sc = self.base
         if tr:
-            sc = dataclasses.replace(sc, training=dataclasses.replace(sc.training, **tr))
+            sc = records.replace(sc, training=records.replace(sc.training, **tr))
         if par:
-            sc = dataclasses.replace(sc, parallelism=dataclasses.replace(sc.parallelism, **par))
+            sc = records.replace(sc, parallelism=records.replace(sc.parallelism, **par))
         return sc
 
     def estimate(self, **keys):
@@ -217,7 +217,7 @@ class _Runs:
         return self.estimate(**keys).peak_bytes <= self.budget
 
 
-_TRAINING = {f.name for f in dataclasses.fields(Training)}
+_TRAINING = {f.name for f in records.fields(Training)}
 
 
 def limit_of(failing, fitting, budget: float) -> Limit:

@@ -6,8 +6,8 @@
 
 With configuration files, their settings are the starting point and the plans are the nearest
 configurations that fit (fewest changed keys first). Every plan's `set` list (JSON) are `--set`
-arguments that reproduce it with `memlint estimate`. Wired into memlint/cli.py as
-`add_parser(subparsers)` + `run(args) -> int`; exit codes: 0 some plan fits, 1 none does, 2 the
+arguments that reproduce it with `memlint estimate`. Wired into memlint/cli.py (its COMMANDS) as
+`add_arguments(parser)` + `run(args) -> int`; exit codes: 0 some plan fits, 1 none does, 2 the
 command could not run.
 """
 from __future__ import annotations
@@ -19,17 +19,6 @@ from typing import Optional
 from memlint.errors import UsageError
 
 GiB = 1024**3
-
-
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "plan", help="find the parallel configurations that fit, ranked",
-        description="Search tp/pp/dp/cp/ep, ZeRO/FSDP, recompute, micro batch and offload for the "
-                    "configurations whose per-GPU memory fits, ranked by headroom and a "
-                    "documented throughput-penalty model.")
-    add_arguments(parser)
-    parser.set_defaults(func=run)
-    return parser
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -39,7 +39,7 @@ def attention_mask_terms(model: Model, plan: StagePlan, batch: int, seq_local: i
     """Eager attention adds a materialized 4-D causal mask, B × 1 × T × T in the model's dtype,
     built once per forward (transformers masking_utils `eager_mask`); SDPA and flash take
     `is_causal` instead."""
-    if (model.tr.attention != "eager" or model.tr.framework not in ("hf", "fsdp2")
+    if (model.tr.attention != "eager" or not model.conv.torch_modules
             or model.assume["activations.model"] == "seed"):
         return []
     c = model.dt.param if model.dt.autocast else model.dt.compute
@@ -66,7 +66,7 @@ def autocast_weight_terms(model: Model, plan: StagePlan) -> list:
     Routed experts run through `grouped_mm`, which autocast does not cover (transformers
     integrations/moe.py), so they have none; the LM head has one on the last stage.
     """
-    if (not model.dt.autocast or model.tr.framework != "hf"
+    if (not model.dt.autocast or not model.conv.autocast_weight_copies
             or model.assume["activations.model"] == "seed"):
         return []
     counts, arch, tr = model.counts, model.arch, model.tr

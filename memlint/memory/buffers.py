@@ -10,6 +10,7 @@ from dataclasses import replace
 from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as ds
 from memlint.memory import fsdp
+from memlint.memory.lora import frozen_bytes_per_param
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 
@@ -32,24 +33,17 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if phase == "optimizer" or not model.assume["buffers.enabled"]:
         return []
     layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
-    uses_deepspeed = (model.tr.framework == "deepspeed"
-                      or "deepspeed.config" in model.scenario.extra)
-    if uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
+    if model.conv.uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
         return _deepspeed_buffers(model, plan, layer_params)
     sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
     if not sharded or topo.shard <= 1:
         return []
-    gather = 2 if model.dt.compute == 2 else 4
-    root = 0
-    if plan.first:
-        root += counts.embedding + counts.position_embedding
-    if plan.last:
-        root += counts.final_norm + counts.lm_head
-    root = math.ceil(root / topo.tp)
-    unit = max(layer_params or [0])
+    compute = 2 if model.dt.compute == 2 else 4
+    gather = fsdp_gather_bytes(model)   # a QLoRA base: its stored dtype
+    root, unit = fsdp_root_and_unit(model, plan)
     mid_backward = phase in ("backward_layer", "backward_recompute")
     if par.reshard_after_forward:
-        terms = [fsdp.root_unsharded(root, gather),
+        terms = [fsdp.root_unsharded(root, compute),
                  fsdp.unit_allgather(unit, gather, prefetched=0)]
     elif mid_backward:
         # the last unit resharded after its backward; the others still unsharded
@@ -59,49 +53,70 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if mid_backward:
         # a unit's backward: the prefetched unit before it, its unsharded grads and the
         # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
-        terms += fsdp.backward_unit_buffers(unit, gather, model.dt.grad, topo.shard,
+        terms += fsdp.backward_unit_buffers(unit, compute, model.dt.grad, topo.shard,
                                             prefetched=1 if par.reshard_after_forward else 0)
     # P_unit and P_root are per GPU: tensor parallelism divided them first
     return [replace(term, formula=f"{term.formula}  (P: parameters / tp {topo.tp})")
             for term in terms if term.bytes]
 
 
+def fsdp_gather_bytes(model: Model) -> float:
+    """Bytes per parameter FSDP all-gathers for a decoder layer: the compute dtype, or for a
+    quantized frozen base (QLoRA + FSDP) the stored dtype, since FSDP flattens and gathers the
+    packed 4-bit / 8-bit storage as it is (bnb_4bit_quant_storage; Linear4bit dequantizes only
+    inside its forward)."""
+    if model.lora and model.tr.base_quant != "none":
+        return frozen_bytes_per_param(model.tr.base_quant, model.dt.param, model.seed_states)
+    # torchao's float8 all-gather (conventions gather_bytes 1): the linear weights are gathered,
+    # and stay unsharded, as 1-byte Float8 data (norms: a rounding)
+    return model.conv.gather_bytes
+
+
+def fsdp_root_and_unit(model: Model, plan: StagePlan) -> tuple:
+    """(P_root, P_unit) per GPU of a stage under FSDP: the root unit's parameters (embedding on
+    the first stage; final norm and LM head on the last) and the largest decoder layer's, each
+    divided by tp."""
+    counts, tp = model.counts, model.topo.tp
+    root = 0
+    if plan.first:
+        root += counts.embedding + counts.position_embedding
+    if plan.last:
+        root += counts.final_norm + counts.lm_head
+    unit = max([math.ceil(counts.layers[i].total / tp) for i in plan.layers] or [0])
+    return math.ceil(root / tp), unit
+
+
 def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
     """DeepSpeed's ZeRO buffers with the sizes its config gives (or DeepSpeed's defaults; an
     "auto" size is the HF Trainer's: reduce bucket d², prefetch 0.9·d², persistence 10·d)."""
-    extra = model.scenario.extra
+    zero = model.conv.zero
     d = model.arch.hidden
 
-    def size(key, default, auto):
-        setting = extra.get(f"deepspeed.{key}")
-        value = setting.value if setting is not None else default
-        if value == "auto":
-            return int(auto)
-        try:
-            return int(float(value))
-        except (TypeError, ValueError, OverflowError):
+    def size(value, default, auto):
+        if value is None:
             return int(default)
+        return int(auto) if value == "auto" else int(value)
 
-    def flag(key, default):
-        setting = extra.get(f"deepspeed.{key}")
-        return setting.value if isinstance(getattr(setting, "value", None), bool) else default
+    def flag(value, default):
+        return default if value is None else value
 
     name_of = {4: "fp32", 2: "bf16", 1: "fp8"}  # bytes -> the dtype names of DTYPE_BYTES
     dtype = name_of.get(model.dt.grad, "bf16")
     stage = model.par.zero
-    terms = [ds.reduce_bucket(stage, size("reduce_bucket_size", facts.REDUCE_BUCKET_SIZE, d * d),
-                              dtype, flag("contiguous_gradients", facts.CONTIGUOUS_GRADIENTS),
-                              flag("overlap_comm", stage == 3))]
+    bucket = size(zero.reduce_bucket_size, facts.REDUCE_BUCKET_SIZE, d * d)
+    terms = [ds.reduce_bucket(stage, bucket, dtype,
+                              flag(zero.contiguous_gradients, facts.CONTIGUOUS_GRADIENTS),
+                              flag(zero.overlap_comm, stage == 3))]
     if stage >= 3:
         param_dtype = name_of.get(model.dt.param, "bf16")
         stage_params = sum(layer_params)
         terms.append(ds.stage3_live_parameters(
-            size("stage3_max_live_parameters", facts.MAX_LIVE_PARAMETERS,
+            size(zero.max_live_parameters, facts.MAX_LIVE_PARAMETERS,
                  facts.MAX_LIVE_PARAMETERS),
             param_dtype, total_params=stage_params,
             largest_module_params=max(layer_params or [0])))
         norms = [d] * (2 * len(plan.layers) + (1 if plan.last else 0))
         terms.append(ds.stage3_persistent_parameters(
             norms, model.topo.shard, param_dtype,
-            size("stage3_param_persistence_threshold", facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
+            size(zero.param_persistence_threshold, facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
     return terms

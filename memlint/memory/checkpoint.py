@@ -22,8 +22,6 @@ from memlint.memory.context import context_of
 from memlint.memory.states import MOMENTS
 from memlint.memory.terms import Term
 
-TORCHTITAN_KEEP_LATEST_K = 10
-
 
 @dataclass(frozen=True)
 class CheckpointEstimate:
@@ -54,7 +52,7 @@ def _saves(tr) -> Optional[int]:
     return saves + (1 if rest else 0)
 
 
-def kept(scenario) -> tuple:
+def kept(scenario, estimate=None) -> tuple:
     """(checkpoints kept, where that came from); None when the run's saving is not described."""
     tr = scenario.training
     saves = _saves(tr)
@@ -62,13 +60,8 @@ def kept(scenario) -> tuple:
     if keep is None:
         if not tr.checkpoint_interval:
             return None, "no checkpoint_interval: saving not described"
-        if tr.framework == "fsdp2":
-            keep, source = TORCHTITAN_KEEP_LATEST_K, "torchtitan keep_latest_k default 10"
-        else:
-            keep, source = 0, {"megatron": "Megatron-LM keeps every checkpoint",
-                               "deepspeed": "DeepSpeed keeps every checkpoint",
-                               "hf": "HF Trainer save_total_limit None keeps every checkpoint",
-                               }.get(tr.framework, "every checkpoint is kept")
+        # the framework's default (memory/conventions.py)
+        keep, source = context_of(scenario, estimate).conventions.checkpoint_keep
     if keep == 0:   # keep everything
         if saves is None:
             return None, source + " (number of saves unknown: give train_steps)"
@@ -80,14 +73,15 @@ def kept(scenario) -> tuple:
 
 def checkpoint_estimate(scenario, estimate) -> CheckpointEstimate:
     tr, par = scenario.training, scenario.parallelism
-    dt = context_of(scenario, estimate).dtypes
+    context = context_of(scenario, estimate)
+    dt, conv = context.dtypes, context.conventions
+    model_source, optimizer_source = conv.checkpoint_sources
     total = int(estimate.params.get("total", 0))
     trainable = int(estimate.params.get("trainable", 0))
     lora = tr.lora_rank > 0
     terms = []
-    if tr.framework == "deepspeed" and par.zero >= 3:
-        gather = scenario.extra.get("deepspeed.stage3_gather_16bit_weights_on_model_save")
-        if gather is not None and gather.value is True:
+    if conv.deepspeed_conventions and par.zero >= 3:
+        if conv.zero.gather_16bit_on_save:
             terms.append(Term("checkpoint.weights_16bit", "weights", total * 2,
                               f"{total:,} params × 2 B (consolidated 16-bit weights)",
                               {"params": total}, "deepspeed/runtime/engine.py save_16bit_model"))
@@ -96,20 +90,14 @@ def checkpoint_estimate(scenario, estimate) -> CheckpointEstimate:
         what = "adapter" if lora else "model"
         terms.append(Term("checkpoint.weights", "weights", saved * dt.param,
                           f"{what} {saved:,} params × {dt.param} B", {"params": saved},
-                          {"megatron": "Megatron-LM torch_dist model state",
-                           "deepspeed": "DeepSpeed mp_rank_00_model_states.pt",
-                           "fsdp2": "torchtitan DCP model state (sharded params)",
-                           }.get(tr.framework, "transformers save_pretrained")))
+                          model_source))
     if tr.save_optimizer and trainable:
         moments = MOMENTS.get(tr.optimizer, 2)
         per = dt.master + moments * dt.state
         terms.append(Term("checkpoint.optimizer", "optimizer", trainable * per,
                           f"trainable {trainable:,} × ({dt.master} master + {moments} × "
                           f"{dt.state} moments) B", {"params": trainable, "bytes_per_param": per},
-                          {"megatron": "Megatron-LM distrib_optimizer.py sharded_state_dict",
-                           "deepspeed": "DeepSpeed zero_pp_rank_*_optim_states.pt",
-                           "fsdp2": "torchtitan DCP optimizer state",
-                           }.get(tr.framework, "transformers Trainer optimizer.pt")))
-    count, source = kept(scenario)
+                          optimizer_source))
+    count, source = kept(scenario, estimate)
     return CheckpointEstimate(terms=tuple(terms), kept=count, kept_source=source,
                               disk_bytes=scenario.hardware.disk)

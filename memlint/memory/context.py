@@ -4,10 +4,10 @@ at most once.
 From a Scenario, `resolve_context(scenario)` gives the parallel layout (`topology`,
 memory/topology.py), the architecture the run builds (`architecture`: the model's config with the
 vocabulary padded for the run's tp, memlint/facts/vocab.py) and its exact parameter counts
-(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py) and the
-pipeline schedule (`schedule`: layers per virtual stage, the layers of each rank, micro-batches
-per step; memory/stages.py). The API builds one per run; the memory model builds from it
-(memory/model.py), the Estimate carries it (`Estimate.context`) and the engine hands the same
+(`counts`, memory/params.py), the framework's dtypes (`dtypes`, memory/states.py), its conventions
+(`conventions`, memory/conventions.py) and the pipeline schedule (`schedule`: layers per virtual
+stage, the layers of each rank, micro-batches per step; memory/stages.py). The API builds one per
+run; the memory model builds from it (memory/model.py), the Estimate carries it (`Estimate.context`) and the engine hands the same
 object to every rule (`ctx.resolved`), so nothing is resolved twice.
 
 Each part is computed on first use (a one-file check that no rule asks about never loads the
@@ -41,7 +41,8 @@ class Schedule:
 
 class Resolved:
     """The resolved facts of one scenario (see the module docstring). Build with
-    `resolve_context`; read `topology`, `architecture`, `counts`, `dtypes`, `schedule`."""
+    `resolve_context`; read `topology`, `architecture`, `counts`, `dtypes`, `conventions`,
+    `schedule`."""
 
     def __init__(self, scenario, same_model: Optional["Resolved"] = None):
         self.scenario = scenario
@@ -96,6 +97,11 @@ class Resolved:
     def dtypes(self):
         """Bytes per parameter, gradient and state of the framework and precision (Dtypes)."""
         return self._part("dtypes", self._dtypes)[0]
+
+    @property
+    def conventions(self):
+        """The framework's conventions for this run (memory/conventions.py Conventions)."""
+        return self._part("conventions", self._conventions)[0]
 
     @property
     def schedule(self) -> Optional[Schedule]:
@@ -156,6 +162,12 @@ class Resolved:
         return dtypes(self.scenario.training,
                       assumed(self.scenario.assumptions, "states.model"))
 
+    def _conventions(self):
+        # start-up: the conventions load only when something asks for them
+        from memlint.memory.conventions import build
+
+        return build(self.scenario, self)
+
     def _schedule(self) -> Optional[Schedule]:
         # start-up: the pipeline split loads only when something asks for it
         from memlint.memory.stages import microbatches, stage_plans, virtual_chunks
@@ -165,7 +177,7 @@ class Resolved:
         if arch is None or par.pp > MAX_STAGES or par.pp > arch.layers:
             return None
         even = assumed(self.scenario.assumptions, "states.model") == "seed"
-        chunks = virtual_chunks(self.scenario.extra, par, arch.layers, even)
+        chunks = virtual_chunks(self.require("conventions"), par, arch.layers, even)
         return Schedule(chunks, stage_plans(arch.layers, par, chunks),
                         microbatches(self.scenario.training, self.topology.dp))
 

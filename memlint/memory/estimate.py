@@ -32,8 +32,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memlint.memory import inputs
+from memlint.memory.allocator import released_on_retry, reserve_terms
 from memlint.memory.buffers import buffer_terms
-from memlint.memory.compile import compile_notes
+from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.logits import logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
@@ -145,11 +146,14 @@ def estimate(scenario, context=None) -> Estimate:
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
             if name == "forward_end":
                 # the last layer's unfused softmax (memory/softmax.py), a moment of its own
-                during = softmax_peak_terms(model, terms, -(-model.seq // model.topo.cp))
+                during = softmax_peak_terms(model, terms, model.seq_local)
                 if during is not None:
                     phases.append(Phase("forward_softmax", tuple(
                         during + _allocator(model, during) + runtime)))
-            terms = terms + _allocator(model, terms) + runtime
+            # the caching allocator's reserve: cached blocks idle now (memory/allocator.py)
+            terms = released_on_retry(
+                terms + _allocator(model, terms) + reserve_terms(model, plan, name, gradients)
+                + runtime, scenario.hardware.gpu_memory)
             phases.append(Phase(name, tuple(terms)))
         peak = max(phases, key=lambda p: p.total)
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
@@ -162,5 +166,7 @@ def estimate(scenario, context=None) -> Estimate:
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
                     params=model.params_block(), gpu_name=scenario.hardware.gpu,
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
-                    notes=tuple(notes), assumed=inputs.assumed(scenario, model.topo),
+                    notes=tuple(notes),
+                    assumed=inputs.assumed(scenario, model.topo, model.conv)
+                    + compile_assumed(scenario, model.conv),
                     scenario=scenario, context=model.context)

@@ -63,9 +63,10 @@ def high_precision_bytes(param_bytes: int) -> int:
     return param_bytes if param_bytes > 1 else 2
 
 
-def applies(precision: str, framework: str, seed_states: bool) -> bool:
-    """Whether TE's FP8 weight copies are counted (not under the articles' states.model)."""
-    return precision == "fp8" and framework != "fsdp2" and not seed_states
+def applies(precision: str, te_fp8: bool, seed_states: bool) -> bool:
+    """Whether TE's FP8 weight copies are counted: FP8 through Transformer Engine (the run's
+    conventions, `te_fp8`), not under the articles' states.model."""
+    return precision == "fp8" and te_fp8 and not seed_states
 
 
 def needs_transpose(compute_capability) -> bool:

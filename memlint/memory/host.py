@@ -20,8 +20,7 @@ This module gives one rank's host terms; memory/host_nodes.py adds them up per n
 from __future__ import annotations
 
 from memlint.catalog import nodes as node_catalog
-from memlint.facts import deepspeed as facts
-from memlint.keys import to_int
+from memlint.memory.conventions import conventions_of
 from memlint.memory.stages import microbatches
 from memlint.memory.terms import Term
 
@@ -31,21 +30,12 @@ DS = "deepspeed/runtime/zero/"
 # DeepSpeed's defaults (zero/offload_config.py, zero/config.py): memlint/facts/deepspeed.py
 
 
-def default_model_init(scenario) -> tuple:
-    """(model_init, source): how each rank builds the model when no input says."""
-    tr, par = scenario.training, scenario.parallelism
-    if tr.model_init:
-        return tr.model_init, "set"
-    if tr.framework == "megatron":
-        return "gpu", ("Megatron-LM arguments.py: --use-cpu-initialization defaults to False, "
-                       "parameters are created on the GPU")
-    if tr.framework == "fsdp2":
-        return "meta", "torchtitan train.py builds the model on the meta device"
-    if par.zero >= 3:
-        return "zero-init", ("transformers integrations/deepspeed.py: from_pretrained under "
-                             "deepspeed.zero.Init when ZeRO-3 is enabled")
-    return "cpu", ("transformers from_pretrained materializes the whole model on the CPU of "
-                   "every rank before it is moved to the GPU")
+def default_model_init(scenario, estimate=None) -> tuple:
+    """(model_init, source): how each rank builds the model; when no input says, the framework's
+    default (memory/conventions.py)."""
+    if scenario.training.model_init:
+        return scenario.training.model_init, "set"
+    return conventions_of(scenario, estimate).model_init
 
 
 def capacity(scenario) -> tuple:
@@ -70,25 +60,6 @@ def _pow2(n: int) -> int:
     return 1 << (int(n) - 1).bit_length() if n > 1 else int(n)
 
 
-def deepspeed_int(scenario, key: str, default: int) -> int:
-    """A whole-number DeepSpeed setting from the adapter's extras (`deepspeed.<block>.<key>`),
-    through the scenario keys' converter ("1e8" and 1e8 alike); the default when absent or not
-    a non-negative whole number (the schema rules report that)."""
-    setting = scenario.extra.get(key)
-    if setting is None:
-        return default
-    try:
-        number = to_int(setting.value)
-    except (TypeError, ValueError):
-        return default
-    return number if number >= 0 else default
-
-
-def _flag(scenario, key: str, default: bool) -> bool:
-    setting = scenario.extra.get(key)
-    return setting.value if setting is not None and isinstance(setting.value, bool) else default
-
-
 def _partition(stage) -> int:
     """Parameters per rank in the stage's offloaded partition (from its offload terms)."""
     counts = [t.inputs.get("params", 0) for t in stage.host_terms
@@ -96,20 +67,21 @@ def _partition(stage) -> int:
     return max(counts, default=0)
 
 
-def rank_training_terms(scenario, stage, topo, dt) -> tuple:
-    """(RAM terms, NVMe terms) of one rank of `stage` during training."""
+def rank_training_terms(scenario, stage, topo, dt, conv) -> tuple:
+    """(RAM terms, NVMe terms) of one rank of `stage` during training (`conv`: the run's
+    Conventions)."""
     ram, nvme = [], []
     for term in stage.host_terms:
         (nvme if "nvme" in term.name else ram).append(term)
     par = scenario.parallelism
     n = _partition(stage)
-    if scenario.training.framework != "deepspeed" or not n:
+    if not conv.deepspeed_conventions or not n:
         return ram, nvme
+    zero = conv.zero   # DeepSpeed's settings, or its defaults (memlint/facts/deepspeed.py)
     pb = dt.param
     rounding = bool(scenario.assumptions.get("host.pinned_pow2_rounding", True))
     pinned = []   # (what, bytes) of pinned flat buffers, for the rounding term
-    opt_pin = _flag(scenario, "deepspeed.offload_optimizer.pin_memory", facts.PIN_MEMORY)
-    param_pin = _flag(scenario, "deepspeed.offload_param.pin_memory", facts.PIN_MEMORY)
+    opt_pin, param_pin = zero.optimizer_pin_memory, zero.param_pin_memory
     if par.offload_optimizer == "cpu" and par.zero <= 2:
         ram.append(Term("host.bit16_partition_buffer", "buffers", n * pb,
                         f"partition {n:,} params × {pb} B", {"params": n, "bytes_per_param": pb},
@@ -128,12 +100,8 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
     if par.offload_params == "cpu" and par.zero >= 3 and param_pin:
         pinned.append(("bit16 parameter partition", n * pb))
     if par.offload_params == "nvme":
-        count = deepspeed_int(scenario, "deepspeed.offload_param.buffer_count",
-                              facts.PARAM_BUFFER_COUNT)
-        size = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size",
-                             facts.PARAM_BUFFER_SIZE)
-        in_cpu = min(n, deepspeed_int(scenario, "deepspeed.offload_param.max_in_cpu",
-                                      facts.PARAM_MAX_IN_CPU))
+        count, size = zero.param_buffer_count, zero.param_buffer_size
+        in_cpu = min(n, zero.param_max_in_cpu)
         ram.append(Term("host.nvme_param_swap_buffers", "buffers", count * size * pb,
                         f"buffer_count {count} × buffer_size {size:,} × {pb} B",
                         {"buffer_count": count, "buffer_size": size},
@@ -145,10 +113,8 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
             pinned.append(("parameter swap buffers", count * size * pb))
             pinned.append(("parameter CPU cache", in_cpu * pb))
     if par.offload_optimizer == "nvme":
-        count = deepspeed_int(scenario, "deepspeed.offload_optimizer.buffer_count",
-                              facts.OPTIMIZER_BUFFER_COUNT)
-        largest = min(n, deepspeed_int(scenario, "deepspeed.sub_group_size",
-                                       facts.SUB_GROUP_SIZE))
+        count = zero.optimizer_buffer_count
+        largest = min(n, zero.sub_group_size)
         ram.append(Term("host.nvme_optimizer_swap_buffers", "buffers", count * largest * 4,
                         f"buffer_count {count} × largest sub-group {largest:,} × 4 B (fp32)",
                         {"buffer_count": count, "largest_numel": largest},
@@ -171,7 +137,7 @@ def rank_training_terms(scenario, stage, topo, dt) -> tuple:
 
 def rank_startup_terms(scenario, estimate, stage, dt) -> list:
     """RAM of one rank while it builds or loads the model."""
-    init, source = default_model_init(scenario)
+    init, source = default_model_init(scenario, estimate)
     if init == "cpu":
         total = int(estimate.params.get("total", 0))
         return [Term("host.model_load", "weights", total * dt.param,

@@ -114,15 +114,15 @@ def node_estimates(scenario, estimate) -> tuple:
     if scenario.hardware.device == "cpu" or not estimate.stages:
         return ()
     context = context_of(scenario, estimate)
-    topo, dt = context.topology, context.dtypes
+    topo, dt, conv = context.topology, context.dtypes, context.conventions
     host_cap, nvme_cap, per_node, source = capacity(scenario)
     pp = len(estimate.stages)
     world = topo.world or per_node * pp
-    init, _ = default_model_init(scenario)
+    init, _ = default_model_init(scenario, estimate)
     kinds, bounded = _node_kinds(world, pp, per_node, first_apart=init == "rank0-cpu")
     by_stage = {}
     for stage in estimate.stages:
-        ram, nvme = rank_training_terms(scenario, stage, topo, dt)
+        ram, nvme = rank_training_terms(scenario, stage, topo, dt, conv)
         by_stage[stage.stage] = (ram, nvme, rank_startup_terms(scenario, estimate, stage, dt))
     out = []
     for first, count, ranks in kinds:

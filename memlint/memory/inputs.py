@@ -43,8 +43,9 @@ def _gpu_prov(scenario):
     return None
 
 
-def verdict_inputs(scenario, topo) -> list:
-    """[(key, value, source or None, prov)] for every verdict key, in VERDICT_KEYS order."""
+def verdict_inputs(scenario, topo, conv) -> list:
+    """[(key, value, source or None, prov)] for every verdict key, in VERDICT_KEYS order (`conv`:
+    the run's Conventions, memory/conventions.py)."""
     tr, par, hw = scenario.training, scenario.parallelism, scenario.hardware
     out = []
     for key in VERDICT_KEYS:
@@ -54,18 +55,16 @@ def verdict_inputs(scenario, topo) -> list:
         elif key == "world_size":
             prov = scenario.where("world_size") or scenario.where("dp")
             value = par.world_size or topo.world
-            assumed = scenario.extra.get("world_size.assumed")
-            if prov is not None and assumed is not None and assumed.value:
+            if prov is not None and conv.world_size_assumed:
                 out.append((key, value, f"assumed by the launcher reader ({prov.describe()})",
                             prov))
                 continue
         elif key == "sharding":
-            if tr.framework != "hf":
+            if conv.states_own_sharding:
                 continue   # Megatron, torchtitan and DeepSpeed configs state their own sharding
             prov = next((p for p in (scenario.where(k) for k in _SHARDING_KEYS) if p), None)
-            deepspeed = scenario.extra.get("deepspeed.config")
-            if prov is None and deepspeed is not None:
-                prov = deepspeed.prov
+            if prov is None:
+                prov = conv.deepspeed_config
             value = (f"zero {par.zero}" if par.zero else f"fsdp {par.fsdp}"
                      if par.fsdp != "none" else "none")
         else:
@@ -75,8 +74,8 @@ def verdict_inputs(scenario, topo) -> list:
     return out
 
 
-def assumed(scenario, topo) -> tuple:
+def assumed(scenario, topo, conv) -> tuple:
     """The verdict inputs no file gave: ({"key", "value", "source"}, ...) for the JSON output."""
     return tuple({"key": key, "value": value, "source": source}
-                 for key, value, source, _prov in verdict_inputs(scenario, topo)
+                 for key, value, source, _prov in verdict_inputs(scenario, topo, conv)
                  if source is not None)

@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 
 from memlint.facts import vocab as vocab_facts
+from memlint.memory.compile import SRC_PARTITIONER
 from memlint.memory.model import Model
 from memlint.memory.params import vocab_formula
 from memlint.memory.terms import Term
@@ -26,7 +27,8 @@ def logits_terms(model: Model, phase: str) -> list:
 def _logits_terms(model: Model, phase: str) -> list:
     """Logits and the loss.
 
-    transformers (ForCausalLMLoss): logits in the compute dtype are held by the model output,
+    transformers (ForCausalLMLoss; also under DeepSpeed, which runs the model's own loss): logits
+    in the compute dtype are held by the model output,
     upcast to fp32 and log-softmaxed (the fp32 log-probabilities are saved); at the start of the
     loss backward the log-probabilities, their gradient and the fp32 logits' gradient are alive
     (3 × 4 B × V per token). Megatron's vocab-parallel cross entropy (and its fused variant)
@@ -36,13 +38,18 @@ def _logits_terms(model: Model, phase: str) -> list:
     (megatron/core/tensor_parallel/cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py).
     """
     arch, tr, topo = model.arch, model.tr, model.topo
-    tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
+    tokens = tr.micro_batch * model.seq_local
     vocab = math.ceil(arch.vocab / topo.tp)
     v_text = vocab_formula(arch, topo.tp)
     c = model.dt.compute
-    if tr.framework == "megatron":
+    if model.conv.loss == "vocab-parallel":
         return _megatron_logits_terms(model, phase, tokens, vocab, c, v_text)
-    if tr.framework in ("hf", "fsdp2"):
+    if model.conv.loss == "log-softmax" and model.conv.compiled_loss \
+            and model.assume["compile.loss_saved"] == "logits":
+        return [compiled_loss_term(phase, c, vocab, tokens, v_text)]
+    if model.conv.loss_parallel:
+        return [loss_parallel_term(phase, c, vocab, tokens, v_text)]
+    if model.conv.loss == "log-softmax":
         if phase == "backward_start":
             per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
         else:
@@ -77,12 +84,9 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
     pipeline flush (megatron/core/tensor_parallel/layers.py, grad_output_buffer and
     embedding_activation_buffer); at the peak the earlier micro-batches' ones are held.
     """
-    def flag(name, default=None):
-        setting = model.scenario.extra.get("megatron." + name)
-        return default if setting is None else setting.value
-
+    conv = model.conv
     heads = 1 + model.mtp_layers
-    fused = flag("cross-entropy-loss-fusion") is True
+    fused = conv.fused_cross_entropy
     extra_fused = 4 if fused and phase != "backward_start" else 0
     per = 4 * heads + c + extra_fused
     formula = (f"{heads} loss head{'s' if heads > 1 else ''} × fp32 exp-logits 4 B + "
@@ -94,12 +98,9 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
                    "loss_heads": heads, "fused": fused},
                   "megatron/core/tensor_parallel/cross_entropy.py; "
                   "megatron/core/fusions/fused_cross_entropy.py")]
-    if flag("defer-embedding-wgrad-compute") is True:
+    if conv.deferred_wgrad:
         micro = max(1, model.microbatches or 1)
-        try:
-            limit = int(flag("wgrad-deferral-limit", 0) or 0)
-        except (TypeError, ValueError):
-            limit = 0
+        limit = conv.wgrad_deferral_limit
         calls = micro * heads
         held = min(limit if limit > 0 else calls, calls - 1)
         if held > 0:
@@ -112,3 +113,41 @@ def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c:
                               "megatron/core/tensor_parallel/layers.py (grad_output_buffer, "
                               "embedding_activation_buffer)"))
     return terms
+
+
+def compiled_loss_term(phase: str, c: int, vocab: int, tokens: int, v_text: str) -> Term:
+    """A compiled cross-entropy (memory/compile.py, assumption compile.loss_saved=logits): the
+    forward keeps the compute-dtype logits (the partitioner's cut, with per-row statistics of a
+    few bytes per token, not counted); the fused backward writes their gradient in the same dtype
+    beside them: c B per logit after the forward, 2c B at the start of the backward."""
+    per = 2 * c if phase == "backward_start" else c
+    what = (f"saved logits {c} B + their gradient {c} B" if phase == "backward_start"
+            else f"saved logits {c} B")
+    return Term("logits", "logits", per * vocab * tokens,
+                f"compiled loss: ({what}) × {v_text} × {tokens:,} tokens",
+                {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
+                 "compiled": True},
+                f"{SRC_PARTITIONER}; torchtitan components/loss.py build_cross_entropy_loss")
+
+
+SRC_LOSS_PARALLEL = ("pytorch/pytorch torch/distributed/tensor/parallel/loss.py @02eef6b "
+                     "(_log_softmax: shifted = x - max, result = shifted - logsumexp; "
+                     "_nll_loss_and_log_softmax_backward: zeros_like(x), "
+                     "(grad_input + exp(x)) * grad_output); torchtitan loss_parallel with tp > 1 "
+                     "(training.disable_loss_parallel = false by default)")
+
+
+def loss_parallel_term(phase: str, c: int, vocab: int, tokens: int, v_text: str) -> Term:
+    """torchtitan under tensor parallelism computes the loss on vocab-sharded logits with
+    DTensor's loss_parallel, whose fused nll + log-softmax backward holds, at its peak, the saved
+    fp32 log-probabilities, `zeros_like(x)`, `grad_input + exp(x)` and its product with the
+    gradient (exp(x) freed by then, or alive in place of the product): 4 × 4 B per logit. After
+    the forward the fp32 log-probabilities are kept beside the compute-dtype logits (c + 4 B)."""
+    if phase == "backward_start":
+        per, what = 16, "saved log-probs + zeros_like + (grad + exp) + product: 4 × 4 B"
+    else:
+        per, what = c + 4, f"logits {c} B + fp32 log-probs 4 B"
+    return Term("logits", "logits", per * vocab * tokens,
+                f"loss parallel: ({what}) × {v_text} × {tokens:,} tokens",
+                {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
+                 "loss_parallel": True}, SRC_LOSS_PARALLEL)

@@ -18,6 +18,7 @@ from typing import Optional
 
 from memlint.assumptions import assumed
 from memlint.memory.context import MAX_STAGES, Resolved, resolve_context
+from memlint.memory.conventions import Conventions, visual_tokens_per_image
 from memlint.memory.params import ConfigError, LayerParams, ParamCounts, lora_params_per_layer
 from memlint.memory.stages import StagePlan
 from memlint.memory.topology import Topology
@@ -56,10 +57,13 @@ class Model:
         # the articles' model-state accounting (assumption states.model; the seed profile's)
         self.seed_states = assumed(self.assume, "states.model") == "seed"
         model = scenario.model
-        unsupported = scenario.extra.get("megatron.unsupported-architecture")
+        # the framework's conventions (memory/conventions.py): the only place the memory model
+        # learns what a framework does by convention
+        self.conv: Conventions = self.context.require("conventions")
+        unsupported = self.conv.unsupported_architecture
         if unsupported is not None:
             raise UnsupportedModel("model", f"no estimate for this architecture: "
-                                            f"{unsupported.value}")
+                                            f"{unsupported}")
         if model is None:
             raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
         self.topo: Topology = self.context.topology
@@ -85,29 +89,22 @@ class Model:
         self.plans = schedule.plans
         self.lora = self.tr.lora_rank > 0
         # torchtitan's op-level selective AC (FSDP2, selective without an every-N option)
-        self.op_sac = (self.tr.framework == "fsdp2" and self.tr.recompute == "selective"
-                       and self.tr.recompute_every <= 1)
+        self.op_sac = self.conv.op_level_sac
         self.lora_per_layer = (lora_params_per_layer(self.arch, self.tr.lora_rank, self.tr.lora_targets)
                                if self.lora else [0] * self.arch.layers)
         if self.seed_states and self.lora:
             # seed 000 CH 9.2: N_LoRA = L·8·d·r for q, k, v, o (square d×d projections)
             self.lora_per_layer = [8 * self.arch.hidden * self.tr.lora_rank] * self.arch.layers
-        self.uses_deepspeed = (self.tr.framework == "deepspeed"
-                               or "deepspeed.config" in scenario.extra)
+        self.uses_deepspeed = self.conv.uses_deepspeed
         # FSDP-style sharding outside DeepSpeed (memory/fsdp.py; buffers.buffer_terms)
-        self.fsdp_sharded = (not self.uses_deepspeed and self.topo.shard > 1
-                             and (self.par.fsdp in ("full", "hybrid") or self.par.zero >= 3))
-        visual = self.tr.images_per_sample * self.visual_tokens_per_image()
-        self.seq = self.tr.seq_len + visual
+        self.fsdp_sharded = self.conv.fsdp_sharded
+        # tokens per sample (image tokens included) and per GPU (over context parallelism)
+        self.seq, self.seq_local = self.conv.seq, self.conv.seq_local
         self.microbatches = schedule.microbatches
         self.mtp_layers = self._mtp_layers()
 
     def visual_tokens_per_image(self) -> int:
-        if self.tr.tokens_per_image:
-            return self.tr.tokens_per_image
-        if self.arch.vision is not None:
-            return self.arch.vision.tokens_per_image
-        return 0
+        return visual_tokens_per_image(self.tr, self.arch)
 
     def mtp_params(self) -> tuple:
         """(dense, expert) parameters of the multi-token-prediction layers on the last stage:
@@ -136,7 +133,7 @@ class Model:
     def _mtp_layers(self) -> int:
         """Multi-token-prediction layers (`--mtp-num-layers`, DeepSeek-V3's
         num_nextn_predict_layers): Megatron builds them on the last stage with their own loss."""
-        if self.tr.framework != "megatron" or self.seed_states:
+        if not self.conv.megatron_modules or self.seed_states:
             return 0
         value = self.scenario.model.config.get("num_nextn_predict_layers") or 0
         return value if isinstance(value, int) and value > 0 else 0

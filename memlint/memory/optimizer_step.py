@@ -22,7 +22,7 @@ def optimizer_step_terms(model: Model, plan: StagePlan) -> list:
     Megatron/DeepSpeed fused optimizers work in place.
     """
     tr, dt = model.tr, model.dt
-    if tr.framework == "megatron" and dt.master and dt.grad < 4 \
+    if model.conv.main_grads_to_fp32 and dt.master and dt.grad < 4 \
             and model.par.offload_optimizer == "none" and tr.train_base:
         # fp16/bf16 main grads: `main_param.grad = main_grad.float()` makes an fp32 copy for
         # the fp32 master weights, freed at the next zero_grad
@@ -39,7 +39,7 @@ def optimizer_step_terms(model: Model, plan: StagePlan) -> list:
                      f"fp32 copies of {dt.grad}-byte main grads: {n:,} ({parts}) × 4 B",
                      {"params": n, "grad_bytes": dt.grad},
                      "megatron/core/optimizer/optimizer.py _copy_model_grads_to_main_grads")]
-    if tr.framework in ("megatron", "deepspeed") or model.par.offload_optimizer != "none":
+    if model.conv.in_place_optimizer or model.par.offload_optimizer != "none":
         return []
     if dt.state_bits:
         # block-quantized states: fused update kernels (memory/optimizer_quant.py)

@@ -67,11 +67,6 @@ def compute_capability(gpu: str):
     return (9, 0)  # an unknown GPU: the Hopper sizes (the largest defaults below)
 
 
-def _extra(model: Model, key: str, default=None):
-    setting = model.scenario.extra.get(key)
-    return default if setting is None else setting.value
-
-
 def cublas_workspace_bytes(config, cc) -> tuple:
     """(bytes, how) of one PyTorch cuBLAS workspace: `CUBLAS_WORKSPACE_CONFIG` (:SIZE_KiB:COUNT
     pairs, summed), else PyTorch's default: 4096 KiB x 8 = 32 MiB on sm90, otherwise
@@ -111,24 +106,23 @@ def workspace_terms(model: Model) -> list:
     if cc is None:
         return []  # ROCm: hipBLAS/hipBLASLt sizes are not modelled
     terms = []
-    size, how = cublas_workspace_bytes(_extra(model, "env.CUBLAS_WORKSPACE_CONFIG"), cc)
+    conv = model.conv
+    size, how = cublas_workspace_bytes(conv.cublas_workspace_config, cc)
     terms.append(Term("buffers.cublas_workspace", "buffers", 2 * size,
                       f"2 threads (forward, autograd backward) × {how} = 2 × {size:,} B",
                       {"bytes_each": size, "threads": 2},
                       "aten/src/ATen/cuda/CublasHandlePool.cpp; torch/csrc/autograd/engine.cpp"))
-    megatron = tr.framework == "megatron"
-    local = megatron and _extra(model, "megatron.transformer-impl") == "local"
-    te = megatron and not local
+    local, te = conv.local_spec, conv.te_spec
     biased = arch.qkv_bias or arch.mlp_bias or arch.output_bias
-    if biased and (local or not megatron):
-        lt = _lt_workspace_bytes(_extra(model, "env.CUBLASLT_WORKSPACE_SIZE"))
+    if biased and (local or not conv.megatron_modules):
+        lt = _lt_workspace_bytes(conv.cublaslt_workspace_size)
         terms.append(Term("buffers.cublaslt_workspace", "buffers", 2 * lt,
                           f"2 threads × CUBLASLT_WORKSPACE_SIZE {lt // KiB} KiB",
                           {"bytes_each": lt, "threads": 2},
                           "aten/src/ATen/cuda/CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize"))
     if te:
         one = 32 * MiB + 256 if cc >= (9, 0) else 4 * MiB
-        grouped = arch.moe is not None and bool(_extra(model, "megatron.moe-grouped-gemm"))
+        grouped = arch.moe is not None and conv.grouped_gemm
         count = 1 + (4 if grouped else 0)
         terms.append(Term("buffers.te_workspace", "buffers", count * one,
                           f"{count} × {one:,} B (GEMM workspace"
@@ -138,7 +132,7 @@ def workspace_terms(model: Model) -> list:
                           "get_multi_stream_cublas_workspace"))
     if local and tr.attention == "eager":
         heads = math.ceil(arch.heads / topo.tp)
-        seq = math.ceil(model.seq / topo.cp)
+        seq = model.seq_local
         value = model.dt.compute * tr.micro_batch * heads * seq * seq
         terms.append(Term("buffers.attention_matmul_buffer", "buffers", value,
                           f"{model.dt.compute} B × B {tr.micro_batch} × heads/tp {heads} × "

@@ -28,23 +28,15 @@ from memlint.memory.terms import Term
 
 
 
-def te_spec(model: Model) -> bool:
-    setting = model.scenario.extra.get("megatron.transformer-impl")
-    return setting is None or setting.value != "local"
-
-
 def softmax_path(model: Model, seq: int, heads: int, flash: bool) -> Optional[str]:
     """'fused', 'torch-fp32' or 'torch' for Megatron's unfused attention; None otherwise."""
-    if flash or model.tr.framework != "megatron":
+    conv = model.conv
+    if flash or not conv.megatron_modules:
         return None
     batches = model.tr.micro_batch * math.ceil(heads / model.topo.tp)
-    te = te_spec(model)
-    if 16 < seq <= 16384 and seq % (8 if te else 4) == 0 and batches % 4 == 0:
+    if 16 < seq <= 16384 and seq % (8 if conv.te_spec else 4) == 0 and batches % 4 == 0:
         return "fused"
-    extra = model.scenario.extra
-    fp32 = te or any(extra.get("megatron." + f) is not None for f in (
-        "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))
-    return "torch-fp32" if fp32 else "torch"
+    return "torch-fp32" if conv.softmax_in_fp32 else "torch"
 
 
 def softmax_bytes(model: Model, seq: int, heads: int, flash: bool) -> Optional[float]:

@@ -7,7 +7,6 @@ layer, other towers as a whole).
 from __future__ import annotations
 
 import math
-import re
 from typing import Optional
 
 from memlint.memory import activations as act
@@ -17,7 +16,7 @@ from memlint.memory.activation_extras import (attention_mask_terms, autocast_wei
                                               embedding_activation_terms)
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
-from memlint.memory.softmax import softmax_bytes, te_spec
+from memlint.memory.softmax import softmax_bytes
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 from memlint.memory.vision import vision_activation_terms
@@ -27,8 +26,8 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
     """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
     tr, par, topo, arch = model.tr, model.par, model.topo, model.arch
     layers = len(plan.layers)
-    tokens = tr.micro_batch * math.ceil(model.seq / topo.cp)
-    seq_local = math.ceil(model.seq / topo.cp)
+    seq_local = model.seq_local
+    tokens = tr.micro_batch * seq_local
     terms = []
     if model.assume["activations.model"] == "seed":
         flash = tr.attention in ("flash", "sdpa")
@@ -169,24 +168,15 @@ def megatron_vision_terms(model: Model, inflight: float) -> list:
 
 
 def recompute_modules(model: Model) -> Optional[frozenset]:
-    """Megatron's selective recompute modules (`--recompute-modules`, default core_attn,
-    TransformerConfig.__post_init__); None outside Megatron's selective recompute."""
-    if model.tr.framework != "megatron" or model.tr.recompute != "selective" \
-            or model.tr.recompute_every > 1:
-        return None
-    setting = model.scenario.extra.get("megatron.recompute-modules")
-    if setting is None:
-        return frozenset({"core_attn"})
-    value = setting.value
-    text = " ".join(value) if isinstance(value, (list, tuple)) else str(value)
-    names = frozenset(re.findall(r"[a-z_]+", text))
-    return names or frozenset({"core_attn"})
+    """Megatron's selective recompute modules (memory/conventions.py); None outside it."""
+    return model.conv.recompute_modules
 
 
 def flash_for(model: Model, head_dim: int) -> bool:
-    """Whether attention runs a flash/fused kernel (no T×T tensors saved)."""
-    return model.tr.attention in ("flash", "sdpa") and not (
-        model.tr.framework == "megatron" and head_dim % 8 and te_spec(model))
+    """Whether attention runs a flash/fused kernel (no T×T tensors saved): Transformer Engine's
+    needs head_dim to be a multiple of 8 (`flash_head_dim_multiple`, memory/conventions.py)."""
+    multiple = model.conv.flash_head_dim_multiple
+    return model.tr.attention in ("flash", "sdpa") and not (multiple and head_dim % multiple)
 
 
 def schedule_knobs(model: Model) -> tuple:
@@ -194,21 +184,13 @@ def schedule_knobs(model: Model) -> tuple:
     interleaved schedule: `--microbatch-group-size-per-virtual-pipeline-stage` (default pp,
     ModelParallelConfig.__post_init__) and one more with
     `--overlap-moe-expert-parallel-comm` (schedules.py get_pp_rank_microbatches)."""
-    extra = model.scenario.extra
-    group = extra.get("megatron.microbatch-group-size-per-virtual-pipeline-stage")
-    try:
-        size = int(group.value) if group is not None else None
-    except (TypeError, ValueError):
-        size = None
-    overlap = extra.get("megatron.overlap-moe-expert-parallel-comm")
-    return (size if size and size > 0 else None,
-            1 if overlap is not None and overlap.value is True else 0)
+    return model.conv.microbatch_group_size, model.conv.extra_warmup_forwards
 
 
 def activation_source(model: Model) -> str:
     if model.op_sac:
         return "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
-    if model.tr.framework == "hf" or (model.tr.framework == "fsdp2" and model.topo.tp == 1):
+    if model.conv.eager_modules:
         return ("eager PyTorch modules (transformers), op by op "
                 "(memory/activations_eager.py hf_layer_items)")
     return "Korthikanti et al. 2022 section 4 (memory/activations.py fused_layer_items)"
@@ -228,12 +210,12 @@ def stage_inflight(model: Model, plan: StagePlan) -> float:
 def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
     """Average bytes per token per layer of this stage (dense and MoE layers differ)."""
     arch, tr, par, topo = model.arch, model.tr, model.par, model.topo
-    seq_local = math.ceil(model.seq / topo.cp)
+    seq_local = model.seq_local
     total = 0.0
     items_seen = []
     # transformers modules run eagerly (HF Trainer, accelerate FSDP2); a tensor-parallel FSDP2
     # run (torchtitan) has TP/SP-sharded activations, which the fused model describes.
-    eager_modules = tr.framework == "hf" or (tr.framework == "fsdp2" and topo.tp == 1)
+    eager_modules = model.conv.eager_modules
     cache: dict = {}
     for index in plan.layers:
         moe_layer = bool(arch.moe is not None and index < len(arch.moe_layers)
@@ -255,7 +237,7 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
                     gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
                     softmax_bytes=softmax_bytes(model, seq_local, arch.heads, flash),
                     modules=recompute_modules(model), moe_layer=moe_layer,
-                    separate_norm1=arch.mla is not None or not te_spec(model))
+                    separate_norm1=arch.mla is not None or model.conv.local_spec)
                 if model.lora:
                     items = items + lora_activation_items(model, sh)
             imbalance = float(model.assume.get("moe.routing_imbalance", 1.0))

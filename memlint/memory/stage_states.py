@@ -16,6 +16,22 @@ from memlint.memory.stages import StagePlan
 from memlint.memory.vision import vision_state_terms
 
 
+ADAPTER_SOURCE = ("peft mapping_func.py get_peft_model(autocast_adapter_dtype=True) -> "
+                  "tuners_utils.py _cast_adapter_dtype: bf16/fp16 adapter weights cast to fp32 "
+                  "(peft >= 0.12)")
+
+
+def adapter_bytes_per_param(model: Model):
+    """PEFT's LoRA weights under the HF Trainer's autocast over a low-precision base (bf16/fp16
+    with param_dtype bf16/fp16): fp32, 4 B (peft casts the adapters up); None: the run's dtypes
+    (fp32 params under autocast are 4 B already; pure-bf16 keeps everything in bf16)."""
+    tr = model.tr
+    if (model.conv.fp32_adapters and tr.precision in ("bf16", "fp16") and not model.seed_states
+            and model.dt.param < 4):
+        return 4
+    return None
+
+
 def state_terms(model: Model, plan: StagePlan):
     """(weights, gradients, optimizer, host) term lists for one stage."""
     par, topo, dt, tr = model.par, model.topo, model.dt, model.tr
@@ -48,7 +64,11 @@ def state_terms(model: Model, plan: StagePlan):
         frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed_states)
         weights += states.weight_terms(frozen, dt, par.zero,
             par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
-        weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params)
+        adapter = adapter_bytes_per_param(model)
+        weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params,
+                                       frozen_bytes_per_param=adapter,
+                                       source=ADAPTER_SOURCE if adapter else
+                                       states.WEIGHTS_SOURCE)
         weights += states.weight_terms(trainable[1:], dt, par.zero, par.fsdp, par.offload_params,
                                        source=SAVED_SOURCE)
         gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
@@ -81,7 +101,7 @@ def state_terms(model: Model, plan: StagePlan):
         fp8_weights = []
         weight_groups = groups
         remainder_bytes = None
-        if (fp8.applies(tr.precision, tr.framework, model.seed_states) and not model.uniform
+        if (fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states) and not model.uniform
                 and par.zero < 3 and par.fsdp == "none"
                 and not fp8.adapter_fp8_weights(tr)):
             lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)

@@ -49,7 +49,7 @@ def microbatches(training, dp: int) -> int:
     return 0
 
 
-def virtual_chunks(extra, par, layers: int, even: bool = False) -> Optional[list]:
+def virtual_chunks(conventions, par, layers: int, even: bool = False) -> Optional[list]:
     """Decoder layers of each virtual pipeline stage (pp·vpp of them, virtual stage k on rank
     k mod pp), when Megatron's split is not an even one: `--pipeline-model-parallel-layout`
     (PipelineParallelLayerLayout: the 't' of each '|'-separated stage), or
@@ -59,15 +59,14 @@ def virtual_chunks(extra, par, layers: int, even: bool = False) -> Optional[list
     pp, vpp = par.pp, max(1, par.vpp)
     if pp <= 1 or even:  # even: the articles' even split (assumption states.model seed)
         return None
-    layout = extra.get("megatron.pipeline-layout-stages")
-    if layout is not None and isinstance(layout.value, (list, tuple)):
-        stages = [str(stage) for stage in layout.value]
+    layout = conventions.pipeline_layout
+    if layout is not None:
+        stages = [str(stage) for stage in layout]
         if len(stages) % pp == 0 and \
                 sum(stage.count("t") for stage in stages) == layers:
             return [stage.count("t") for stage in stages]
         return None
-    embedding = extra.get("megatron.account-for-embedding-in-pipeline-split") is not None
-    loss = extra.get("megatron.account-for-loss-in-pipeline-split") is not None
+    embedding, loss = conventions.embedding_in_split, conventions.loss_in_split
     if not (embedding or loss) or par.first_stage_layers or par.last_stage_layers:
         return None
     units = ["E"] * embedding + ["t"] * layers + ["L"] * loss

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memlint.memory import optimizer_quant as oq
+from memlint.memory.conventions import DEEPSPEED_BF16_NOTE, precision_convention
 from memlint.memory.terms import Term
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -51,18 +52,19 @@ class Dtypes:
 def dtypes(training, states_model: str = "precise") -> Dtypes:
     """Per-parameter dtypes of the scenario, then any explicit overrides.
 
-    Sources: Megatron-LM keeps fp32 main grads (`--accumulate-allreduce-grads-in-fp32`, default for
-    bf16) and fp32 master weights in its optimizer; DeepSpeed ZeRO keeps bf16/fp16 grads and fp32
-    master + moments (deepspeed/runtime/zero/stage_1_and_2.py); FSDP2's MixedPrecisionPolicy keeps
-    fp32 sharded params (which are the master) and fp32 reduced grads; the HF Trainer's bf16 flag is
-    autocast over fp32 params. `states_model` "seed" (assumption states.model) keeps the articles'
-    2 + 2 + 12 bytes.
+    Mixed precision (bf16, fp16) follows the framework's convention (memory/conventions.py
+    `precision_convention`, with its sources). `states_model` "seed" (assumption states.model)
+    keeps the articles' 2 + 2 + 12 bytes.
     """
     precision = training.precision
-    framework = training.framework
-    persistent = framework in ("megatron", "deepspeed")
+    convention = precision_convention(training)
+    persistent = convention.grads_persistent
     if precision == "fp32":
         base = Dtypes(4, 4, 0, 4, 4, False, persistent, "fp32 params, grads and states")
+    elif (precision == "pure-bf16" and convention.fp32_master_over_bf16
+          and states_model != "seed"):
+        # a bf16 module under DeepSpeed: ZeRO still keeps fp32 master partitions and moments
+        base = Dtypes(2, 2, 4, 4, 2, False, persistent, DEEPSPEED_BF16_NOTE)
     elif precision == "pure-bf16":
         base = Dtypes(2, 2, 0, 2, 2, False, persistent, "bf16 params, grads and states, no master")
     elif precision == "amp-bf16":
@@ -70,18 +72,8 @@ def dtypes(training, states_model: str = "precise") -> Dtypes:
     elif states_model == "seed":
         base = Dtypes(2, 2, 4, 4, 2, False, persistent,
                       "seed: 2 bytes weights + 2 bytes grads + 12 bytes optimizer")
-    elif framework == "megatron":
-        base = Dtypes(2, 4, 4, 4, 2, False, True,
-                      "Megatron: bf16 params, fp32 main grads, fp32 master and moments")
-    elif framework == "fsdp2":
-        base = Dtypes(4, 4, 0, 4, 2, False, False,
-                      "FSDP2 MixedPrecisionPolicy: fp32 sharded params (the master) and grads, "
-                      "bf16 compute copies")
-    elif framework == "hf":
-        base = Dtypes(4, 4, 0, 4, 2, True, False, "HF Trainer bf16: autocast over fp32 params")
     else:
-        base = Dtypes(2, 2, 4, 4, 2, False, persistent,
-                      "DeepSpeed: low-precision params and grads, fp32 master and moments")
+        base = Dtypes(*convention.widths, convention.autocast, persistent, convention.note)
     param = DTYPE_BYTES[training.param_dtype] if training.param_dtype else base.param
     grad = DTYPE_BYTES[training.grad_dtype] if training.grad_dtype else base.grad
     master = base.master if training.master_weights is None else (4 if training.master_weights else 0)

@@ -14,8 +14,15 @@ COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buf
               "runtime")
 
 
-# Runtime terms inside PyTorch's reserved pool (the others are outside the caching allocator).
+# Runtime terms inside PyTorch's reserved pool (the others are outside the caching allocator):
+# the flat `runtime.allocator` fraction and the modeled `runtime.allocator.*` (memory/allocator.py).
 RESERVED_TERMS = frozenset({"runtime.allocator"})
+RESERVED_PREFIX = "runtime.allocator."
+
+
+def is_reserved_term(name: str) -> bool:
+    """True for the terms reserved by the caching allocator but not allocated."""
+    return name in RESERVED_TERMS or name.startswith(RESERVED_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -90,9 +97,9 @@ class StageEstimate:
     @property
     def reserved_bytes(self) -> int:
         """`allocated_bytes` plus the caching allocator's rounding and fragmentation
-        (`runtime.allocator`): torchtitan's max reserved, `torch.cuda.max_memory_reserved()`."""
+        (`runtime.allocator*`): torchtitan's max reserved, `torch.cuda.max_memory_reserved()`."""
         return self.allocated_bytes + sum(t.bytes for t in self.terms
-                                          if t.name in RESERVED_TERMS)
+                                          if is_reserved_term(t.name))
 
     @property
     def device_bytes(self) -> int:

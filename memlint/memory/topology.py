@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from memlint.memory.conventions import optimizer_shards_over_cp
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -83,7 +85,8 @@ def resolve(scenario) -> Topology:
         # Megatron's distributed optimizer (and Megatron-FSDP) shard over the data-parallel
         # group with context parallelism (parallel_state get_data_parallel_group(
         # with_context_parallel=True), used by DistributedDataParallel and the optimizer)
-        over_cp = par.fsdp != "none" or (ep_in_dp and scenario.training.framework == "megatron")
+        over_cp = par.fsdp != "none" or (ep_in_dp
+                                         and optimizer_shards_over_cp(scenario.training))
         if par.dp_shard not in (None, -1):
             shard = par.dp_shard
         else:

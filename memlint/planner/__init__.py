@@ -169,11 +169,11 @@ def search_plans(base_scenario, gpus: int, gpus_per_node: int = 8, top_k: Option
     space = search.Space(base_scenario, gpus, gpus_per_node, cross_node_tp=cross_node_tp,
                          max_pp=max_pp, allow_bubble=allow_bubble)
     candidates = search.enumerate_candidates(space, stats, prune=prune, near=near)
-    found = search.run_estimates(candidates, stats, base_scenario.hardware.gpu_memory, headroom,
-                                 top_k if prune else None)
+    found = search.run_estimates(space, candidates, stats, base_scenario.hardware.gpu_memory,
+                                 headroom, top_k if prune else None, near)
     if top_k is not None:
         found = found[:top_k]
-    plans = [Plan(rank=i + 1, settings=cand.settings, estimate=e, cost=cand.cost,
+    plans = [Plan(rank=i + 1, settings=cand.settings, estimate=e, cost=cand.cost(space),
                   capacity_bytes=base_scenario.hardware.gpu_memory, headroom_required=headroom,
                   changed=cand.changed)
              for i, (_, cand, e) in enumerate(found)]

@@ -149,165 +149,258 @@ def latency(bw: float) -> float:
     return LATENCY_INTER if bw == INTER_NODE_BANDWIDTH else LATENCY_INTRA
 
 
+def _dp_mode(zero: int, fsdp: str) -> str:
+    """How data parallelism moves bytes (what the data_parallel penalty reads of ZeRO / FSDP)."""
+    if zero >= 3 or fsdp in ("full", "hybrid"):
+        return "sharded"
+    if zero == 2 or fsdp == "shard_grad_op":
+        return "reduce_scatter"
+    return "all_reduce"
+
+
+def _sum(terms: list) -> float:
+    """The penalties' fractions added in order (one summation for ranking and showing)."""
+    total = 0.0
+    for term in terms:
+        total += term[1]
+    return total
+
+
 def _fmt(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
-def cost(f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int, tokens: float,
-         tp: int, pp: int, vpp: int, cp: int, ep: int, etp: int, dp: int, expert_dp: int,
-         seed_layout: bool, zero: int, fsdp: str, replicate: int, reshard_after_forward: bool,
-         recompute: str, recompute_every: int, microbatches: int, micro_batch: int,
-         offload_optimizer: str, offload_params: str, grad_bytes: int, param_bytes: int,
-         optimizer_shard: int, stage_layers: tuple = ()) -> Cost:
-    """The penalties of one layout. `tokens`: tokens per optimizer step (global batch · T)."""
-    flops, intra, hbm = hardware(gpu)
-    per_token = 6 * f.active_params + 6 * f.layers * seq * f.q_width
-    t_c = tokens * per_token / (world * flops * MFU)
-    m = max(1, microbatches)
-    out = []
+class CostModel:
+    """The cost model of one search: the model, the machine and the fixed settings given once;
+    `step_time` ranks a candidate (numbers only), `cost` adds each penalty's explanation (for
+    the plans shown). Both run the same formulas (`_core`, `_offload`) and add them in the same
+    order, so a plan's shown cost is exactly the one it was ranked by."""
 
-    # -- recompute
-    if recompute == "full":
-        re_frac = 1 / 3
-        out.append(Penalty("recompute", re_frac, "full recompute re-runs every forward: +1/3 FLOPs",
-                           "Korthikanti et al. 2022: full recompute +30-40%"))
-    elif recompute == "selective":
-        k = max(1, recompute_every)
-        re_frac = (1 / 3) * (k - 1) / k if k > 1 else SELECTIVE_CORE_FRACTION
-        what = (f"selective every {k} layers re-runs {k - 1}/{k} of the forward" if k > 1
-                else "selective (attention core only)")
-        out.append(Penalty("recompute", re_frac, what, "memlint throughput model: selective recompute +15-25%"))
-    else:
-        re_frac = 0.0
+    def __init__(self, f: ModelFacts, *, gpu: str, gpus_per_node: int, world: int, seq: int,
+                 vpp: int, seed_layout: bool, reshard_after_forward: bool, grad_bytes: int,
+                 param_bytes: int):
+        self.f = f
+        self.flops, self.intra, self.hbm = hardware(gpu)
+        self.gpus_per_node, self.world, self.seq, self.vpp = gpus_per_node, world, seq, vpp
+        self.seed_layout, self.reshard = seed_layout, reshard_after_forward
+        self.grad_bytes, self.param_bytes = grad_bytes, param_bytes
+        self.per_token = 6 * f.active_params + 6 * f.layers * seq * f.q_width
+        self._memo: dict = {}
 
-    # -- pipeline bubble
-    if pp > 1:
-        frac = (pp - 1) / (m * max(1, vpp))
-        idle = (pp - 1) / (m * max(1, vpp) + pp - 1)
-        out.append(Penalty("pipeline_bubble", frac,
-                           f"(pp-1)/(m+pp-1) = {pp - 1}/({m}+{pp - 1}) = {_fmt(idle)} of the step "
-                           f"idle with m = {m} micro-batches" + (f", vpp {vpp}" if vpp > 1 else ""),
-                           "Narayanan et al. 2021 section 2.2"))
+    def _t_c(self, tokens: float) -> float:
+        """The ideal compute time of a step of `tokens` tokens per GPU."""
+        return tokens * self.per_token / (self.world * self.flops * MFU)
 
-    layers_per_stage = f.layers / pp
-    stage_tokens = tokens / (dp * cp) if not seed_layout else tokens / (dp * cp * ep)
-    # -- tensor parallelism
-    if tp > 1:
-        bw, where = link(tp, gpus_per_node, intra)
-        collectives = 4 + 2 * (re_frac * 3)  # a recomputed forward repeats its 2 all-reduces
-        volume = layers_per_stage * stage_tokens * collectives * 2 * (tp - 1) / tp * f.hidden * BF16
-        lat = layers_per_stage * m * collectives * latency(bw)
-        frac = (volume / bw + lat) / t_c
-        out.append(Penalty("tensor_parallel", frac,
-                           f"tp {tp} all-reduces ({collectives:g} per layer) {where} "
-                           f"at {bw / 1e9:.0f} GB/s", "Shoeybi et al. 2019"))
+    def step_time(self, tokens: float, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
+                  expert_dp: int, zero: int, fsdp: str, replicate: int, recompute: str,
+                  recompute_every: int, microbatches: int, micro_batch: int,
+                  offload_optimizer: str, offload_params: str, optimizer_shard: int,
+                  stage_layers: tuple) -> float:
+        """relative_step_time of a layout (the arguments of `cost`), numbers only. The sum of
+        the penalties before the offload ones is memoized: the ZeRO stages and offload choices
+        of one layout that move the same bytes share it."""
+        mode = _dp_mode(zero, fsdp)
+        key = (tokens, tp, pp, cp, ep, etp, dp, expert_dp, mode, replicate, recompute,
+               recompute_every, microbatches, micro_batch, stage_layers)
+        total = self._memo.get(key)
+        if total is None:
+            total = self._memo[key] = _sum(self._core(
+                tokens, tp, pp, cp, ep, etp, dp, expert_dp, zero, fsdp, replicate, recompute,
+                recompute_every, microbatches, micro_batch, stage_layers, False))
+        if offload_optimizer != "none" or offload_params != "none":
+            for term in self._offload(tokens, tp, pp, ep, etp, offload_optimizer,
+                                      offload_params, optimizer_shard, False):
+                total += term[1]
+        return 1.0 + total
 
-    # -- data parallelism / ZeRO / FSDP
-    dense_local = f.dense_params / (tp * pp)
-    expert_local = f.expert_params / ((tp if seed_layout else etp) * ep * pp)
-    stride = tp * cp * (ep if seed_layout else 1)
-    dp_time = 0.0
-    parts = []
-    for params, group in ((dense_local, dp), (expert_local, expert_dp)):
-        if params <= 0 or group <= 1:
-            continue
-        ring = (group - 1) / group
-        sharded = zero >= 3 or fsdp in ("full", "hybrid")
-        if sharded:
-            shard_group = max(1, group // max(1, replicate))
-            gathers = (2 if reshard_after_forward else 1) + (1 if recompute == "full" else 0)
-            s_ring = (shard_group - 1) / shard_group
-            bw, _ = link(stride * shard_group, gpus_per_node, intra)
-            t = m * (gathers * s_ring * params * param_bytes + s_ring * params * grad_bytes) / bw
-            if replicate > 1:
-                bw_r, _ = link(stride * group, gpus_per_node, intra)
-                t += 2 * (replicate - 1) / replicate * params / shard_group * grad_bytes / bw_r
-            parts.append(f"{gathers} param all-gathers + grad reduce-scatter per micro-batch "
-                         f"over {shard_group}")
+    def cost(self, tokens: float, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
+             expert_dp: int, zero: int, fsdp: str, replicate: int, recompute: str,
+             recompute_every: int, microbatches: int, micro_batch: int, offload_optimizer: str,
+             offload_params: str, optimizer_shard: int, stage_layers: tuple) -> Cost:
+        """The penalties of a layout with their explanations (the plans shown)."""
+        terms = self._core(tokens, tp, pp, cp, ep, etp, dp, expert_dp, zero, fsdp, replicate,
+                           recompute, recompute_every, microbatches, micro_batch, stage_layers,
+                           True)
+        terms += self._offload(tokens, tp, pp, ep, etp, offload_optimizer, offload_params,
+                               optimizer_shard, True)
+        return Cost(1.0 + _sum(terms), tuple(Penalty(*t) for t in terms))
+
+    def _core(self, tokens: float, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
+              expert_dp: int, zero: int, fsdp: str, replicate: int, recompute: str,
+              recompute_every: int, microbatches: int, micro_batch: int, stage_layers: tuple,
+              explain: bool) -> list:
+        """(name, fraction, explanation, source) of each penalty but the offload ones;
+        explanations are "" unless `explain`. `tokens`: tokens per optimizer step (global
+        batch · T)."""
+        f, seq, vpp, world = self.f, self.seq, self.vpp, self.world
+        flops, intra, hbm = self.flops, self.intra, self.hbm
+        gpus_per_node, seed_layout = self.gpus_per_node, self.seed_layout
+        t_c = self._t_c(tokens)
+        m = max(1, microbatches)
+        out = []
+
+        # -- recompute
+        if recompute == "full":
+            re_frac = 1 / 3
+            out.append(("recompute", re_frac,
+                        "full recompute re-runs every forward: +1/3 FLOPs",
+                        "Korthikanti et al. 2022: full recompute +30-40%"))
+        elif recompute == "selective":
+            k = max(1, recompute_every)
+            re_frac = (1 / 3) * (k - 1) / k if k > 1 else SELECTIVE_CORE_FRACTION
+            what = ((f"selective every {k} layers re-runs {k - 1}/{k} of the forward" if k > 1
+                     else "selective (attention core only)") if explain else "")
+            out.append(("recompute", re_frac, what,
+                        "memlint throughput model: selective recompute +15-25%"))
         else:
-            bw, _ = link(stride * group, gpus_per_node, intra)
-            if zero == 2 or fsdp == "shard_grad_op":
-                t = (m * ring * params * grad_bytes + ring * params * param_bytes) / bw
-                parts.append(f"grad reduce-scatter per micro-batch over {group}")
+            re_frac = 0.0
+
+        # -- pipeline bubble
+        if pp > 1:
+            frac = (pp - 1) / (m * max(1, vpp))
+            what = ""
+            if explain:
+                idle = (pp - 1) / (m * max(1, vpp) + pp - 1)
+                what = (f"(pp-1)/(m+pp-1) = {pp - 1}/({m}+{pp - 1}) = {_fmt(idle)} of the step "
+                        f"idle with m = {m} micro-batches" + (f", vpp {vpp}" if vpp > 1 else ""))
+            out.append(("pipeline_bubble", frac, what, "Narayanan et al. 2021 section 2.2"))
+
+        layers_per_stage = f.layers / pp
+        stage_tokens = tokens / (dp * cp) if not seed_layout else tokens / (dp * cp * ep)
+        # -- tensor parallelism
+        if tp > 1:
+            bw, where = link(tp, gpus_per_node, intra)
+            collectives = 4 + 2 * (re_frac * 3)  # a recomputed forward repeats its 2 all-reduces
+            volume = (layers_per_stage * stage_tokens * collectives * 2 * (tp - 1) / tp
+                      * f.hidden * BF16)
+            lat = layers_per_stage * m * collectives * latency(bw)
+            frac = (volume / bw + lat) / t_c
+            out.append(("tensor_parallel", frac,
+                        f"tp {tp} all-reduces ({collectives:g} per layer) {where} "
+                        f"at {bw / 1e9:.0f} GB/s" if explain else "", "Shoeybi et al. 2019"))
+
+        # -- data parallelism / ZeRO / FSDP
+        param_bytes, grad_bytes = self.param_bytes, self.grad_bytes
+        dense_local = f.dense_params / (tp * pp)
+        expert_local = f.expert_params / ((tp if seed_layout else etp) * ep * pp)
+        stride = tp * cp * (ep if seed_layout else 1)
+        dp_time = 0.0
+        parts = []
+        for params, group in ((dense_local, dp), (expert_local, expert_dp)):
+            if params <= 0 or group <= 1:
+                continue
+            ring = (group - 1) / group
+            sharded = zero >= 3 or fsdp in ("full", "hybrid")
+            if sharded:
+                shard_group = max(1, group // max(1, replicate))
+                gathers = (2 if self.reshard else 1) + (1 if recompute == "full" else 0)
+                s_ring = (shard_group - 1) / shard_group
+                bw, _ = link(stride * shard_group, gpus_per_node, intra)
+                t = m * (gathers * s_ring * params * param_bytes
+                         + s_ring * params * grad_bytes) / bw
+                if replicate > 1:
+                    bw_r, _ = link(stride * group, gpus_per_node, intra)
+                    t += 2 * (replicate - 1) / replicate * params / shard_group * grad_bytes / bw_r
+                if explain:
+                    parts.append(f"{gathers} param all-gathers + grad reduce-scatter per "
+                                 f"micro-batch over {shard_group}")
             else:
-                t = 2 * ring * params * grad_bytes / bw
-                parts.append(f"one grad all-reduce per step over {group}")
-        dp_time += t
-    if dp_time:
-        frac = dp_time * (1 - DP_OVERLAP) / t_c
-        out.append(Penalty("data_parallel", frac, "; ".join(parts) +
-                           f" ({_fmt(DP_OVERLAP)} hidden under compute)",
-                           "Rajbhandari et al. 2020"))
+                bw, _ = link(stride * group, gpus_per_node, intra)
+                if zero == 2 or fsdp == "shard_grad_op":
+                    t = (m * ring * params * grad_bytes + ring * params * param_bytes) / bw
+                    if explain:
+                        parts.append(f"grad reduce-scatter per micro-batch over {group}")
+                else:
+                    t = 2 * ring * params * grad_bytes / bw
+                    if explain:
+                        parts.append(f"one grad all-reduce per step over {group}")
+            dp_time += t
+        if dp_time:
+            frac = dp_time * (1 - DP_OVERLAP) / t_c
+            out.append(("data_parallel", frac, "; ".join(parts) +
+                        f" ({_fmt(DP_OVERLAP)} hidden under compute)" if explain else "",
+                        "Rajbhandari et al. 2020"))
 
-    # -- expert parallelism
-    if ep > 1 and f.moe_layers:
-        span = ep * (tp if seed_layout else etp)
-        bw, where = link(span, gpus_per_node, intra)
-        passes = 4 + 2 * (re_frac * 3)
-        volume = (f.moe_layers / pp) * (tokens * pp / world) * passes * f.top_k * f.hidden * BF16 \
-            * (ep - 1) / ep
-        lat = (f.moe_layers / pp) * m * passes * latency(bw)
-        frac = (volume / bw + lat) / t_c
-        out.append(Penalty("expert_parallel", frac,
-                           f"ep {ep} all-to-all ({passes:g} per MoE layer, top-{f.top_k}) {where}",
-                           "all-to-all per MoE layer, expensive across nodes"))
+        # -- expert parallelism
+        if ep > 1 and f.moe_layers:
+            span = ep * (tp if seed_layout else etp)
+            bw, where = link(span, gpus_per_node, intra)
+            passes = 4 + 2 * (re_frac * 3)
+            volume = ((f.moe_layers / pp) * (tokens * pp / world) * passes * f.top_k * f.hidden
+                      * BF16 * (ep - 1) / ep)
+            lat = (f.moe_layers / pp) * m * passes * latency(bw)
+            frac = (volume / bw + lat) / t_c
+            out.append(("expert_parallel", frac,
+                        f"ep {ep} all-to-all ({passes:g} per MoE layer, top-{f.top_k}) {where}"
+                        if explain else "", "all-to-all per MoE layer, expensive across nodes"))
 
-    # -- context parallelism
-    if cp > 1:
-        bw, where = link(tp * cp, gpus_per_node, intra)
-        local = micro_batch * seq / cp
-        kv = 2 * f.kv_width / tp * BF16
-        hops = (cp - 1) * (1 + 2 + re_frac * 3)  # forward K,V; backward K,V + dK,dV
-        volume = layers_per_stage * m * hops * local * kv
-        lat = layers_per_stage * m * hops * latency(bw)
-        frac = (volume / bw * (1 - CP_OVERLAP) + lat) / t_c
-        out.append(Penalty("context_parallel", frac,
-                           f"cp {cp} ring: {cp - 1} serial K/V hops per layer {where}, "
-                           f"{local:,.0f} tokens per chunk",
-                           "Liu et al. 2023, ring attention: P2P ring, latency-bound"))
+        # -- context parallelism
+        if cp > 1:
+            bw, where = link(tp * cp, gpus_per_node, intra)
+            local = micro_batch * seq / cp
+            kv = 2 * f.kv_width / tp * BF16
+            hops = (cp - 1) * (1 + 2 + re_frac * 3)  # forward K,V; backward K,V + dK,dV
+            volume = layers_per_stage * m * hops * local * kv
+            lat = layers_per_stage * m * hops * latency(bw)
+            frac = (volume / bw * (1 - CP_OVERLAP) + lat) / t_c
+            out.append(("context_parallel", frac,
+                        f"cp {cp} ring: {cp - 1} serial K/V hops per layer {where}, "
+                        f"{local:,.0f} tokens per chunk" if explain else "",
+                        "Liu et al. 2023, ring attention: P2P ring, latency-bound"))
 
-    # -- pipeline: imbalance and P2P
-    if pp > 1:
-        layer_active = max(1.0, (f.active_params - 2 * f.vocab * f.hidden) / max(1, f.layers))
-        loads = [float(n) for n in (stage_layers or [f.layers / pp] * pp)]
-        loads[-1] += f.vocab * f.hidden / layer_active
-        loads[0] += 0.0  # the embedding lookup costs no GEMM
-        imbalance = max(loads) * pp / sum(loads) - 1
-        if imbalance > 1e-9:
-            out.append(Penalty("stage_imbalance", imbalance,
-                               f"slowest stage: {max(loads):.2f} layer-equivalents vs mean "
-                               f"{sum(loads) / pp:.2f} (LM head on the last stage)",
-                               "Narayanan et al. 2021; Megatron uneven pipeline splits"))
-        bw_p, _ = link(gpus_per_node + 1, gpus_per_node, intra)
-        p2p = 2 * m * micro_batch * (seq / cp) * f.hidden * BF16 / tp
-        t = p2p / bw_p + 2 * m * latency(bw_p)
-        out.append(Penalty("pipeline_p2p", t / t_c,
-                           f"activations sent between stages: 2 x {m} micro-batches",
-                           "Narayanan et al. 2021"))
+        # -- pipeline: imbalance and P2P
+        if pp > 1:
+            layer_active = max(1.0, (f.active_params - 2 * f.vocab * f.hidden) / max(1, f.layers))
+            loads = [float(n) for n in (stage_layers or [f.layers / pp] * pp)]
+            loads[-1] += f.vocab * f.hidden / layer_active
+            loads[0] += 0.0  # the embedding lookup costs no GEMM
+            imbalance = max(loads) * pp / sum(loads) - 1
+            if imbalance > 1e-9:
+                out.append(("stage_imbalance", imbalance,
+                            f"slowest stage: {max(loads):.2f} layer-equivalents vs mean "
+                            f"{sum(loads) / pp:.2f} (LM head on the last stage)"
+                            if explain else "",
+                            "Narayanan et al. 2021; Megatron uneven pipeline splits"))
+            bw_p, _ = link(gpus_per_node + 1, gpus_per_node, intra)
+            p2p = 2 * m * micro_batch * (seq / cp) * f.hidden * BF16 / tp
+            t = p2p / bw_p + 2 * m * latency(bw_p)
+            out.append(("pipeline_p2p", t / t_c,
+                        f"activations sent between stages: 2 x {m} micro-batches"
+                        if explain else "", "Narayanan et al. 2021"))
 
-    # -- small GEMMs
-    ridge = flops / hbm
-    tokens_mb = micro_batch * seq / cp
-    dense_share = f.dense_params / max(1.0, f.active_params)
-    frac = dense_share * ridge / tokens_mb
-    why = f"{tokens_mb:,.0f} tokens per micro-batch per GPU"
-    if f.num_experts and f.expert_params:
-        per_expert = tokens_mb * f.top_k * ep / f.num_experts
-        frac += (1 - dense_share) * ridge / max(1.0, per_expert)
-        why += f", {per_expert:,.0f} per local expert"
-    out.append(Penalty("small_gemm", frac, f"{why} (ridge point {ridge:.0f} FLOP/B)",
-                       "roofline: GEMM arithmetic intensity ~ tokens"))
+        # -- small GEMMs
+        ridge = flops / hbm
+        tokens_mb = micro_batch * seq / cp
+        dense_share = f.dense_params / max(1.0, f.active_params)
+        frac = dense_share * ridge / tokens_mb
+        why = f"{tokens_mb:,.0f} tokens per micro-batch per GPU" if explain else ""
+        if f.num_experts and f.expert_params:
+            per_expert = tokens_mb * f.top_k * ep / f.num_experts
+            frac += (1 - dense_share) * ridge / max(1.0, per_expert)
+            if explain:
+                why += f", {per_expert:,.0f} per local expert"
+        out.append(("small_gemm", frac, f"{why} (ridge point {ridge:.0f} FLOP/B)"
+                    if explain else "", "roofline: GEMM arithmetic intensity ~ tokens"))
 
-    # -- offload
-    if offload_optimizer != "none":
-        shard = (dense_local + expert_local) / max(1, optimizer_shard)
-        t = 4 * shard / HOST_BANDWIDTH + shard / CPU_ADAM_PARAMS_PER_S
-        out.append(Penalty("offload_optimizer", t / t_c,
-                           f"{shard / 1e9:.2f}B params/GPU: PCIe 4N bytes + CPU Adam each step",
-                           "ZeRO-Offload, Ren et al. 2021; 3-5x at 26.75B/GPU"))
-    if offload_params != "none":
-        out.append(Penalty("offload_params", PARAM_OFFLOAD_SLOWDOWN - 1,
-                           f"parameters streamed over PCIe every micro-batch: x{PARAM_OFFLOAD_SLOWDOWN:g}",
-                           "ZeRO-Infinity, Rajbhandari et al. 2021; 5-20x"))
-    total = 1.0 + sum(p.fraction for p in out)
-    return Cost(total, tuple(out))
+        return out
+
+    def _offload(self, tokens: float, tp: int, pp: int, ep: int, etp: int,
+                 offload_optimizer: str, offload_params: str, optimizer_shard: int,
+                 explain: bool) -> list:
+        """The offload penalties, as `_core` gives the others."""
+        f, out = self.f, []
+        if offload_optimizer != "none":
+            dense_local = f.dense_params / (tp * pp)
+            expert_local = f.expert_params / ((tp if self.seed_layout else etp) * ep * pp)
+            shard = (dense_local + expert_local) / max(1, optimizer_shard)
+            t = 4 * shard / HOST_BANDWIDTH + shard / CPU_ADAM_PARAMS_PER_S
+            out.append(("offload_optimizer", t / self._t_c(tokens),
+                        f"{shard / 1e9:.2f}B params/GPU: PCIe 4N bytes + CPU Adam each step"
+                        if explain else "", "ZeRO-Offload, Ren et al. 2021; 3-5x at 26.75B/GPU"))
+        if offload_params != "none":
+            out.append(("offload_params", PARAM_OFFLOAD_SLOWDOWN - 1,
+                        f"parameters streamed over PCIe every micro-batch: "
+                        f"x{PARAM_OFFLOAD_SLOWDOWN:g}" if explain else "",
+                        "ZeRO-Infinity, Rajbhandari et al. 2021; 5-20x"))
+        return out
+

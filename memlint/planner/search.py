@@ -27,7 +27,7 @@ candidate can rank above them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from memlint.assumptions import assumed
@@ -39,6 +39,7 @@ from memlint.memory.stages import stage_layers
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
 from memlint.planner.factor import divisors
+from memlint.records import replace
 
 #: Searched-key options by framework. `zero`: stages; `fsdp`: sharding modes; `uneven_pp`.
 FRAMEWORKS = {
@@ -106,15 +107,57 @@ class Stats:
         return dict(self.__dict__)
 
 
-@dataclass
+class Branch:
+    """One layout and sharding of the search (tp, pp, split, cp, ep, dp, ZeRO / FSDP, offload):
+    what its leaves (recompute x micro batch) share, made once per branch."""
+
+    __slots__ = ("settings", "topo", "zero", "fsdp", "off_opt", "off_par", "stage_layers",
+                 "with_accum")
+
+    def __init__(self, settings: dict, topo, stage_layers: tuple, with_accum: bool):
+        self.settings, self.topo, self.stage_layers = settings, topo, stage_layers
+        self.with_accum = with_accum  # a global batch is known: grad_accum is a setting
+        self.zero, self.fsdp = settings["zero"], settings["fsdp"]
+        self.off_opt, self.off_par = settings["offload_optimizer"], settings["offload_params"]
+
+
 class Candidate:
-    settings: dict
-    scenario: object
-    cost: costmod.Cost
-    bound: int
-    distance: int = 0
-    changed: tuple = ()
-    order: tuple = field(default=())
+    """A leaf of the search that the ranking reached: its branch, its leaf (recompute, every,
+    micro batch, micro-batches per step) and its rank order. The search itself holds each leaf
+    as a plain (order, branch, leaf) tuple; settings, scenario and the explained cost are made
+    only for the candidates estimated or shown."""
+
+    __slots__ = ("branch", "recompute", "every", "micro", "m", "order", "changed", "_settings")
+
+    def __init__(self, branch: Branch, leaf: tuple, order: tuple, near: Optional[dict]):
+        self.branch, self.order = branch, order
+        self.recompute, self.every, self.micro, self.m = leaf
+        self._settings = None
+        self.changed = _changed(self.settings, near) if near is not None else ()
+
+    @property
+    def distance(self) -> int:
+        return self.order[0]
+
+    @property
+    def settings(self) -> dict:
+        """The scenario keys of this plan, in the order `--set` lists them."""
+        if self._settings is None:
+            settings = dict(self.branch.settings)
+            settings.update({"recompute": self.recompute, "micro_batch": self.micro})
+            if self.recompute == "selective":
+                settings["recompute_every"] = self.every
+            if self.branch.with_accum:
+                settings["grad_accum"] = self.m
+            self._settings = settings
+        return self._settings
+
+    def scenario(self, space: "Space"):
+        return space.scenario(self.settings)
+
+    def cost(self, space: "Space") -> costmod.Cost:
+        return space.cost_model.cost(*space.cost_args(self.branch, self.recompute, self.every,
+                                                      self.micro, self.m))
 
 
 class Space:
@@ -160,6 +203,17 @@ class Space:
         self._act_cache: dict = {}
         self._stage_cache: dict = {}
         self._counts_by_tp: dict = {}
+        self._bounds: dict = {}
+        self._ckpt: dict = {}
+        self._topologies: dict = {}
+        self._splits: dict = {}
+        par = base.parallelism
+        self.cost_model = costmod.CostModel(
+            self.facts, gpu=base.hardware.gpu, gpus_per_node=gpus_per_node, world=gpus,
+            seq=self.seq, vpp=par.vpp, seed_layout=not self.ep_in_dp,
+            reshard_after_forward=par.reshard_after_forward, grad_bytes=self.dt.grad,
+            param_bytes=self.dt.compute)
+        self._runtime = self._runtime_assumptions()
 
     # -- the space ----------------------------------------------------------------------------
     def tp_options(self) -> list:
@@ -303,28 +357,46 @@ class Space:
             return [(0, 0)] * len(stage_params)
         moments = {"adamw": 2, "adam": 2, "fp8_adam": 2, "sgd": 1, "muon": 1}.get(
             self.tr.optimizer, 0)
-        out = []
+        paged = 0 if dt.state_paged else 1  # paged states are host memory
+        per_state = dt.master + paged * moments * dt.state_element_bytes
+        one_moment = assumed(self.base.assumptions, "step.phases") == "one"
+        keep_grads = one_moment or dt.grads_persistent
+        sharded_w = zero >= 3 or fsdp in ("full", "hybrid")
+        sharded_g = zero >= 2 or fsdp in ("full", "hybrid", "shard_grad_op")
+        sharded_o = zero >= 1 or fsdp != "none"
+        out, seen = [], {}   # the middle stages of a pipeline are alike: each bound made once
         for dense, experts, _ in stage_params:
-            w = g = o = 0.0
-            for params, shard in ((dense, topo.shard), (experts, topo.expert_shard)):
-                if params <= 0:
-                    continue
-                sw = shard if (zero >= 3 or fsdp in ("full", "hybrid")) else 1
-                sg = shard if (zero >= 2 or fsdp in ("full", "hybrid", "shard_grad_op")) else 1
-                so = shard if (zero >= 1 or fsdp != "none") else 1
-                if not (off_par != "none" and sw > 1):
-                    w += params / sw * dt.param
-                g += params / sg * dt.grad
-                if off_opt == "none":
-                    paged = 0 if dt.state_paged else 1  # paged states are host memory
-                    o += params / so * (dt.master + paged * moments * dt.state_element_bytes)
-            one_moment = assumed(self.base.assumptions, "step.phases") == "one"
-            persistent = g if (one_moment or dt.grads_persistent) else 0.0
-            out.append((w + g + o, w + o + persistent))
+            found = seen.get((dense, experts))
+            if found is None:
+                w = g = o = 0.0
+                for params, shard in ((dense, topo.shard), (experts, topo.expert_shard)):
+                    if params <= 0:
+                        continue
+                    sw = shard if sharded_w else 1
+                    sg = shard if sharded_g else 1
+                    so = shard if sharded_o else 1
+                    if not (off_par != "none" and sw > 1):
+                        w += params / sw * dt.param
+                    g += params / sg * dt.grad
+                    if off_opt == "none":
+                        o += params / so * per_state
+                persistent = g if keep_grads else 0.0
+                found = seen[(dense, experts)] = (w + g + o, w + o + persistent)
+            out.append(found)
         return out
 
     def activation_bound(self, tp: int, sp: bool, cp: int, layers: int, micro: int,
                          recompute: str, every: int, inflight: float) -> float:
+        """A lower bound of a stage's saved activations, memoized: the shardings of a layout
+        share it."""
+        key = (tp, sp, cp, layers, micro, recompute, every, inflight)
+        found = self._bounds.get(key)
+        if found is None:
+            found = self._bounds[key] = self._activation_bound(*key)
+        return found
+
+    def _activation_bound(self, tp: int, sp: bool, cp: int, layers: int, micro: int,
+                          recompute: str, every: int, inflight: float) -> float:
         tokens = micro * math.ceil(self.seq / cp)
         seq_local = math.ceil(self.seq / cp)
         assume = self.base.assumptions
@@ -339,8 +411,7 @@ class Space:
                                              assume["activations.c_act_full_recompute"])
                 tp_div = tp if assume["activations.tp_divides"] else 1
                 return units * tokens * arch.hidden / tp_div
-            c = self.dt.compute
-            ckpt = sum(i.per_token for i in act.recompute_items(c, arch.hidden, tp, sp))
+            ckpt = self._checkpoint_bytes(tp, sp)
             if recompute == "full":
                 return layers * ckpt * tokens * inflight
             full = 0.0
@@ -353,6 +424,15 @@ class Space:
             return layers * full * tokens * inflight
         except Exception:  # the memory model changed shape: no activation bound, still sound
             return 0.0
+
+    def _checkpoint_bytes(self, tp: int, sp: bool) -> float:
+        """Per token, what a fully recomputed layer keeps (its checkpointed input)."""
+        key = (tp, sp)
+        found = self._ckpt.get(key)
+        if found is None:
+            found = self._ckpt[key] = sum(i.per_token for i in act.recompute_items(
+                self.dt.compute, self.arch.hidden, tp, sp))
+        return found
 
     def _min_layer_bytes(self, tp: int, sp: bool, seq_local: int, selective: bool) -> float:
         key = (tp, sp, seq_local, selective)
@@ -371,16 +451,52 @@ class Space:
         self._act_cache[key] = best
         return best
 
-    def runtime_floor(self, tensors: float) -> float:
-        """CUDA context and allocator reserve, as the assumptions in force set them (0 in seed)."""
+    def _runtime_assumptions(self) -> Optional[tuple]:
+        """(CUDA context bytes, allocator fraction) in force, None on a CPU or when unreadable."""
         if self.base.hardware.device == "cpu":
-            return 0.0
+            return None
         assume = self.base.assumptions
         try:
-            return (float(assume["runtime.cuda_context_bytes"])
-                    + tensors * float(assume["runtime.allocator_fraction"]))
+            return (float(assume["runtime.cuda_context_bytes"]),
+                    float(assume["runtime.allocator_fraction"]))
         except (KeyError, TypeError, ValueError):
-            return 0.0
+            return None
+
+    def runtime_floor_terms(self) -> Optional[tuple]:
+        """(context, fraction): the CUDA context and allocator reserve over `tensors` bytes are
+        context + tensors · fraction, as the assumptions in force set them (0 in seed); None:
+        no floor."""
+        return self._runtime
+
+    # -- memoized per search ------------------------------------------------------------------
+    def topology(self, settings: dict):
+        """The resolved layout of a branch's settings (memory/topology.py), made once per
+        distinct layout and sharding mode (offload choices share it)."""
+        key = (settings["tp"], settings["pp"], settings["dp"], settings["cp"], settings["ep"],
+               settings["zero"], settings["fsdp"], settings.get("dp_replicate"),
+               settings.get("first_stage_layers"))
+        topo = self._topologies.get(key)
+        if topo is None:
+            topo = self._topologies[key] = resolve(self.scenario(dict(settings)))
+        return topo
+
+    def stage_split(self, pp: int, split) -> tuple:
+        """Layers per pipeline stage of (pp, uneven split)."""
+        key = (pp, split)
+        found = self._splits.get(key)
+        if found is None:
+            found = self._splits[key] = tuple(stage_layers(self.arch.layers, pp,
+                                                           *(split or (None, None))))
+        return found
+
+    def cost_args(self, branch: Branch, recompute: str, every: int, micro: int, m: int) -> tuple:
+        """The cost model's arguments for a leaf of `branch`."""
+        s, topo = branch.settings, branch.topo
+        gb = self.tr.global_batch or (micro * s["dp"] * m)
+        so = topo.shard if (branch.zero >= 1 or branch.fsdp != "none") else 1
+        return (gb * self.seq, s["tp"], s["pp"], s["cp"], s["ep"], topo.etp, topo.dp,
+                topo.expert_dp, branch.zero, branch.fsdp, topo.replicate, recompute, every, m,
+                micro, branch.off_opt, branch.off_par, so, branch.stage_layers)
 
 
 PAR_FIELDS = {"tp", "pp", "dp", "cp", "ep", "zero", "fsdp", "dp_replicate", "offload_optimizer",
@@ -436,6 +552,7 @@ def enumerate_candidates(space: Space, stats: Stats, prune: bool = True,
 
 def _layout(space, stats, prune, near, capacity, tp, pp, split, cp, ep, dp, micros,
             recompute_opts, gb) -> list:
+    """The (order, branch, leaf) of every leaf of one layout that survives the bounds."""
     out = []
     sp = tp > 1 and space.framework in ("megatron", "fsdp2")
     if space.base.is_set("sp"):
@@ -447,6 +564,11 @@ def _layout(space, stats, prune, near, capacity, tp, pp, split, cp, ep, dp, micr
     # The bound of any subset of stages is a bound of the peak: the first stage (most in-flight
     # micro-batches), the heaviest and the last (LM head) stand for all.
     probe_stages = sorted({0, layer_counts.index(max(layer_counts)), pp - 1})
+    leaves, cut_by_rules = _leaves(space, prune, tp, sp, cp, pp, dp, micros, recompute_opts, gb,
+                                   [(s, layer_counts[s]) for s in probe_stages])
+    stage_split = space.stage_split(pp, split)
+    runtime = space.runtime_floor_terms()
+    cost_model = space.cost_model
     for zero, fsdp, rep, off_opt, off_par in space.sharding_options(pp, dp):
         settings0 = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "zero": zero,
                      "fsdp": fsdp, "offload_optimizer": off_opt, "offload_params": off_par,
@@ -455,8 +577,7 @@ def _layout(space, stats, prune, near, capacity, tp, pp, split, cp, ep, dp, micr
             settings0["dp_replicate"] = rep
         if split is not None:
             settings0["first_stage_layers"], settings0["last_stage_layers"] = split
-        probe = space.scenario(dict(settings0))
-        topo = resolve(probe)
+        topo = space.topology(settings0)
         if (zero or fsdp != "none") and topo.shard <= 1 and topo.expert_shard <= 1:
             continue  # nothing to shard over: the same plan as without ZeRO / FSDP
         stage_states = space.states_bound(params, topo, zero, fsdp, off_opt, off_par)
@@ -464,46 +585,49 @@ def _layout(space, stats, prune, near, capacity, tp, pp, split, cp, ep, dp, micr
         if prune and _sound(max(s[0] for s in stage_states)) > capacity:
             stats.pruned_states += leaves_per_sharding
             continue
-        for recompute, every in recompute_opts:
-            for micro in micros:
-                if gb is not None:
-                    m = gb // (micro * dp)
-                else:
-                    m = space.tr.grad_accum or 1
-                if pp > 1 and m < pp and not space.allow_bubble and gb is not None:
-                    stats.pruned_rules += 1
-                    continue
-                settings = dict(settings0)
-                settings.update({"recompute": recompute, "micro_batch": micro})
-                if recompute == "selective":
-                    settings["recompute_every"] = every
-                if gb is not None:
-                    settings["grad_accum"] = m
+        stats.pruned_rules += cut_by_rules
+        branch = Branch(settings0, topo, stage_split, gb is not None)
+        probe_states = [stage_states[s] for s in probe_stages]
+        base_distance = _branch_distance(settings0, near) if near is not None else 0
+        for leaf, acts in leaves:
+            recompute, every, micro, m = leaf
+            if prune:
                 bound = 0.0
-                if prune:
-                    for s in probe_stages:
-                        n, (wgo, wop) = layer_counts[s], stage_states[s]
-                        inflight = 1.0
-                        if space.base.assumptions.get("pipeline.inflight_microbatches"):
-                            inflight = act.inflight_microbatches(s, pp, space.base.parallelism.vpp,
-                                                                 m if gb is not None else 0)
-                        a = space.activation_bound(tp, sp, cp, n, micro, recompute, every,
-                                                   inflight)
-                        tensors = max(wgo, wop + a)
-                        bound = max(bound, tensors + space.runtime_floor(tensors))
-                    if _sound(bound) > capacity:
-                        stats.pruned_bound += 1
-                        continue
-                scenario = space.scenario(settings)
-                c = _cost(space, settings, topo, m, every)
-                cand = Candidate(settings=settings, scenario=scenario, cost=c, bound=int(bound))
-                if near is not None:
-                    changed = tuple(k for k in DISTANCE_KEYS
-                                    if _value(settings, k) != near.get(k, _value({}, k)))
-                    cand.distance, cand.changed = len(changed), changed
-                cand.order = (cand.distance, round(c.relative_step_time, 9))
-                out.append(cand)
+                for (wgo, wop), a in zip(probe_states, acts):
+                    tensors = max(wgo, wop + a)
+                    floor = runtime[0] + tensors * runtime[1] if runtime else 0.0
+                    bound = max(bound, tensors + floor)
+                if _sound(bound) > capacity:
+                    stats.pruned_bound += 1
+                    continue
+            step = cost_model.step_time(*space.cost_args(branch, recompute, every, micro, m))
+            distance = base_distance + _leaf_distance(leaf, near) if near is not None else 0
+            out.append(((distance, round(step, 9)), branch, leaf))
     return out
+
+
+def _leaves(space, prune, tp, sp, cp, pp, dp, micros, recompute_opts, gb, probes) -> tuple:
+    """([(leaf, activation bounds of the probe stages)], leaves the m >= pp rule cuts) of one
+    layout: a leaf is (recompute, every, micro batch, micro-batches per step m); every sharding
+    of the layout shares them."""
+    inflight_by_stage = space.base.assumptions.get("pipeline.inflight_microbatches")
+    vpp = space.base.parallelism.vpp
+    bubble = pp > 1 and not space.allow_bubble and gb is not None
+    leaves, cut = [], 0
+    for recompute, every in recompute_opts:
+        for micro in micros:
+            m = gb // (micro * dp) if gb is not None else (space.tr.grad_accum or 1)
+            if bubble and m < pp:
+                cut += 1
+                continue
+            acts = ()
+            if prune:
+                acts = tuple(space.activation_bound(
+                    tp, sp, cp, n, micro, recompute, every,
+                    act.inflight_microbatches(s, pp, vpp, m if gb is not None else 0)
+                    if inflight_by_stage else 1.0) for s, n in probes)
+            leaves.append(((recompute, every, micro, m), acts))
+    return leaves, cut
 
 
 _DEFAULTS = {"cp": 1, "ep": 1, "zero": 0, "fsdp": "none", "dp_replicate": 1, "recompute": "none",
@@ -514,41 +638,72 @@ def _value(settings: dict, key: str):
     return settings.get(key, _DEFAULTS.get(key))
 
 
-def _cost(space: Space, settings: dict, topo, m: int, every: int) -> costmod.Cost:
-    tr = space.tr
-    gb = tr.global_batch or (settings["micro_batch"] * settings["dp"] * m)
-    so = topo.shard if (settings["zero"] >= 1 or settings["fsdp"] != "none") else 1
-    return costmod.cost(
-        space.facts, gpu=space.base.hardware.gpu, gpus_per_node=space.gpus_per_node,
-        world=space.gpus, seq=space.seq, tokens=gb * space.seq, tp=settings["tp"],
-        pp=settings["pp"], vpp=space.base.parallelism.vpp, cp=settings["cp"], ep=settings["ep"],
-        etp=topo.etp, dp=topo.dp, expert_dp=topo.expert_dp, seed_layout=not space.ep_in_dp,
-        zero=settings["zero"], fsdp=settings["fsdp"], replicate=topo.replicate,
-        reshard_after_forward=space.base.parallelism.reshard_after_forward,
-        recompute=settings["recompute"], recompute_every=every, microbatches=m,
-        micro_batch=settings["micro_batch"], offload_optimizer=settings["offload_optimizer"],
-        offload_params=settings["offload_params"], grad_bytes=space.dt.grad,
-        param_bytes=space.dt.compute, optimizer_shard=so,
-        stage_layers=tuple(stage_layers(space.arch.layers, settings["pp"],
-                                        settings.get("first_stage_layers"),
-                                        settings.get("last_stage_layers"))))
+_LEAF_KEYS = ("recompute", "recompute_every", "micro_batch")
 
 
-def run_estimates(candidates: list, stats: Stats, capacity: int, headroom: float,
-                  top_k: Optional[int]):
+def _leaf_settings(leaf: tuple) -> dict:
+    recompute, every, micro, _ = leaf
+    out = {"recompute": recompute, "micro_batch": micro}
+    if recompute == "selective":
+        out["recompute_every"] = every
+    return out
+
+
+def _differs(settings: dict, near: dict, key: str) -> bool:
+    return _value(settings, key) != near.get(key, _value({}, key))
+
+
+def _branch_distance(settings: dict, near: dict) -> int:
+    """How many of the starting configuration's keys a branch changes (its leaves' aside)."""
+    return sum(1 for k in DISTANCE_KEYS if k not in _LEAF_KEYS and _differs(settings, near, k))
+
+
+def _leaf_distance(leaf: tuple, near: dict) -> int:
+    settings = _leaf_settings(leaf)
+    return sum(1 for k in _LEAF_KEYS if _differs(settings, near, k))
+
+
+def _changed(settings: dict, near: dict) -> tuple:
+    """The starting configuration's keys a plan changes, in DISTANCE_KEYS order."""
+    return tuple(k for k in DISTANCE_KEYS if _differs(settings, near, k))
+
+
+def _ranked(space: Space, leaves: list, near: Optional[dict]):
+    """The leaves as Candidates in (order, settings) order, lazily: sorted on the order alone,
+    and each run of equal orders by its settings when the search reaches it (the same order as
+    sorting on both, without a settings dict for every leaf)."""
+    leaves.sort(key=_order)
+    start, count = 0, len(leaves)
+    while start < count:
+        end = start + 1
+        order = leaves[start][0]
+        while end < count and leaves[end][0] == order:
+            end += 1
+        run = [Candidate(branch, leaf, order, near) for order, branch, leaf in leaves[start:end]]
+        if len(run) > 1:
+            run.sort(key=lambda c: _tiebreak(c.settings))
+        yield from run
+        start = end
+
+
+def _order(leaf: tuple) -> tuple:
+    return leaf[0]
+
+
+def run_estimates(space: Space, candidates: list, stats: Stats, capacity: int, headroom: float,
+                  top_k: Optional[int], near: Optional[dict] = None):
     """Estimate candidates in (distance, cost) order; stop once `top_k` plans with headroom are
     held and no later candidate can outrank them. Returns [(candidate, estimate), ...] fitting."""
-    candidates.sort(key=lambda c: (c.order, _tiebreak(c.settings)))
     found = []     # (rank key, candidate, estimate)
     need = capacity * (1 - headroom)
     best_k: list = []
-    for cand in candidates:
+    for cand in _ranked(space, candidates, near):
         if top_k is not None and len(best_k) >= top_k:
             kth = best_k[top_k - 1]
             if kth < (cand.order[0], 0, cand.order[1]):
                 break
         stats.estimated += 1
-        e = estimate(cand.scenario)
+        e = estimate(cand.scenario(space))
         peak = e.peak_bytes
         if stats.lowest_peak is None or peak < stats.lowest_peak:
             stats.lowest_peak = peak

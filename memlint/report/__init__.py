@@ -11,8 +11,12 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from dataclasses import dataclass, field, replace
-from typing import Optional
+
+from memlint.records import field, record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # Characters that must not reach a terminal or a report raw: C0 controls but tab and newline
 # (ESC starts terminal escape sequences), DEL, C1 controls (0x9b is a one-byte CSI), the
@@ -39,7 +43,7 @@ def escape_controls(text: Optional[str]) -> Optional[str]:
 FORMATS = ("text", "json", "sarif", "github", "junit", "markdown", "html")
 
 
-@dataclass
+@record
 class Report:
     diagnostics: list = field(default_factory=list)
     estimates: list = field(default_factory=list)      # memlint.memory.terms.Estimate

@@ -71,6 +71,20 @@ def bar(stage, scale: int, capacity: int, width: int = BAR_WIDTH) -> list:
     return segments
 
 
+def model_origin(estimate, report) -> str:
+    """' (model NAME, from WHERE)': which model the estimate is for and what named it."""
+    scenario = getattr(estimate, "scenario", None)
+    model = getattr(scenario, "model", None)
+    if model is None or not model.name:
+        return ""
+    where = scenario.where("model")
+    origin = ""
+    if where is not None:
+        origin = (f", from {report.path(where.file)}" if where.file
+                  else f", from {where.key or 'the command line'}")
+    return f" (model {model.name}{origin})"
+
+
 def estimate_lines(estimate, report) -> list:
     """Lines, each a list of (text, style) segments."""
     units = report.units
@@ -85,7 +99,8 @@ def estimate_lines(estimate, report) -> list:
         extra = "".join(f", {k} {params[k] / 1e9:.2f}B" for k in ("experts", "vision")
                         if params.get(k))
         lines.append([(f"params: total {params['total'] / 1e9:.2f}B, trainable "
-                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}", "")])
+                       f"{(params.get('trainable') or 0) / 1e9:.2f}B{extra}"
+                       f"{model_origin(estimate, report)}", "")])
     header = (f"{'stage':>5} {'layers':>6} {'phase':<18} {'weights':>9} {'gradients':>9} "
               f"{'optimizer':>9} {'activations':>11} {'other':>9} {'total':>9} {'of GPU':>7}")
     lines.append([(f"{header}   ({units})", "bold")])
@@ -174,7 +189,7 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  allocated = every term but runtime = {stage.allocated_bytes:,} B "
                          f"({fmt(stage.allocated_bytes, units, 3)}): compare with Megatron's "
                          "max allocated / torch.cuda.max_memory_allocated")
-            lines.append(f"  reserved = allocated + runtime.allocator = "
+            lines.append(f"  reserved = allocated + runtime.allocator* (cached, idle) = "
                          f"{stage.reserved_bytes:,} B ({fmt(stage.reserved_bytes, units, 3)}): "
                          "compare with torchtitan's max reserved")
             lines.append(f"  device = reserved + CUDA context + NCCL = {stage.device_bytes:,} B "

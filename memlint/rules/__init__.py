@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Iterable, Optional
 
 from memlint import plugins as _plugins
 from memlint.diagnostics import INTERNAL_ERROR, Severity, make
 from memlint.ir import Provenance
 from memlint.rules.base import DOC_SECTIONS, Rule
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 # Order is the order of `memlint rules` within a family; codes decide the listing order.
 BUILTIN_MODULES = (

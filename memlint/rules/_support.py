@@ -4,10 +4,12 @@ the run's resolved context (`ctx.resolved.varied(variant)`: the model's architec
 not read again)."""
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
-
+from memlint.records import replace
 from memlint.units import UNITS, fmt
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def units_of(ctx) -> str:
@@ -29,12 +31,11 @@ def estimate_of(scenario, context=None):
 
 
 def with_parallelism(scenario, **changes):
-    return dataclasses.replace(scenario,
-                               parallelism=dataclasses.replace(scenario.parallelism, **changes))
+    return replace(scenario, parallelism=replace(scenario.parallelism, **changes))
 
 
 def with_training(scenario, **changes):
-    return dataclasses.replace(scenario, training=dataclasses.replace(scenario.training, **changes))
+    return replace(scenario, training=replace(scenario.training, **changes))
 
 
 def try_estimate(scenario, context=None) -> Optional[object]:

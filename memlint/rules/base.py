@@ -13,14 +13,16 @@ pipeline schedule; memory/context.py), computed once per run and shared by every
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
-
 from memlint.diagnostics import Severity
 from memlint.memory.context import Resolved, context_of
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Mapping, Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     message: str
     keys: tuple = ()                  # scenario keys / extra keys whose provenance to point at
@@ -28,7 +30,7 @@ class Finding:
     data: dict = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Context:
     """What a rule sees: the merged scenario, its estimate (None without a model), options, and
     the run's resolved context (the estimate's, else one made here when none is given)."""

@@ -275,17 +275,15 @@ class NvmeSwapBufferTooSmall(Rule):
         if arch is not None:
             vocab = arch.vocab  # as the framework builds it: padded for tp (facts/vocab.py)
         # for start-up speed: a one-file check without ZeRO-Infinity never needs these
-        from memlint.facts.deepspeed import PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU
-        from memlint.memory.host import deepspeed_int
         from memlint.memory.states import ceil_div
 
         dp = ctx.resolved.topology.dp
         partition = ceil_div(vocab * hidden, dp)
-        buffer = deepspeed_int(scenario, "deepspeed.offload_param.buffer_size",
-                               PARAM_BUFFER_SIZE)
+        zero = ctx.resolved.conventions.zero   # the config's values, or DeepSpeed's defaults
+        buffer = zero.param_buffer_size
         if partition <= buffer:
             return
-        in_cpu = deepspeed_int(scenario, "deepspeed.offload_param.max_in_cpu", PARAM_MAX_IN_CPU)
+        in_cpu = zero.param_max_in_cpu
         # Sub-groups of parameters that fit max_in_cpu stay in a CPU buffer and are never
         # swapped (zero/stage3.py _create_fp16_partitions_with_defragmentation); a partition
         # larger than max_in_cpu cannot, so it goes through a swap buffer and the assert fires.

@@ -219,12 +219,13 @@ def test_internal_error_in_rule_exits_2(repo, capsys, monkeypatch):
 def test_help_wraps_at_the_terminal_width_without_shutil(monkeypatch):
     # issue 19 (start-up): the width is read once, as shutil.get_terminal_size() would read it
     from memlint import cli
+    from memlint.commands import arguments
 
-    monkeypatch.setattr(cli._Formatter, "width", None)
+    monkeypatch.setattr(arguments.Formatter, "width", None)
     monkeypatch.setenv("COLUMNS", "60")
     text = cli.build_parser().format_help()
     assert max(len(line) for line in text.splitlines()) <= 60
-    assert cli._Formatter.width == 58
-    monkeypatch.setattr(cli._Formatter, "width", None)
+    assert arguments.Formatter.width == 58
+    monkeypatch.setattr(arguments.Formatter, "width", None)
     monkeypatch.setenv("COLUMNS", "140")
     assert max(len(line) for line in cli.build_parser().format_help().splitlines()) > 60

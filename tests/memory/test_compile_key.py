@@ -32,11 +32,27 @@ def test_torchtitan_compile_disabled():
     assert partial.settings["compile"].value is False
 
 
-def test_compile_changes_no_bytes_and_says_so():
+def test_compile_changes_the_loss_and_says_so():
+    """torchtitan's compile.components default ["model", "loss"]: the compiled loss keeps the
+    bf16 logits (2 B) and writes their bf16 gradient (2 B) where the eager loss holds three fp32
+    buffers (12 B) at the start of the backward (memory/compile.py, logits.compiled_loss_term);
+    with compile_loss=false the loss is eager as before."""
     sets = ["framework=fsdp2", "fsdp=full", "world_size=8", "seq_len=2048"]
     plain = estimate(build([overrides_partial(sets, model=LLAMA8B)])[0])
     scenario, _ = build([overrides_partial(sets + ["compile=true"], model=LLAMA8B)])
     assert scenario.training.compile is True and scenario.is_set("compile")
     compiled = estimate(scenario)
-    assert compiled.peak_bytes == plain.peak_bytes
+    eager_logits = plain.stages[0].term("logits")
+    vocab, tokens = 128256, 2048
+    assert eager_logits.bytes == 12 * vocab * tokens
+    phase = next(p for p in compiled.stages[0].phases if p.name == "backward_start")
+    logits = next(t for t in phase.terms if t.name == "logits")
+    assert logits.bytes == 4 * vocab * tokens and "compiled loss" in logits.formula
     assert NOTE in compiled.notes and NOTE not in plain.notes
+    assert {"key": "compile.loss_saved", "value": "logits"}.items() <= \
+        next(a for a in compiled.assumed if a["key"] == "compile.loss_saved").items()
+    model_only, _ = build([overrides_partial(sets + ["compile=true", "compile_loss=false"],
+                                             model=LLAMA8B)])
+    eager_loss = estimate(model_only)
+    assert eager_loss.stages[0].term("logits").bytes == eager_logits.bytes
+    assert not [a for a in eager_loss.assumed if a["key"] == "compile.loss_saved"]

@@ -61,7 +61,9 @@ def test_ci_runs_last_stage(name, measured, after_step):
 def test_three_numbers_per_stage():
     _, result = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
     for stage in result.stages:
-        assert stage.allocated_bytes < stage.reserved_bytes < stage.device_bytes
+        # Megatron's allocation order is not modeled (memory/allocator.py): no cached idle
+        # block is counted, reserved = allocated; CUDA context and NCCL lie outside
+        assert stage.allocated_bytes == stage.reserved_bytes < stage.device_bytes
         assert stage.device_bytes == stage.total_bytes
         data = stage.to_dict()
         assert data["allocated_bytes"] == stage.allocated_bytes

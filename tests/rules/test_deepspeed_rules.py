@@ -40,9 +40,11 @@ def test_mixed_precision_conflict_is_generic():
     assert len(list(rule.check(Context(scenario, formats=("other",))))) == 1
 
 
-def test_rules_stay_quiet_when_the_config_did_not_parse():
-    bad = ROOT / "fixtures/adapters/deepspeed/bad"
-    path = bad / "DeepSpeedExamples__training-data_efficiency-gpt_finetuning-finetune-ds_config_gpt2_TEMPLATE.json"
+def test_rules_stay_quiet_when_the_config_did_not_parse(tmp_path):
+    # a real config cut off mid-file (a bad merge): not even HJSON
+    real = ROOT / "fixtures/rules/ML301-batch-size-mismatch/bad/broken_triple.json"
+    path = tmp_path / "ds_config.json"
+    path.write_text(real.read_text()[:-3])
     scenario = _scenario(path)
     for rule in RULES:
         assert list(rule.check(Context(scenario, formats=("deepspeed",)))) == []

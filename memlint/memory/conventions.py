@@ -1,0 +1,316 @@
+"""Framework conventions, one typed home: `Conventions`, built once per run on its resolved context.
+
+What a framework does by convention and its config does not say (DeepSpeed in use, FSDP sharding,
+eager transformers modules, the Transformer Engine spec, flash attention's head-dim rule, the
+recompute modules, the pipeline schedule's settings, the ZeRO bucket sizes, the gather width, the
+cuBLAS workspaces, the per-GPU sequence length) is decided here, and only here: from the
+`framework` key and the declared convention keys (`memlint.keys.CONVENTION_KEYS`, which adapters
+record and `--set` overrides). The memory model reads the record and never compares a framework's
+name or reads an adapter's spelling of a flag (tests/memory/test_conventions.py checks both), so a
+new framework fills the keys and, where its behaviour is new, this module, not the memory model.
+
+Three facts are needed before the context exists (the dtypes and the parallel layout are parts of
+it): `precision_convention` (bytes per parameter, gradient and state under mixed precision) and
+`optimizer_shards_over_cp` (the layout); the record repeats them for readers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from memlint.facts import deepspeed as ds_facts
+from memlint.ir import Provenance
+
+MEGATRON, DEEPSPEED, FSDP2, HF = "megatron", "deepspeed", "fsdp2", "hf"
+
+# Mixed precision (bf16 / fp16) by framework: (param, grad, master, state, compute) bytes, autocast,
+# gradient buffers kept for the whole run, and the note the estimate prints. Sources: Megatron-LM
+# keeps fp32 main grads (`--accumulate-allreduce-grads-in-fp32`, default for bf16) and fp32 master
+# weights in its optimizer; DeepSpeed ZeRO keeps bf16/fp16 grads and fp32 master + moments
+# (deepspeed/runtime/zero/stage_1_and_2.py); FSDP2's MixedPrecisionPolicy keeps fp32 sharded params
+# (the master) and fp32 reduced grads; the HF Trainer's bf16 flag is autocast over fp32 params.
+_MIXED = {
+    MEGATRON: ((2, 4, 4, 4, 2), False, True,
+               "Megatron: bf16 params, fp32 main grads, fp32 master and moments"),
+    FSDP2: ((4, 4, 0, 4, 2), False, False,
+            "FSDP2 MixedPrecisionPolicy: fp32 sharded params (the master) and grads, "
+            "bf16 compute copies"),
+    HF: ((4, 4, 0, 4, 2), True, False, "HF Trainer bf16: autocast over fp32 params"),
+    DEEPSPEED: ((2, 2, 4, 4, 2), False, True,
+                "DeepSpeed: low-precision params and grads, fp32 master and moments"),
+}
+
+
+@dataclass(frozen=True)
+class PrecisionConvention:
+    """The framework's dtypes under bf16/fp16 mixed precision, and whether it keeps gradient
+    buffers for the whole run (Megatron, DeepSpeed) or allocates them lazily (HF, FSDP2)."""
+
+    widths: tuple            # (param, grad, master, state, compute) bytes under mixed precision
+    autocast: bool
+    grads_persistent: bool
+    note: str
+    # over a bf16 module (precision pure-bf16) the framework still keeps fp32 master weights and
+    # moments of what it trains: DeepSpeed's ZeRO optimizers (master_weights_and_grads_dtype fp32
+    # unless bf16_master_weights_and_gradients, which needs CPU offload)
+    fp32_master_over_bf16: bool = False
+
+
+DEEPSPEED_BF16_NOTE = ("DeepSpeed over a bf16 module: bf16 params and grads, ZeRO's fp32 master "
+                       "partitions and moments (deepspeed/runtime/zero/stage3.py "
+                       "_create_fp32_partitions, stage_1_and_2.py single_partition_of_fp32_groups, "
+                       "deepspeedai/DeepSpeed@edaa722)")
+
+
+def precision_convention(training) -> PrecisionConvention:
+    widths, autocast, _persistent, note = _MIXED.get(training.framework, _MIXED[DEEPSPEED])
+    persistent = training.framework in (MEGATRON, DEEPSPEED)
+    return PrecisionConvention(widths, autocast, persistent, note,
+                               fp32_master_over_bf16=training.framework == DEEPSPEED)
+
+
+def optimizer_shards_over_cp(training) -> bool:
+    """Megatron's distributed optimizer (and Megatron-FSDP) shard over the data-parallel group
+    with context parallelism (parallel_state get_data_parallel_group(with_context_parallel=True))
+    also when expert parallelism is carved out of dp·cp."""
+    return training.framework == MEGATRON
+
+
+@dataclass(frozen=True)
+class ZeroSettings:
+    """DeepSpeed's ZeRO and offload settings as the config gives them (None: not given; sizes may
+    be "auto", which the HF Trainer fills in from the model's hidden size), with DeepSpeed's
+    defaults (memlint/facts/deepspeed.py) where the memory model applies them unconditionally."""
+
+    reduce_bucket_size: Any = None
+    contiguous_gradients: Optional[bool] = None
+    overlap_comm: Optional[bool] = None
+    max_live_parameters: Any = None
+    param_persistence_threshold: Any = None
+    gather_16bit_on_save: bool = False
+    sub_group_size: int = ds_facts.SUB_GROUP_SIZE
+    optimizer_pin_memory: bool = ds_facts.PIN_MEMORY
+    optimizer_buffer_count: int = ds_facts.OPTIMIZER_BUFFER_COUNT
+    param_pin_memory: bool = ds_facts.PIN_MEMORY
+    param_buffer_count: int = ds_facts.PARAM_BUFFER_COUNT
+    param_buffer_size: int = ds_facts.PARAM_BUFFER_SIZE
+    param_max_in_cpu: int = ds_facts.PARAM_MAX_IN_CPU
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """The conventions of one run (module docstring). Every field is plain data."""
+
+    # -- who runs the training
+    uses_deepspeed: bool          # a DeepSpeed engine: framework deepspeed, or a DeepSpeed config
+    deepspeed_config: Optional[Provenance]  # where the run's DeepSpeed config was given
+    deepspeed_conventions: bool   # DeepSpeed's own (framework deepspeed): host staging, checkpoints
+    fsdp_sharded: bool            # FSDP-style parameter sharding outside DeepSpeed, over > 1 GPU
+    states_own_sharding: bool     # the config states its sharding (all but HF recipes)
+    # -- how the model runs
+    megatron_modules: bool        # Megatron-Core layers: its loss, MTP, softmax paths, schedules
+    te_spec: bool                 # Megatron's Transformer Engine spec (the default)
+    local_spec: bool              # Megatron's local spec (--transformer-impl local)
+    torch_modules: bool           # transformers / PyTorch modules (HF Trainer, FSDP2)
+    eager_modules: bool           # ... run op by op without tensor parallelism (HF; FSDP2 tp 1)
+    op_level_sac: bool            # torchtitan's op-level selective activation checkpointing
+    autocast_weight_copies: bool  # torch.autocast caches low-precision copies of fp32 weights
+    te_fp8: bool                  # FP8 through Transformer Engine (not torchao float8)
+    flash_head_dim_multiple: int  # flash/fused attention needs head_dim % this == 0 (0: any)
+    loss: str                     # "vocab-parallel" (Megatron, gpt-neox), "log-softmax"
+    #                               (transformers, also run by DeepSpeed; torchtitan), "softmax"
+    #                               (an fp32 exp-logits buffer)
+    loss_parallel: bool           # torchtitan under tp: DTensor's loss_parallel on sharded logits
+    compiled_loss: bool           # torch.compile runs the loss too (memory/compile.py)
+    fsdp_version: int             # 2: fully_shard (torchtitan, accelerate fsdp_version 2); 1:
+    #                               FullyShardedDataParallel (the HF Trainer's --fsdp)
+    fp32_adapters: bool           # PEFT casts LoRA weights to fp32 under the HF Trainer
+    fused_cross_entropy: bool
+    deferred_wgrad: bool          # the output layer's weight gradient waits for the flush
+    wgrad_deferral_limit: int     # micro-batches deferred (0: all)
+    softmax_in_fp32: bool         # Megatron's unfused softmax in fp32 (TE, or a flag says so)
+    recompute_modules: Optional[frozenset]  # Megatron selective recompute; None outside it
+    grouped_gemm: bool            # TE grouped GEMMs for the experts
+    # -- optimizer, precision and layout
+    main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
+    in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
+    optimizer_over_cp: bool       # the distributed optimizer shards over dp·cp (see above)
+    gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32;
+    #                               1 with torchao's float8 all-gather of the linear weights
+    zero: ZeroSettings
+    # -- pipeline schedule
+    pipeline_layout: Optional[tuple]   # --pipeline-model-parallel-layout stages
+    embedding_in_split: bool      # the embedding counts as a layer of the pipeline split
+    loss_in_split: bool           # the loss counts as a layer of the pipeline split
+    microbatch_group_size: Optional[int]  # interleaved schedule's group (None: pp)
+    extra_warmup_forwards: int    # one more with overlapped MoE expert-parallel communication
+    # -- runtime and inputs
+    cublas_workspace_config: Optional[str]  # CUBLAS_WORKSPACE_CONFIG
+    cublaslt_workspace_size: Optional[str]  # CUBLASLT_WORKSPACE_SIZE
+    checkpoint_keep: tuple        # (checkpoints kept by default: 0 every one, its source)
+    checkpoint_sources: tuple     # (model state, optimizer state) as the framework saves them
+    model_init: tuple             # (how ranks build the model by default, its source)
+    unsupported_architecture: Optional[str]  # why the run's architecture gets no estimate
+    world_size_assumed: bool      # the launcher reader assumed the world size
+    seq: int                      # tokens per sample, image tokens included
+    seq_local: int                # per GPU: split over context parallelism
+
+
+def build(scenario, context) -> Conventions:
+    """The record of `scenario`, from its resolved context (topology, dtypes; the architecture
+    only when images add tokens of the vision tower's count)."""
+    tr, par = scenario.training, scenario.parallelism
+    keys = scenario.convention_keys
+    framework = tr.framework
+    topo = context.topology
+    megatron = framework == MEGATRON
+    uses_deepspeed = framework == DEEPSPEED or "deepspeed.config" in keys
+    impl = keys.get("megatron.transformer-impl")
+    local = megatron and impl == "local"
+    # without images the vision tower's count (and so the architecture) is not needed
+    seq = tr.seq_len + (tr.images_per_sample * visual_tokens_per_image(tr, context.architecture)
+                        if tr.images_per_sample else 0)
+    return Conventions(
+        uses_deepspeed=uses_deepspeed,
+        deepspeed_config=scenario.where("deepspeed.config") if "deepspeed.config" in keys
+        else None,
+        deepspeed_conventions=framework == DEEPSPEED,
+        fsdp_sharded=(not uses_deepspeed and topo.shard > 1
+                      and (par.fsdp in ("full", "hybrid") or par.zero >= 3)),
+        states_own_sharding=framework != HF,
+        megatron_modules=megatron,
+        te_spec=megatron and not local,
+        local_spec=local,
+        torch_modules=framework in (HF, FSDP2),
+        eager_modules=framework == HF or (framework == FSDP2 and topo.tp == 1),
+        op_level_sac=(framework == FSDP2 and tr.recompute == "selective"
+                      and tr.recompute_every <= 1),
+        autocast_weight_copies=framework == HF,
+        te_fp8=framework != FSDP2,
+        flash_head_dim_multiple=8 if megatron and not local else 0,
+        loss=_loss(framework, keys),
+        loss_parallel=framework == FSDP2 and topo.tp > 1,
+        compiled_loss=(framework in (HF, FSDP2) and tr.compile and tr.compile_loss is not False),
+        fsdp_version=(2 if keys.get("accelerate.fsdp_version") == 2 else 1)
+        if "accelerate.fsdp_version" in keys else (1 if framework == HF else 2),
+        fp32_adapters=framework == HF,
+        fused_cross_entropy=keys.get("megatron.cross-entropy-loss-fusion") is True,
+        deferred_wgrad=keys.get("megatron.defer-embedding-wgrad-compute") is True,
+        wgrad_deferral_limit=keys.get("megatron.wgrad-deferral-limit", 0),
+        softmax_in_fp32=(not local or any(keys.get("megatron." + f) is not None for f in (
+            "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))),
+        recompute_modules=_recompute_modules(tr, keys) if megatron else None,
+        grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
+        main_grads_to_fp32=megatron,
+        in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
+        optimizer_over_cp=optimizer_shards_over_cp(tr),
+        gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
+        else 2 if context.dtypes.compute == 2 else 4,
+        zero=_zero_settings(keys),
+        pipeline_layout=keys.get("megatron.pipeline-layout-stages"),
+        embedding_in_split=keys.get("megatron.account-for-embedding-in-pipeline-split") is True,
+        loss_in_split=keys.get("megatron.account-for-loss-in-pipeline-split") is True,
+        microbatch_group_size=keys.get("megatron.microbatch-group-size-per-virtual-pipeline-stage"),
+        extra_warmup_forwards=1 if keys.get("megatron.overlap-moe-expert-parallel-comm") is True
+        else 0,
+        cublas_workspace_config=keys.get("env.CUBLAS_WORKSPACE_CONFIG"),
+        cublaslt_workspace_size=keys.get("env.CUBLASLT_WORKSPACE_SIZE"),
+        checkpoint_keep=_CHECKPOINT_KEEP.get(framework, _CHECKPOINT_KEEP[None]),
+        checkpoint_sources=_CHECKPOINT_SOURCES.get(framework, _CHECKPOINT_SOURCES[None]),
+        model_init=_model_init(framework, par),
+        unsupported_architecture=keys.get("megatron.unsupported-architecture"),
+        world_size_assumed=keys.get("world_size.assumed") is True,
+        seq=seq,
+        seq_local=math.ceil(seq / topo.cp),
+    )
+
+
+def _loss(framework: str, keys) -> str:
+    """Which cross-entropy the run computes: Megatron's vocab-parallel one (also gpt-neox's, on
+    DeepSpeed); transformers' log-softmax over upcast logits (ForCausalLMLoss: the HF Trainer,
+    DeepSpeed running an HF model, torchtitan's cross_entropy(pred.float())); else an fp32
+    exp-logits buffer."""
+    if framework == MEGATRON or (framework == DEEPSPEED and "gpt_neox.config" in keys):
+        return "vocab-parallel" if framework == MEGATRON else "softmax"
+    if framework in (HF, FSDP2, DEEPSPEED):
+        return "log-softmax"
+    return "softmax"
+
+
+def visual_tokens_per_image(tr, arch) -> int:
+    """Tokens each image adds to a sample: `tokens_per_image`, else the vision tower's count."""
+    if tr.tokens_per_image:
+        return tr.tokens_per_image
+    if arch is not None and arch.vision is not None:
+        return arch.vision.tokens_per_image
+    return 0
+
+
+def _recompute_modules(tr, keys) -> Optional[frozenset]:
+    """Megatron's selective recompute modules (`--recompute-modules`, default core_attn,
+    TransformerConfig.__post_init__); None outside Megatron's selective recompute."""
+    if tr.recompute != "selective" or tr.recompute_every > 1:
+        return None
+    names = frozenset(keys.get("megatron.recompute-modules", ()))
+    return names or frozenset({"core_attn"})
+
+
+def _zero_settings(keys) -> ZeroSettings:
+    given = {field: keys[f"deepspeed.{name}"] for field, name in _ZERO_KEYS.items()
+             if f"deepspeed.{name}" in keys}
+    return ZeroSettings(**given)
+
+
+# ZeroSettings field -> the DeepSpeed key (keys.py, `deepspeed.<key>`)
+_ZERO_KEYS = {
+    "reduce_bucket_size": "reduce_bucket_size", "contiguous_gradients": "contiguous_gradients",
+    "overlap_comm": "overlap_comm", "max_live_parameters": "stage3_max_live_parameters",
+    "param_persistence_threshold": "stage3_param_persistence_threshold",
+    "gather_16bit_on_save": "stage3_gather_16bit_weights_on_model_save",
+    "sub_group_size": "sub_group_size",
+    "optimizer_pin_memory": "offload_optimizer.pin_memory",
+    "optimizer_buffer_count": "offload_optimizer.buffer_count",
+    "param_pin_memory": "offload_param.pin_memory",
+    "param_buffer_count": "offload_param.buffer_count",
+    "param_buffer_size": "offload_param.buffer_size",
+    "param_max_in_cpu": "offload_param.max_in_cpu",
+}
+
+TORCHTITAN_KEEP_LATEST_K = 10   # torchtitan CheckpointManager keep_latest_k default
+_CHECKPOINT_KEEP = {
+    FSDP2: (TORCHTITAN_KEEP_LATEST_K, "torchtitan keep_latest_k default 10"),
+    MEGATRON: (0, "Megatron-LM keeps every checkpoint"),
+    DEEPSPEED: (0, "DeepSpeed keeps every checkpoint"),
+    HF: (0, "HF Trainer save_total_limit None keeps every checkpoint"),
+    None: (0, "every checkpoint is kept"),
+}
+_CHECKPOINT_SOURCES = {
+    MEGATRON: ("Megatron-LM torch_dist model state",
+               "Megatron-LM distrib_optimizer.py sharded_state_dict"),
+    DEEPSPEED: ("DeepSpeed mp_rank_00_model_states.pt", "DeepSpeed zero_pp_rank_*_optim_states.pt"),
+    FSDP2: ("torchtitan DCP model state (sharded params)", "torchtitan DCP optimizer state"),
+    None: ("transformers save_pretrained", "transformers Trainer optimizer.pt"),
+}
+
+
+def _model_init(framework: str, par) -> tuple:
+    """(model_init, source): how each rank builds the model when no input says."""
+    if framework == MEGATRON:
+        return "gpu", ("Megatron-LM arguments.py: --use-cpu-initialization defaults to False, "
+                       "parameters are created on the GPU")
+    if framework == FSDP2:
+        return "meta", "torchtitan train.py builds the model on the meta device"
+    if par.zero >= 3:
+        return "zero-init", ("transformers integrations/deepspeed.py: from_pretrained under "
+                             "deepspeed.zero.Init when ZeRO-3 is enabled")
+    return "cpu", ("transformers from_pretrained materializes the whole model on the CPU of "
+                   "every rank before it is moved to the GPU")
+
+
+def conventions_of(scenario, estimate=None) -> Conventions:
+    """The record of `scenario` (from the context `estimate` carries, else a new one)."""
+    # start-up: the context module loads with the memory model, not with this module
+    from memlint.memory.context import context_of
+
+    return context_of(scenario, estimate).conventions

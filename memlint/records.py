@@ -1,0 +1,264 @@
+"""Record classes: dataclass declarations without the start-up cost of `dataclasses`.
+
+A hook runs `memlint check` on every commit, so its start-up is budgeted (bench/speed.py, issue
+29). Importing `dataclasses` imports `inspect` (and with it ast, dis, tokenize), which costs
+about as much as a bare interpreter's start, and `@dataclass` generates and compiles each method
+of each class on its own (about 1 ms a class). The classes a one-file check builds are records:
+the same declaration (annotated fields, defaults, `field(default_factory=...)`, `__post_init__`)
+compiled into one `__init__` per class; `__repr__`, `__eq__` and `__hash__` are shared functions
+over the field values.
+
+    @record(frozen=True)
+    class Provenance:
+        file: Optional[str] = None
+        line: Optional[int] = None
+
+    replace(prov, line=3)      # a copy with some fields changed
+    fields(Provenance)         # (Field(name="file", ...), Field(name="line", ...))
+    asdict(prov)               # {"file": ..., "line": ...} (nested records too)
+
+What a record does as a dataclass does: an `__init__` with the fields in declaration order (base
+records' first), `__repr__` as `Name(field=value, ...)`, `__eq__` between objects of the same
+class on the compared fields, and for `frozen=True` immutability and `__hash__` (a mutable record
+is unhashable). `slots=True` gives the class `__slots__`. The dataclasses API also takes a record
+(`dataclasses.replace`, `fields`, `asdict`, `is_dataclass`): its `__dataclass_fields__` are made
+on first use, importing dataclasses then, so code written for dataclasses keeps working and only
+it pays that import.
+"""
+from __future__ import annotations
+
+from operator import attrgetter
+
+__all__ = ["FrozenInstanceError", "Field", "asdict", "field", "fields", "record", "replace"]
+
+_MISSING = object()
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to a field of a frozen record."""
+
+
+class Field:
+    """One field of a record: its name, default (or default factory) and whether it is shown by
+    `__repr__` and compared by `__eq__` / `__hash__`."""
+
+    __slots__ = ("name", "default", "default_factory", "repr", "compare")
+
+    def __init__(self, default=_MISSING, default_factory=_MISSING, repr: bool = True,
+                 compare: bool = True, hash=None):
+        self.name = ""
+        self.default, self.default_factory = default, default_factory
+        self.repr = repr
+        self.compare = compare if hash is None else bool(hash) and compare
+
+    def __repr__(self) -> str:
+        return f"Field(name={self.name!r})"
+
+
+def field(*, default=_MISSING, default_factory=_MISSING, repr: bool = True,
+          compare: bool = True, hash=None):
+    """A field's options, as `dataclasses.field` takes them (the subset memlint uses)."""
+    return Field(default, default_factory, repr, compare, hash)
+
+
+def record(cls=None, *, frozen: bool = False, slots: bool = False):
+    """Make `cls` a record (see the module docstring); `@record` or `@record(frozen=True)`."""
+    def wrap(klass):
+        return _make(klass, frozen, slots)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def fields(class_or_instance) -> tuple:
+    """The record's Fields, in `__init__` order."""
+    found = getattr(class_or_instance, "__record_fields__", None)
+    if found is None:
+        raise TypeError(f"{class_or_instance!r} is not a record")
+    return found
+
+
+def replace(obj, **changes):
+    """A new record of `obj`'s class with the given fields changed."""
+    values = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    values.update(changes)
+    return obj.__class__(**values)
+
+
+def asdict(obj) -> dict:
+    """The record's fields as a dict, records inside it (and in lists, tuples, dicts) too."""
+    return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+
+
+def _plain(value):
+    if hasattr(type(value), "__record_fields__"):
+        return asdict(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the class
+
+
+def _declared(klass) -> list:
+    """Fields of the base records, then the class's own annotated ones."""
+    out = {}
+    for base in reversed(klass.__mro__[1:]):
+        for f in getattr(base, "__record_fields__", ()):
+            out[f.name] = f
+    for name, annotation in klass.__dict__.get("__annotations__", {}).items():
+        if "ClassVar" in str(annotation):
+            continue
+        value = klass.__dict__.get(name, _MISSING)
+        f = value if isinstance(value, Field) else Field(default=value)
+        f.name = name
+        out[name] = f
+    return list(out.values())
+
+
+def _init_source(names: list, declared: list, frozen: bool, slots: bool,
+                 post_init: bool) -> str:
+    params, body = [], []
+    if frozen and not slots:
+        body.append("d = self.__dict__")
+    for f in declared:
+        n = f.name
+        if f.default_factory is not _MISSING:
+            params.append(f"{n}=_MISSING")
+            value = f"_factory_{n}() if {n} is _MISSING else {n}"
+        elif f.default is not _MISSING:
+            params.append(f"{n}=_default_{n}")
+            value = n
+        else:
+            params.append(n)
+            value = n
+        if frozen and slots:
+            body.append(f"_setattr(self, {n!r}, {value})")
+        elif frozen:
+            body.append(f"d[{n!r}] = {value}")
+        else:
+            body.append(f"self.{n} = {value}")
+    if post_init:
+        body.append("self.__post_init__()")
+    return (f"def __init__(self, {', '.join(params)}):\n    "
+            + "\n    ".join(body or ["pass"]) + "\n")
+
+
+class _DataclassFields:
+    """`__dataclass_fields__` of a record, made on first use: dataclasses.Field objects, so that
+    the dataclasses API takes records too (it finds fields through this attribute and tells
+    normal fields by its `_FIELD` marker)."""
+
+    def __get__(self, obj, owner):
+        made = owner.__dict__.get("_record_dataclass_fields")
+        if made is None:
+            # start-up: only code that uses the dataclasses API on a record imports it
+            import dataclasses
+
+            made = {}
+            for f in owner.__record_fields__:
+                made[f.name] = spec = dataclasses.field(
+                    default=dataclasses.MISSING if f.default is _MISSING else f.default,
+                    default_factory=(dataclasses.MISSING if f.default_factory is _MISSING
+                                     else f.default_factory), repr=f.repr, compare=f.compare)
+                spec.name, spec._field_type = f.name, dataclasses._FIELD
+            owner._record_dataclass_fields = made
+        return made
+
+
+def _make(klass, frozen: bool, slots: bool):
+    declared = _declared(klass)
+    names = [f.name for f in declared]
+    if slots and "__slots__" not in klass.__dict__:
+        body = {k: v for k, v in klass.__dict__.items()
+                if k not in names and k not in ("__dict__", "__weakref__")}
+        body["__slots__"] = tuple(names)
+        qualname = klass.__qualname__
+        klass = type(klass)(klass.__name__, klass.__bases__, body)
+        klass.__qualname__ = qualname
+    else:
+        for f in declared:   # class attributes: the plain defaults, as with dataclasses
+            if f.name in klass.__dict__:
+                if f.default is _MISSING:
+                    delattr(klass, f.name)
+                else:
+                    setattr(klass, f.name, f.default)
+    scope = {"_MISSING": _MISSING, "_setattr": object.__setattr__}
+    for f in declared:
+        scope[f"_default_{f.name}"] = f.default
+        scope[f"_factory_{f.name}"] = f.default_factory
+    exec(_init_source(names, declared, frozen, slots, hasattr(klass, "__post_init__")), scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{klass.__qualname__}.__init__"
+    klass.__init__ = init
+    klass.__record_fields__ = tuple(declared)
+    klass.__dataclass_fields__ = _DataclassFields()
+    shown = tuple(f.name for f in declared if f.repr)
+    compared = [f.name for f in declared if f.compare]
+    klass.__repr__ = _repr_of(shown)
+    key = _key_of(compared)
+    klass.__eq__ = _eq_of(key)
+    if frozen:
+        klass.__hash__ = _hash_of(key)
+        klass.__setattr__ = _frozen_setattr
+        klass.__delattr__ = _frozen_delattr
+        if slots:
+            klass.__getstate__ = _getstate
+            klass.__setstate__ = _setstate
+    else:
+        klass.__hash__ = None
+    return klass
+
+
+def _key_of(names: list):
+    """The tuple of `names`' values of an object."""
+    if not names:
+        return lambda obj: ()
+    if len(names) == 1:
+        get = attrgetter(names[0])
+        return lambda obj: (get(obj),)
+    return attrgetter(*names)
+
+
+def _repr_of(names: tuple):
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        return f"{self.__class__.__qualname__}({inner})"
+
+    return __repr__
+
+
+def _eq_of(key):
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return key(self) == key(other)
+        return NotImplemented
+
+    return __eq__
+
+
+def _hash_of(key):
+    def __hash__(self) -> int:
+        return hash(key(self))
+
+    return __hash__
+
+
+def _frozen_setattr(self, name, value):
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delattr(self, name):
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _getstate(self):
+    return [getattr(self, f.name) for f in self.__record_fields__]
+
+
+def _setstate(self, state):
+    for f, value in zip(self.__record_fields__, state):
+        object.__setattr__(self, f.name, value)

@@ -1,0 +1,126 @@
+"""memlint.records behaves as the dataclasses it replaces on the start-up path (memlint/records.py):
+the same __init__, repr, equality, hashing, immutability and replace/fields/asdict."""
+import copy
+import dataclasses
+import pickle
+from typing import Optional
+
+import pytest
+
+from memlint.records import FrozenInstanceError, asdict, field, fields, record, replace
+
+
+def shown(obj) -> str:
+    """repr without the <locals> qualification of a class declared in a test."""
+    return repr(obj).rsplit(".", 1)[-1]
+
+
+def make_point():
+    class Point:
+        """A point."""
+
+        x: int
+        y: int = 2
+        tags: list = field(default_factory=list)
+        note: Optional[str] = None
+    return Point
+
+
+def make_point_dc():
+    class Point:
+        """A point."""
+
+        x: int
+        y: int = 2
+        tags: list = dataclasses.field(default_factory=list)
+        note: Optional[str] = None
+    return Point
+
+
+@pytest.mark.parametrize("frozen,slots", [(False, False), (True, False), (True, True),
+                                          (False, True)])
+def test_same_behaviour_as_a_dataclass(frozen, slots):
+    Record = record(frozen=frozen, slots=slots)(make_point())
+    Data = dataclasses.dataclass(frozen=frozen, slots=slots)(make_point_dc())
+    r, d = Record(1, tags=["a"]), Data(1, tags=["a"])
+    assert shown(r) == shown(d) == "Point(x=1, y=2, tags=['a'], note=None)"
+    assert repr(r).replace("make_point.", "make_point_dc.") == repr(d)
+    assert (r.x, r.y, r.tags, r.note) == (d.x, d.y, d.tags, d.note)
+    assert Record(1) == Record(1, 2) and Record(1) != Record(2) and Record(1) != (1, 2, [], None)
+    assert Record(1).tags is not Record(1).tags          # a fresh default per object
+    assert [f.name for f in fields(Record)] == [f.name for f in dataclasses.fields(Data)]
+    if not slots:
+        assert Record.y == Data.y == 2                   # plain defaults stay class attributes
+    assert replace(r, y=5) == Record(1, 5, ["a"]) and r.y == 2
+    assert asdict(r) == dataclasses.asdict(d)
+    with pytest.raises(TypeError):
+        Record()                                         # x is required
+    with pytest.raises(TypeError):
+        replace(r, z=1)
+    if frozen:
+        assert hash(Record(1, tags=())) == hash(Record(1, tags=()))
+        with pytest.raises(FrozenInstanceError):
+            r.x = 3
+        with pytest.raises(AttributeError):
+            del r.x
+    else:
+        r.x = 3
+        assert r.x == 3
+        with pytest.raises(TypeError):
+            hash(r)
+    if slots:
+        assert not hasattr(r, "__dict__") and Record.__slots__ == ("x", "y", "tags", "note")
+    assert copy.copy(r) == r and copy.deepcopy(r) == r
+
+
+@record(frozen=True, slots=True)
+class Where:
+    file: Optional[str] = None
+    line: Optional[int] = None
+
+
+def test_a_frozen_slots_record_pickles_and_copies():
+    where = Where("a.json", 3)
+    assert pickle.loads(pickle.dumps(where)) == where == copy.deepcopy(where)
+    assert repr(where) == "Where(file='a.json', line=3)"
+
+
+def test_post_init_compare_and_repr_options():
+    @record(frozen=True)
+    class Item:
+        name: str
+        cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+        def __post_init__(self):
+            self.cache["seen"] = self.name
+
+    item = Item("a")
+    assert item.cache == {"seen": "a"} and shown(item) == "Item(name='a')"
+    assert Item("a") == Item("a", {"other": 1}) and hash(Item("a")) == hash(Item("a", {"x": 1}))
+
+
+def test_inherits_the_fields_of_a_base_record():
+    @record
+    class Base:
+        a: int = 1
+
+    @record
+    class Child(Base):
+        b: int = 2
+
+    assert Child(3, 4).a == 3 and [f.name for f in fields(Child)] == ["a", "b"]
+    assert shown(Child()) == "Child(a=1, b=2)"
+
+
+def test_the_dataclasses_api_takes_a_record():
+    @record(frozen=True)
+    class Plain:
+        a: int = 1
+        b: list = field(default_factory=list)
+
+    plain = Plain(2, [Where("x", 1)])
+    assert dataclasses.is_dataclass(plain) and dataclasses.replace(plain, a=3) == Plain(3, plain.b)
+    assert [f.name for f in dataclasses.fields(Plain)] == ["a", "b"]
+    assert dataclasses.asdict(plain) == {"a": 2, "b": [{"file": "x", "line": 1}]} == asdict(plain)
+    with pytest.raises(TypeError):
+        fields(object())
