@@ -119,6 +119,7 @@ class Layout:
     tied: bool
     layers: tuple            # HybridLayer per decoder layer
     counts: ParamCounts
+    decoder_seq: int = 0     # T5: the decoder's sequence length (0: not given)
 
     @property
     def mixers(self) -> dict:
