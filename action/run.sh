@@ -7,7 +7,30 @@
 # to, empty for none), MEMLINT_SUMMARY ("true": append the Markdown report to
 # $GITHUB_STEP_SUMMARY). It prints workflow annotations, and writes the check's exit code to
 # $GITHUB_OUTPUT as exit-code (the action fails the job on it after the SARIF upload).
+#
+# GitHub drops a step's job summary whole when it exceeds 1 MiB, so the Markdown report is cut
+# at a line below MEMLINT_SUMMARY_LIMIT bytes (default 1,000,000, with what the summary file
+# already holds counted) and ends with a note saying so.
 set -uo pipefail
+
+# append_capped REPORT SUMMARY LIMIT: REPORT appended to SUMMARY, cut at a line boundary so that
+# SUMMARY stays under LIMIT bytes, with a note when it was cut.
+append_capped() {
+  local report=$1 summary=$2 limit=$3 note size used budget
+  size=$(wc -c < "$report")
+  used=0
+  [ -f "$summary" ] && used=$(wc -c < "$summary")
+  note=$'\n\n> memlint: this report was cut here (GitHub drops a job summary over 1 MiB); '
+  note+="the full one is $size bytes: run \`memlint check --format markdown\` to see it."$'\n'
+  budget=$(( limit - used ))
+  if [ "$size" -le "$budget" ]; then
+    cat "$report" >> "$summary"
+  elif [ "$budget" -gt $(( ${#note} + 1 )) ]; then
+    # whole lines only: the last line `head -c` cut in two is dropped
+    head -c "$(( budget - ${#note} - 1 ))" "$report" | sed '$d' >> "$summary"
+    printf '%s' "$note" >> "$summary"
+  fi
+}
 
 memlint=${MEMLINT:-memlint}
 read -r -a paths <<< "${MEMLINT_PATHS:-.}"
@@ -21,7 +44,10 @@ if [ -n "${MEMLINT_SARIF:-}" ]; then
   $memlint check "${paths[@]}" "${extra[@]}" --format sarif > "$MEMLINT_SARIF" || true
 fi
 if [ "${MEMLINT_SUMMARY:-true}" = "true" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-  $memlint check "${paths[@]}" "${extra[@]}" --format markdown >> "$GITHUB_STEP_SUMMARY" || true
+  report="$(mktemp)"
+  $memlint check "${paths[@]}" "${extra[@]}" --format markdown > "$report" || true
+  append_capped "$report" "$GITHUB_STEP_SUMMARY" "${MEMLINT_SUMMARY_LIMIT:-1000000}"
+  rm -f "$report"
 fi
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
   echo "exit-code=$code" >> "$GITHUB_OUTPUT"

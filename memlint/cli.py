@@ -77,6 +77,9 @@ def _check_arguments(parser) -> None:
     parser.add_argument("--require-estimate", action="store_true",
                         help="a file that gets no memory verdict is an error (CI), with the "
                         "reason the summary line gives")
+    parser.add_argument("--sarif-min-severity", choices=("error", "warning", "info"),
+                        help="with --format sarif: leave out results below this severity "
+                        "(default: warning, or --fail-on's level where it is lower)")
 
 
 def _estimate_arguments(parser) -> None:
@@ -150,6 +153,13 @@ def options_from(args):
 # Commands
 
 
+def _severity(label):
+    # start-up: `memlint --version` and usage errors load no pipeline
+    from memlint.diagnostics import Severity
+
+    return Severity.parse(label) if label else None
+
+
 def _color(args) -> bool:
     if args.no_color or os.environ.get("NO_COLOR"):
         return False
@@ -203,7 +213,8 @@ def cmd_check(args) -> int:
     report = Report(diagnostics=diagnostics, estimates=estimates, units=_units(args, estimates),
                     quiet=args.quiet, registry=result.registry,
                     color=_color(args) and args.format == "text", fail_on=result.fail_on,
-                    summary=result.summary if shown else None)
+                    summary=result.summary if shown else None,
+                    min_severity=_severity(args.sarif_min_severity))
     _emit(report, args.format)
     if not shown and result.summary is not None and not args.quiet:
         # machine formats keep stdout to their own syntax: the verdict count goes to stderr

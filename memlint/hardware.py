@@ -13,13 +13,17 @@ reports a card sold as "48 GB"); a bare number is bytes. A card's capacity is be
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 GiB = 1024**3
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GPU:
     name: str
     capacity_bytes: int

@@ -189,6 +189,79 @@ class Hardware:
 
 
 @record(frozen=True)
+class RL:
+    """RL post-training and preference training (issue 28): the models a run holds besides the
+    policy, where each sits, how many tokens each pass sees, and what moves to the host between
+    phases. Defaults describe plain training (no second model, nothing moved)."""
+
+    algorithm: Optional[str] = None   # grpo, ppo, rloo, dpo, kto, orpo, simpo, reward, ...
+    framework: Optional[str] = None   # verl, openrlhf, trl, ... (memory/rl/conventions.py)
+    placement: str = "hybrid"         # hybrid (one process per GPU) | colocated | separate
+    # the reference policy: none, a frozen copy ("model"), the base with the adapter disabled
+    # ("adapter", PEFT), or log-probabilities computed before training ("precomputed")
+    reference: str = "none"
+    reference_model: Optional[str] = None   # a different model than the policy (name or path)
+    reference_offload: bool = False         # parameters on the host, gathered per unit
+    reference_micro_batch: Optional[int] = None
+    critic: bool = False                    # a value model trained beside the policy (PPO/GAE)
+    critic_model: Optional[str] = None
+    critic_micro_batch: Optional[int] = None
+    critic_forward_micro_batch: Optional[int] = None
+    critic_recompute: Optional[bool] = None
+    critic_param_offload: bool = False
+    critic_optimizer_offload: bool = False
+    reward_model: Optional[str] = None      # a learned reward model scored after rollout
+    reward_micro_batch: Optional[int] = None
+    reward_offload: bool = False
+    # between-phase offload of the policy (verl param_offload / optimizer_offload,
+    # OpenRLHF --deepspeed_enable_sleep): on the GPU for its own passes, on the host otherwise
+    actor_param_offload: bool = False
+    actor_optimizer_offload: bool = False
+    # GPUs per role when roles do not share GPUs (placement "separate"); None: every GPU
+    actor_gpus: Optional[int] = None
+    critic_gpus: Optional[int] = None
+    reference_gpus: Optional[int] = None
+    reward_gpus: Optional[int] = None
+    # tokens: prompts and responses of a rollout, samples per prompt, prompts per step
+    prompt_len: Optional[int] = None
+    response_len: Optional[int] = None
+    samples_per_prompt: int = 1
+    prompts_per_step: Optional[int] = None
+    logprob_micro_batch: Optional[int] = None   # sequences per GPU in a log-prob pass
+    logprob_tokens: Optional[int] = None        # dynamic batching: tokens per GPU per pass
+    update_tokens: Optional[int] = None         # dynamic batching: tokens per GPU per update
+    update_sequences: Optional[int] = None      # sequences per GPU in one optimizer step
+    entropy: bool = False                       # entropy computed from the logits
+    entropy_chunking: bool = False              # verl entropy_from_logits_with_chunking
+    padding_free: bool = False                  # micro-batches hold only the real tokens
+    paired: bool = False                        # chosen + rejected in one forward (DPO family)
+    sync_bucket: Optional[int] = None           # bytes of one weight-sync bucket
+
+
+@record(frozen=True)
+class Engine:
+    """An inference engine (vLLM, SGLang) as a rollout worker or a server (issue 28)."""
+
+    name: str = "none"                  # none | vllm | sglang | hf | trtllm
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    instances: Optional[int] = None     # engines in the run (OpenRLHF --vllm_num_engines)
+    gpus: Optional[int] = None          # GPUs the engines own when they do not share the trainer's
+    gpu_memory_utilization: Optional[float] = None  # None: the engine's default
+    max_num_batched_tokens: Optional[int] = None
+    max_num_seqs: Optional[int] = None
+    max_model_len: Optional[int] = None
+    enforce_eager: bool = False
+    kv_cache_dtype: Optional[str] = None  # None / auto: the model dtype
+    quantization: Optional[str] = None
+    dtype: Optional[str] = None
+    sleep_level: int = 0      # 0: stays awake; 1: weights to host RAM, KV freed; 2: both freed
+    version: Optional[str] = None
+
+
+@record(frozen=True)
 class Assumptions:
     """A profile name plus every named assumption of it (overridable one by one)."""
 
@@ -214,6 +287,8 @@ class Scenario:
     sources: tuple = ()
     # format-specific facts adapters recorded (see Partial.extra), merged
     extra: Mapping[str, Setting] = field(default_factory=dict)
+    rl: RL = field(default_factory=RL)
+    engine: Engine = field(default_factory=Engine)
     # the declared framework settings a framework's conventions rest on (memlint.keys
     # CONVENTION_KEYS), converted; memory/conventions.py builds the Conventions record from them
     convention_keys: Mapping[str, Any] = field(default_factory=dict)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 @record(frozen=True)
 class Key:
     name: str
-    section: str  # training | parallelism | hardware | model | assumptions
+    section: str  # training | parallelism | hardware | model | assumptions | rl | engine
     field: str
     convert: Callable[[Any], Any]
     doc: str
@@ -229,6 +229,21 @@ def layer_spec(value: Any) -> str:
     return f"{match.group(1)}:{int(match.group(2))}"
 
 
+def fraction(value: Any) -> float:
+    """A share in (0, 1]."""
+    number = _number(value)
+    if not 0.0 < number <= 1.0:
+        raise ValueError(f"must be in (0, 1], got {_short(value)}")
+    return number
+
+
+def sleep_level(value: Any) -> int:
+    level = to_int(value)
+    if level not in (0, 1, 2):
+        raise ValueError(f"sleep level must be 0, 1 or 2, got {_short(value)}")
+    return level
+
+
 def optional_positive_int(value: Any) -> Optional[int]:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "auto")):
         return None
@@ -406,6 +421,117 @@ _KEYS = [
     Key("nvme_capacity", "hardware", "nvme_capacity", to_bytes,
         "NVMe capacity per node for ZeRO-Infinity offload"),
     Key("disk", "hardware", "disk", to_bytes, "free space where checkpoints are saved"),
+    # RL post-training and preference training (issue 28; ir.RL)
+    Key("rl.algorithm", "rl", "algorithm", to_str,
+        "the RL / preference algorithm (grpo, ppo, rloo, reinforce++, dpo, kto, orpo, simpo, "
+        "reward, ...): which models the run holds"),
+    Key("rl.framework", "rl", "framework",
+        choice("verl", "openrlhf", "trl", "easyr1", "nemo-rl", "llamafactory", "axolotl",
+               aliases={"nemo_rl": "nemo-rl", "llama-factory": "llamafactory"}),
+        "the RL / preference framework whose conventions apply (memory/rl/conventions.py)"),
+    Key("rl.placement", "rl", "placement", choice("hybrid", "colocated", "separate"),
+        "where the roles sit: hybrid (trainer and rollout engine in one process per GPU), "
+        "colocated (several processes share each GPU), separate (each role on its own GPUs)"),
+    Key("rl.reference", "rl", "reference", choice("none", "model", "adapter", "precomputed"),
+        "the reference policy: none, a frozen copy of the model, the base with the LoRA adapter "
+        "disabled (no second copy), or log-probabilities precomputed before training"),
+    Key("rl.reference_model", "rl", "reference_model", to_str,
+        "the reference model when it is not the policy's (name or config.json path)"),
+    Key("rl.reference_offload", "rl", "reference_offload", to_bool,
+        "reference parameters kept on the host and gathered unit by unit for its pass"),
+    Key("rl.reference_micro_batch", "rl", "reference_micro_batch", positive_int,
+        "sequences per GPU in a reference log-prob pass"),
+    Key("rl.critic", "rl", "critic", to_bool, "a value model trained beside the policy (PPO)"),
+    Key("rl.critic_model", "rl", "critic_model", to_str,
+        "the critic's base model when it is not the policy's"),
+    Key("rl.critic_micro_batch", "rl", "critic_micro_batch", positive_int,
+        "sequences per GPU in a critic update micro-batch"),
+    Key("rl.critic_forward_micro_batch", "rl", "critic_forward_micro_batch", positive_int,
+        "sequences per GPU in a critic value pass"),
+    Key("rl.critic_recompute", "rl", "critic_recompute", to_bool,
+        "activation checkpointing in the critic update"),
+    Key("rl.critic_param_offload", "rl", "critic_param_offload", to_bool,
+        "critic parameters on the host between its passes"),
+    Key("rl.critic_optimizer_offload", "rl", "critic_optimizer_offload", to_bool,
+        "critic optimizer states on the host between its updates"),
+    Key("rl.reward_model", "rl", "reward_model", to_str,
+        "a learned reward model (name or config.json path) scored after each rollout"),
+    Key("rl.reward_micro_batch", "rl", "reward_micro_batch", positive_int,
+        "sequences per GPU in a reward-model pass"),
+    Key("rl.reward_offload", "rl", "reward_offload", to_bool,
+        "reward-model parameters on the host between its passes"),
+    Key("rl.actor_param_offload", "rl", "actor_param_offload", to_bool,
+        "policy parameters (and gradients) moved to the host between its passes and back for "
+        "each (verl param_offload; not ZeRO-Offload: see offload_params)"),
+    Key("rl.actor_optimizer_offload", "rl", "actor_optimizer_offload", to_bool,
+        "policy optimizer states moved to the host outside the update and back for it (verl "
+        "optimizer_offload; the step still runs on the GPU, unlike offload_optimizer=cpu)"),
+    Key("rl.actor_gpus", "rl", "actor_gpus", positive_int,
+        "GPUs of the policy's trainer when roles do not share GPUs"),
+    Key("rl.critic_gpus", "rl", "critic_gpus", positive_int, "GPUs of the critic (separate)"),
+    Key("rl.reference_gpus", "rl", "reference_gpus", positive_int,
+        "GPUs of the reference model (separate)"),
+    Key("rl.reward_gpus", "rl", "reward_gpus", positive_int,
+        "GPUs of the reward model (separate)"),
+    Key("rl.prompt_len", "rl", "prompt_len", positive_int, "prompt tokens of a rollout sample"),
+    Key("rl.response_len", "rl", "response_len", positive_int,
+        "generated tokens of a rollout sample (at most)"),
+    Key("rl.samples_per_prompt", "rl", "samples_per_prompt", positive_int,
+        "responses generated per prompt (GRPO group size, verl rollout.n, TRL num_generations)"),
+    Key("rl.prompts_per_step", "rl", "prompts_per_step", positive_int,
+        "prompts rolled out per training step, over all GPUs"),
+    Key("rl.logprob_micro_batch", "rl", "logprob_micro_batch", positive_int,
+        "sequences per GPU in a policy log-prob pass"),
+    Key("rl.logprob_tokens", "rl", "logprob_tokens", positive_int,
+        "dynamic batching: tokens per GPU in a log-prob pass"),
+    Key("rl.update_tokens", "rl", "update_tokens", positive_int,
+        "dynamic batching: tokens per GPU in an update micro-batch"),
+    Key("rl.update_sequences", "rl", "update_sequences", positive_int,
+        "sequences per GPU in one optimizer step (the PPO mini-batch): with dynamic batching a "
+        "micro-batch holds at most their tokens"),
+    Key("rl.entropy", "rl", "entropy", to_bool, "entropy computed from the logits"),
+    Key("rl.entropy_chunking", "rl", "entropy_chunking", to_bool,
+        "entropy computed chunk by chunk (verl entropy_from_logits_with_chunking)"),
+    Key("rl.padding_free", "rl", "padding_free", to_bool,
+        "micro-batches hold only the real tokens (verl use_remove_padding, OpenRLHF "
+        "--packing_samples, TRL padding_free): their size depends on the generated lengths"),
+    Key("rl.paired", "rl", "paired", to_bool,
+        "chosen and rejected sequences concatenated into one forward (DPO, ORPO, SimPO, reward)"),
+    Key("rl.sync_bucket", "rl", "sync_bucket", to_bytes,
+        "bytes of one bucket of the trainer-to-engine weight sync"),
+    # the inference engine, as a rollout worker or a server (issue 28; ir.Engine)
+    Key("engine.name", "engine", "name", choice("none", "vllm", "sglang", "hf", "trtllm"),
+        "the inference engine: none, vllm, sglang, hf (transformers generate), trtllm"),
+    Key("engine.tp", "engine", "tp", positive_int, "the engine's tensor parallel size"),
+    Key("engine.pp", "engine", "pp", positive_int, "the engine's pipeline parallel size"),
+    Key("engine.dp", "engine", "dp", positive_int, "the engine's data parallel size"),
+    Key("engine.ep", "engine", "ep", positive_int, "the engine's expert parallel size"),
+    Key("engine.instances", "engine", "instances", positive_int,
+        "engine instances in the run (OpenRLHF --vllm_num_engines)"),
+    Key("engine.gpus", "engine", "gpus", positive_int,
+        "GPUs the engines own when they do not share the trainer's"),
+    Key("engine.gpu_memory_utilization", "engine", "gpu_memory_utilization", fraction,
+        "the engine's share of GPU memory (vLLM: of the total; SGLang --mem-fraction-static: "
+        "of what is free when it starts)"),
+    Key("engine.max_num_batched_tokens", "engine", "max_num_batched_tokens", positive_int,
+        "tokens per engine step (the profile run's batch)"),
+    Key("engine.max_num_seqs", "engine", "max_num_seqs", positive_int,
+        "sequences the engine schedules at once"),
+    Key("engine.max_model_len", "engine", "max_model_len", positive_int,
+        "the longest request (prompt + output) the engine accepts"),
+    Key("engine.enforce_eager", "engine", "enforce_eager", to_bool,
+        "no CUDA graphs (no graph memory pool)"),
+    Key("engine.kv_cache_dtype", "engine", "kv_cache_dtype",
+        choice("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32",
+               aliases={"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}),
+        "the KV cache dtype (auto: the model's)"),
+    Key("engine.quantization", "engine", "quantization", to_str,
+        "weight quantization of the engine's copy (fp8, awq, gptq, ...)"),
+    Key("engine.dtype", "engine", "dtype", _dtype, "the engine's weight dtype"),
+    Key("engine.sleep_level", "engine", "sleep_level", sleep_level,
+        "between rollouts: 0 the engine stays awake; 1 weights to host RAM and the KV cache "
+        "freed; 2 both freed (vLLM sleep mode)"),
+    Key("engine.version", "engine", "version", to_str, "the engine's version (e.g. 0.8.5)"),
     # assumptions
     Key("profile", "assumptions", "profile", choice("precise", "seed"),
         "memory model profile: precise (measured reality) or seed (the articles)"),

@@ -121,24 +121,25 @@ def _declared(klass) -> list:
 
 def _init_source(names: list, declared: list, frozen: bool, slots: bool,
                  post_init: bool) -> str:
+    # the generated code's own names are dunders, which no field is called
     params, body = [], []
     if frozen and not slots:
-        body.append("d = self.__dict__")
+        body.append("__fields__ = self.__dict__")
     for f in declared:
         n = f.name
         if f.default_factory is not _MISSING:
-            params.append(f"{n}=_MISSING")
-            value = f"_factory_{n}() if {n} is _MISSING else {n}"
+            params.append(f"{n}=__missing__")
+            value = f"__factory_{n}__() if {n} is __missing__ else {n}"
         elif f.default is not _MISSING:
-            params.append(f"{n}=_default_{n}")
+            params.append(f"{n}=__default_{n}__")
             value = n
         else:
             params.append(n)
             value = n
         if frozen and slots:
-            body.append(f"_setattr(self, {n!r}, {value})")
+            body.append(f"__setattr__(self, {n!r}, {value})")
         elif frozen:
-            body.append(f"d[{n!r}] = {value}")
+            body.append(f"__fields__[{n!r}] = {value}")
         else:
             body.append(f"self.{n} = {value}")
     if post_init:
@@ -150,7 +151,7 @@ def _init_source(names: list, declared: list, frozen: bool, slots: bool,
 class _DataclassFields:
     """`__dataclass_fields__` of a record, made on first use: dataclasses.Field objects, so that
     the dataclasses API takes records too (it finds fields through this attribute and tells
-    normal fields by its `_FIELD` marker)."""
+    normal fields by its `_FIELD` marker), and a dataclass may derive from a record."""
 
     def __get__(self, obj, owner):
         made = owner.__dict__.get("_record_dataclass_fields")
@@ -165,8 +166,20 @@ class _DataclassFields:
                     default_factory=(dataclasses.MISSING if f.default_factory is _MISSING
                                      else f.default_factory), repr=f.repr, compare=f.compare)
                 spec.name, spec._field_type = f.name, dataclasses._FIELD
+                spec.kw_only = False
             owner._record_dataclass_fields = made
         return made
+
+
+class _DataclassParams:
+    """`__dataclass_params__` of a record: what @dataclass reads of a base class (frozen)."""
+
+    __slots__ = ("init", "repr", "eq", "order", "unsafe_hash", "frozen")
+
+    def __init__(self, frozen: bool):
+        self.init = self.repr = self.eq = True
+        self.order = self.unsafe_hash = False
+        self.frozen = frozen
 
 
 def _make(klass, frozen: bool, slots: bool):
@@ -186,16 +199,17 @@ def _make(klass, frozen: bool, slots: bool):
                     delattr(klass, f.name)
                 else:
                     setattr(klass, f.name, f.default)
-    scope = {"_MISSING": _MISSING, "_setattr": object.__setattr__}
+    scope = {"__missing__": _MISSING, "__setattr__": object.__setattr__}
     for f in declared:
-        scope[f"_default_{f.name}"] = f.default
-        scope[f"_factory_{f.name}"] = f.default_factory
+        scope[f"__default_{f.name}__"] = f.default
+        scope[f"__factory_{f.name}__"] = f.default_factory
     exec(_init_source(names, declared, frozen, slots, hasattr(klass, "__post_init__")), scope)
     init = scope["__init__"]
     init.__qualname__ = f"{klass.__qualname__}.__init__"
     klass.__init__ = init
     klass.__record_fields__ = tuple(declared)
     klass.__dataclass_fields__ = _DataclassFields()
+    klass.__dataclass_params__ = _DataclassParams(frozen)
     shown = tuple(f.name for f in declared if f.repr)
     compared = [f.name for f in declared if f.compare]
     klass.__repr__ = _repr_of(shown)

@@ -18,8 +18,8 @@ from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
-from memlint.ir import (Assumptions, Hardware, Model, Parallelism, Partial, Provenance, Scenario,
-                        Setting, Training, frozen_mapping)
+from memlint.ir import (RL, Assumptions, Engine, Hardware, Model, Parallelism, Partial,
+                        Provenance, Scenario, Setting, Training, frozen_mapping)
 from memlint.loaders import repo_root
 from memlint.records import fields
 
@@ -27,7 +27,8 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Iterable, Optional
 
-SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware}
+SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware, "rl": RL,
+            "engine": Engine}
 
 
 def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:
@@ -316,7 +317,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             settings.setdefault(key, setting)
 
     values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
-                                          "model", "conventions")}
+                                          "model", "conventions", "rl", "engine")}
     provenance: dict = {}
     model_settings: dict = {}
     assumption_names = _assumption_names()
@@ -401,6 +402,8 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         sources=tuple(p.source for p in partials if p.fmt not in ("cli",)
                       and p.source not in unused),
         extra=frozen_mapping(extra),
+        rl=RL(**values["rl"]),
+        engine=Engine(**values["engine"]),
         convention_keys=frozen_mapping(values["conventions"]),
     )
     return scenario, diagnostics

@@ -8,8 +8,12 @@ of REASONS. `--require-estimate` turns any file without a verdict into a failure
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Iterable, Optional
+
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 # Why a run has no memory verdict, most specific first (a run with several reasons is counted
 # under the first).
@@ -46,7 +50,7 @@ def run_reason(diagnostics: Iterable, estimate, all_unknown: bool = False) -> Op
     return min(found, key=lambda r: (_rank(r), r))
 
 
-@dataclass
+@record
 class Summary:
     """Files checked, by memory verdict (path -> reason, None: has a verdict)."""
 

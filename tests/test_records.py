@@ -99,6 +99,16 @@ def test_post_init_compare_and_repr_options():
     assert Item("a") == Item("a", {"other": 1}) and hash(Item("a")) == hash(Item("a", {"x": 1}))
 
 
+def test_fields_may_have_any_name():
+    @record(frozen=True)
+    class Odd:
+        d: int = 1
+        self_: int = 2
+        _MISSING: int = 3
+
+    assert (Odd().d, Odd(5).d, Odd(_MISSING=4)._MISSING) == (1, 5, 4)
+
+
 def test_inherits_the_fields_of_a_base_record():
     @record
     class Base:
@@ -124,3 +134,20 @@ def test_the_dataclasses_api_takes_a_record():
     assert dataclasses.asdict(plain) == {"a": 2, "b": [{"file": "x", "line": 1}]} == asdict(plain)
     with pytest.raises(TypeError):
         fields(object())
+
+
+def test_a_dataclass_may_derive_from_a_record():
+    @record(frozen=True)
+    class Base:
+        a: int
+        b: list = field(default_factory=list)
+
+    @dataclasses.dataclass(frozen=True)
+    class Derived(Base):
+        c: int = 3
+
+    derived = Derived(1)
+    assert (derived.a, derived.b, derived.c) == (1, [], 3) and Derived(1, [2], 4).b == [2]
+    assert dataclasses.replace(derived, c=5).c == 5 and isinstance(derived, Base)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        derived.a = 2

@@ -166,7 +166,8 @@ DEFAULTS = {
 
 def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
           defaults: Optional[dict] = None, loaded_dtype: Optional[str] = None,
-          lora: Optional[bool] = None, assumed: Optional[list] = None) -> dict:
+          lora: Optional[bool] = None, assumed: Optional[list] = None,
+          script: str = "") -> dict:
     """Map Trainer/TRL arguments onto scenario keys. Returns the arguments by name (the last of
     a repeated one wins, as argparse does). `defaults` replaces the trainer's DEFAULTS entries
     (LLaMA-Factory's own); `loaded_dtype`/`lora` are what the caller already decided, and
@@ -321,6 +322,11 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
     _liger_loss(args, partial, trainer)
+    if trainer == "trl":
+        # start-up: the RL / preference reader loads only for TRL arguments
+        from memlint.adapters import trl_rl
+
+        trl_rl.apply(args, partial, anchor, partial.source, script, assumed)
     if assumed:
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO,
@@ -397,6 +403,10 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
                 prov, key=prov.key))
             return
     partial.set("model", name, prov)
+
+
+# the one Hub-id-or-local-folder rule, for other trainers' readers (verl, OpenRLHF)
+local_or_hub_model = _model
 
 
 def _lora(args: dict, partial: Partial, table: dict, assumed: list, resolved,
@@ -700,7 +710,7 @@ def load(path: str, text: str) -> Partial:
         llamafactory.apply_items(partial, items, path)
         return partial
     anchor = Provenance(path, 1, 1, None)
-    args = apply(items, partial, trainer_of(items, script), anchor)
+    args = apply(items, partial, trainer_of(items, script), anchor, script=script)
     check_deepspeed(partial, args, path)
     return partial
 

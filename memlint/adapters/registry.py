@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
+    "memlint.adapters.verl",
+    "memlint.adapters.openrlhf",
     "memlint.adapters.gpt_neox",
     "memlint.adapters.llamafactory",
     "memlint.adapters.hf_trainer",
@@ -99,6 +101,8 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
+    "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.gpt_neox": (".yaml", ".yml"),
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",

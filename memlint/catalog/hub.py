@@ -22,8 +22,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Optional
+
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 CATALOG_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_models.json")
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -35,7 +39,7 @@ _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z
 _SUFFIXES = ("-instruct", "-chat", "-it", "-sft", "-dpo", "-base")
 
 
-@dataclass
+@record
 class Resolution:
     """What `resolve` found. `config` is None when no step could resolve the id."""
 

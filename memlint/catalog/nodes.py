@@ -7,14 +7,18 @@ and `nvme_capacity` override it. Memory built from DIMMs is quoted by vendors in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 GiB = 1024**3
 TB = 10**12
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     name: str
     host_memory: int             # bytes of host RAM

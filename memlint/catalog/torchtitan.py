@@ -13,9 +13,11 @@ HF configs (Llama-3.1 8B/70B/405B: 14336/28672/53248; Llama-4 Scout: 8192 expert
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from memlint.catalog import presets
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def ffn_hidden_dim(dim: int, multiple_of: int = 1, ffn_dim_multiplier: Optional[float] = None) -> int:

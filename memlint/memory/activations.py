@@ -17,10 +17,13 @@ All per-layer functions return bytes per token (B·T of the local micro-batch); 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional
 
 from memlint.memory.terms import Item
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # the unfused attention's T×T item (memory/softmax.py finds the last layer's softmax by it)
 SCORES_ITEM = "attention scores, softmax, dropout (T×T)"
@@ -45,7 +48,7 @@ def seed_stage_units(layers: int, recompute: str, every: int, c_act: float, c_fu
     return c_act * layers
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Shapes:
     d: int       # hidden
     dq: int      # query width = heads · head_dim (MLA: heads · (nope + rope))

@@ -4,13 +4,11 @@ LoRA adapters' inputs and outputs; `HFRun` holds the run settings that decide th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from memlint.memory.activations import Shapes
 from memlint.memory.terms import Item
+from memlint.records import record
 
-
-@dataclass(frozen=True)
+@record(frozen=True)
 class HFRun:
     """How transformers runs one decoder layer: the knobs that decide which tensors autograd keeps."""
 

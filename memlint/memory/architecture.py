@@ -5,8 +5,12 @@ whose counts are exact, and `ConfigError`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 class ConfigError(ValueError):
@@ -43,7 +47,7 @@ FRAMEWORK_MODEL_TYPES = frozenset({"megatron_gpt"})
 MAX_LAYERS = 100_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MoE:
     num_experts: int
     top_k: int
@@ -53,7 +57,7 @@ class MoE:
     router_bias: bool = False  # deepseek_v3: e_score_correction_bias (a buffer in transformers)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MLA:
     """DeepSeek multi-head latent attention dimensions."""
 
@@ -64,7 +68,7 @@ class MLA:
     v_head_dim: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Vision:
     """A ViT-style vision tower plus the projector into the language model.
 
@@ -97,7 +101,7 @@ class Vision:
 NOMINAL_QWEN_IMAGE = 448
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Architecture:
     model_type: str
     hidden: int
@@ -141,7 +145,7 @@ class Architecture:
         return self.moe is not None and any(self.moe_layers)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LayerParams:
     attention: int
     mlp: int = 0             # dense MLP
@@ -156,7 +160,7 @@ class LayerParams:
                 + self.norms)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParamCounts:
     embedding: int
     position_embedding: int

@@ -5,7 +5,6 @@ as Terms of the phase they are live in.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as ds
@@ -13,7 +12,7 @@ from memlint.memory import fsdp
 from memlint.memory.lora import frozen_bytes_per_param
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
-
+from memlint.records import replace
 
 def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     """Gather and bucket buffers of sharded data parallelism around a step.

@@ -15,15 +15,17 @@ model only, the optimizer state (fp32 master copies where the framework keeps th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
-
 from memlint.memory.context import context_of
 from memlint.memory.states import MOMENTS
 from memlint.memory.terms import Term
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckpointEstimate:
     terms: tuple                  # one checkpoint, term by term
     kept: Optional[int]           # checkpoints on disk at once (None: not known)

@@ -5,9 +5,13 @@ unusable; `model_type_of` reads a (nested) config's `model_type`.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
 
 from memlint.memory.architecture import ConfigError
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 
 _MISSING = object()

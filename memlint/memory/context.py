@@ -17,11 +17,13 @@ counter cannot read, more pipeline stages than layers) is None, its reason is in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
-
 from memlint.assumptions import assumed
 from memlint.memory.topology import Topology, resolve
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 #: Every pipeline stage is an estimate of its own (its terms, a row of the report), so the work
 #: grows with pp. The deepest published pipelines are far below this: 64 stages for the 1T-parameter
@@ -30,7 +32,7 @@ from memlint.memory.topology import Topology, resolve
 MAX_STAGES = 512
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Schedule:
     """How the decoder layers are spread over the pipeline, and the micro-batches per step."""
 

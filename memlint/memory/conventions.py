@@ -16,11 +16,15 @@ it): `precision_convention` (bytes per parameter, gradient and state under mixed
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Optional
 
 from memlint.facts import deepspeed as ds_facts
+from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import Provenance
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 MEGATRON, DEEPSPEED, FSDP2, HF = "megatron", "deepspeed", "fsdp2", "hf"
 
@@ -42,7 +46,7 @@ _MIXED = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PrecisionConvention:
     """The framework's dtypes under bf16/fp16 mixed precision, and whether it keeps gradient
     buffers for the whole run (Megatron, DeepSpeed) or allocates them lazily (HF, FSDP2)."""
@@ -77,7 +81,7 @@ def optimizer_shards_over_cp(training) -> bool:
     return training.framework == MEGATRON
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ZeroSettings:
     """DeepSpeed's ZeRO and offload settings as the config gives them (None: not given; sizes may
     be "auto", which the HF Trainer fills in from the model's hidden size), with DeepSpeed's
@@ -98,7 +102,7 @@ class ZeroSettings:
     param_max_in_cpu: int = ds_facts.PARAM_MAX_IN_CPU
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Conventions:
     """The conventions of one run (module docstring). Every field is plain data."""
 
@@ -155,6 +159,8 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
+    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
+    rl: Any = None
 
 
 def build(scenario, context) -> Conventions:
@@ -223,6 +229,7 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=math.ceil(seq / topo.cp),
+        rl=rl_conventions(scenario.rl.framework),
     )
 
 

@@ -11,11 +11,13 @@ Sources are DeepSpeed v0.19.6 (deepspeedai/DeepSpeed@edaa722).
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
-
 from memlint.facts import deepspeed as facts
 from memlint.memory.states import DTYPE_BYTES
 from memlint.memory.terms import Term
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 
 def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str) -> Term:

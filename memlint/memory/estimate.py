@@ -29,8 +29,6 @@ are re-exported from memory/model.py.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from memlint.memory import inputs
 from memlint.memory.allocator import released_on_retry, reserve_terms
 from memlint.memory.buffers import buffer_terms
@@ -40,12 +38,14 @@ from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
 from memlint.memory.result import Estimate
+from memlint.memory.rl import is_rl, rl_estimate
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
 from memlint.memory.softmax import softmax_peak_terms
 from memlint.memory.stage_activations import activation_terms, stage_inflight
 from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Phase, StageEstimate, Term
+from memlint.records import replace
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "estimate", "fsdp_layer_freed"]
 
@@ -112,7 +112,10 @@ def _stage_class(model: Model, plan: StagePlan) -> tuple:
 
 def estimate(scenario, context=None) -> Estimate:
     """The Estimate of `scenario`; `context`: its resolved context (memory/context.py) when the
-    caller already has one, so that nothing is resolved twice."""
+    caller already has one, so that nothing is resolved twice. An RL or preference run is a
+    maximum over the phases of its step (memory/rl), each a training or pass estimate."""
+    if is_rl(scenario):
+        return rl_estimate(scenario, context)
     model = Model(scenario, context)
     stages = []
     # zero-byte runtime terms (the seed profile's assumptions) are not listed

@@ -27,10 +27,12 @@ What FSDP2 keeps on one rank (PyTorch `torch/distributed/fsdp/_fully_shard/`: `_
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
-
 from memlint.memory.states import ceil_div as _ceil_div
 from memlint.memory.terms import Term
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 SRC_FSDP2 = "PyTorch FSDP2 fully_shard (torch/distributed/fsdp/_fully_shard)"
 

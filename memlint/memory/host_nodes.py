@@ -5,20 +5,23 @@ Identical nodes are grouped; beyond MAX_NODES_ENUMERATED nodes the result is an 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional
 
+from memlint.memory.context import context_of
 from memlint.memory.host import (capacity, default_model_init, rank_startup_terms,
                                  rank_training_terms)
-from memlint.memory.context import context_of
 from memlint.memory.terms import Term
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 # Above this many nodes the node kinds are bounded instead of enumerated.
 MAX_NODES_ENUMERATED = 4096
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostPhase:
     name: str             # "training" | "startup"
     terms: tuple
@@ -28,7 +31,7 @@ class HostPhase:
         return sum(t.bytes for t in self.terms)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeEstimate:
     """One kind of node: `nodes` nodes hold the same ranks (`ranks`: (stage, count) pairs)."""
 

@@ -33,12 +33,16 @@ The vision tower of a Qwen3.5 checkpoint is not counted here (the language model
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from memlint.memory.architecture import MAX_LAYERS, ConfigError, LayerParams, ParamCounts
 from memlint.memory.config_reader import ConfigReader
 from memlint.memory.mixers import GatedDeltaNet, Mamba1, Mamba2, ShortConv
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 #: model types read here (transformers 5.24 classes of the same names)
 HYBRID_MODEL_TYPES = frozenset({
@@ -47,7 +51,7 @@ HYBRID_MODEL_TYPES = frozenset({
 })
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Attention:
     heads: int
     kv_heads: int
@@ -69,7 +73,7 @@ class Attention:
         return p
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FFN:
     """A layer's feed-forward block: dense (`ffn`), routed experts, a shared expert."""
 
@@ -100,7 +104,7 @@ class FFN:
         return {"experts": experts, "shared_experts": shared, "router": d * self.experts}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HybridLayer:
     mixer: str                       # attention | mamba2 | mamba1 | gdn | shortconv | parallel
     ffn: FFN
@@ -111,7 +115,7 @@ class HybridLayer:
     cross_attention: Optional[Attention] = None  # T5 decoder layers: attention over the encoder
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     model_type: str
     hidden: int

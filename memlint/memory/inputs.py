@@ -11,7 +11,11 @@ ones no file gave; reporters print them and the memory rules say when a verdict 
 """
 from __future__ import annotations
 
-from typing import Optional
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 
 VERDICT_KEYS = ("seq_len", "micro_batch", "world_size", "recompute", "precision", "gpu", "sharding")
 DEFAULT = "default"

@@ -5,7 +5,6 @@ and fused).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from memlint.facts import vocab as vocab_facts
 from memlint.memory.compile import SRC_PARTITIONER
@@ -13,7 +12,7 @@ from memlint.memory.layout_arch import decoder_seq
 from memlint.memory.model import Model
 from memlint.memory.params import vocab_formula
 from memlint.memory.terms import Term
-
+from memlint.records import replace
 
 def logits_terms(model: Model, phase: str) -> list:
     """Logits and the loss (`_logits_terms`); where the framework padded the vocabulary, each

@@ -21,13 +21,15 @@ The embedding, positions, output layer, biases and norm kind follow Megatron's G
 """
 from __future__ import annotations
 
-from typing import Mapping
-
 from memlint.facts import hybrid_pattern as hp
 from memlint.memory.architecture import MAX_LAYERS, ConfigError, LayerParams, ParamCounts
 from memlint.memory.config_reader import ConfigReader
 from memlint.memory.hybrid_model import FFN, Attention, HybridLayer, Layout
 from memlint.memory.mixers import Mamba2
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Mapping
 
 def megatron_hybrid_layout(config: Mapping) -> Layout:
     r = ConfigReader(config, "megatron_hybrid")

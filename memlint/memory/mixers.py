@@ -27,10 +27,9 @@ Sources of the shapes (the module constructors):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from memlint.records import record
 
-
-@dataclass(frozen=True)
+@record(frozen=True)
 class Mamba2:
     """Mamba-2 / SSD mixer (Dao & Gu 2024, "Transformers are SSMs")."""
 
@@ -63,7 +62,7 @@ class Mamba2:
         return p
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Mamba1:
     """Mamba-1 selective scan mixer (Gu & Dao 2023), as Jamba builds it."""
 
@@ -87,7 +86,7 @@ class Mamba1:
         return p
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GatedDeltaNet:
     """Gated DeltaNet linear attention (Yang, Kautz & Hatamizadeh 2024)."""
 
@@ -119,7 +118,7 @@ class GatedDeltaNet:
         return p
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShortConv:
     """LFM2's gated short convolution."""
 

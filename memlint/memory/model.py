@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Optional
 
 from memlint.assumptions import assumed
 from memlint.memory.context import MAX_STAGES, Resolved, resolve_context
@@ -22,6 +21,10 @@ from memlint.memory.conventions import Conventions, visual_tokens_per_image
 from memlint.memory.params import ConfigError, LayerParams, ParamCounts, lora_params_per_layer
 from memlint.memory.stages import StagePlan
 from memlint.memory.topology import Topology
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["MAX_STAGES", "EstimateError", "Model", "UnsupportedModel"]
 

@@ -18,7 +18,7 @@ whatever the balance: the assumption has no effect there.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from memlint.records import replace
 
 ROUTED_MARK = "(top-"  # activations.py: routed-expert items carry "(top-k)" in their names
 SOURCE = ("assumption moe.routing_imbalance (memory/moe_balance.py); GShard capacity factor, "

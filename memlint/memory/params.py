@@ -37,8 +37,7 @@ the attention module); Qwen2-MoE's `shared_expert_gate` is counted in `shared_ex
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from memlint.facts import vocab as vocab_facts
 # FRAMEWORK_MODEL_TYPES ... Vision, MAX_CONFIG_*: re-exported (callers import them from here)
@@ -51,6 +50,11 @@ from memlint.memory.layout_arch import LAYOUT_MODEL_TYPES, layout_architecture, 
 from memlint.memory.model_types import counted_as
 from memlint.memory.text_model import text_architecture
 from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, text_reader, vlm_tied
+from memlint.records import replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["FRAMEWORK_MODEL_TYPES", "KNOWN_MODEL_TYPES", "MAX_CONFIG_INT", "MAX_CONFIG_NUMBER",
            "MAX_LAYERS", "MLA", "Architecture", "ConfigError", "LayerParams", "MoE", "ParamCounts",

@@ -7,16 +7,19 @@ tests can pin it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 from memlint.memory.checkpoint import checkpoint_estimate
 from memlint.memory.host_nodes import node_estimates
 from memlint.memory.terms import StageEstimate
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Estimate:
     profile: str
     sources: tuple

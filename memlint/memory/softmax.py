@@ -20,11 +20,14 @@ exists yet, and neither do the logits: softmax_peak_terms describes that moment 
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from memlint.memory.activations import SCORES_ITEM
 from memlint.memory.model import Model
 from memlint.memory.terms import Term
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 

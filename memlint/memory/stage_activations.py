@@ -7,7 +7,6 @@ layer, other towers as a whole).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from memlint.memory import activations as act
 from memlint.memory import activations_eager as eager
@@ -21,6 +20,10 @@ from memlint.memory.softmax import softmax_bytes
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 from memlint.memory.vision import vision_activation_terms
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -> list:

@@ -2,11 +2,14 @@
 split, Megatron's uneven first/last stage, or its virtual-stage layouts."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StagePlan:
     stage: int
     layers: tuple           # indices of decoder layers on this stage

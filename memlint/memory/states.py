@@ -8,16 +8,15 @@ dividing optimizer / gradients / weights by dp.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from memlint.memory import optimizer_quant as oq
 from memlint.memory.conventions import DEEPSPEED_BF16_NOTE, precision_convention
 from memlint.memory.terms import Term
+from memlint.records import record
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dtypes:
     param: int          # bytes per working parameter
     grad: int           # bytes per kept gradient
@@ -100,7 +99,7 @@ def dtypes(training, states_model: str = "precise") -> Dtypes:
 MOMENTS = {"adamw": 2, "adam": 2, "sgd": 1, "muon": 1, "adafactor": 0, "fp8_adam": 2}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShardedCount:
     """Parameters of one group held by one GPU, and the group's divisors (for formulas)."""
 

@@ -30,11 +30,13 @@ T5." for pp > 1.
 """
 from __future__ import annotations
 
-from typing import Mapping
-
 from memlint.memory.architecture import MAX_LAYERS, ConfigError, LayerParams, ParamCounts
 from memlint.memory.config_reader import ConfigReader
 from memlint.memory.hybrid_model import FFN, Attention, HybridLayer, Layout
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Mapping
 
 T5_MODEL_TYPES = frozenset({"t5", "megatron_t5"})
 

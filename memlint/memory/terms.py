@@ -6,8 +6,11 @@ into it, and a one-line source, so `--explain` can show the derivation and tests
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # The fixed component vocabulary of the JSON output (DESIGN.md).
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "vision",
@@ -25,7 +28,7 @@ def is_reserved_term(name: str) -> bool:
     return name in RESERVED_TERMS or name.startswith(RESERVED_PREFIX)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Term:
     name: str
     component: str
@@ -45,7 +48,7 @@ class Term:
                 "formula": self.formula, "inputs": dict(self.inputs), "source": self.source}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Item:
     """One named share of an activations Term, per token: a saved tensor (or group) of a layer.
 
@@ -62,7 +65,7 @@ class Item:
         return self.per_token + self.per_token_pair * seq
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Phase:
     """What a stage holds at one moment of the step (forward end, backward, optimizer step)."""
 
@@ -74,7 +77,7 @@ class Phase:
         return sum(term.bytes for term in self.terms)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StageEstimate:
     stage: int
     layers: int

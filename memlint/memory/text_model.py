@@ -3,11 +3,13 @@ Qwen-MoE, OLMoE, DeepSeek, Llama-4), MLA, Megatron's GPTModel and its LLaVA visi
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from memlint.memory.architecture import (FRAMEWORK_MODEL_TYPES, KNOWN_MODEL_TYPES, MAX_LAYERS, MLA,
                                          Architecture, ConfigError, MoE, Vision, mlp_params)
 from memlint.memory.config_reader import ConfigReader
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def text_architecture(r: ConfigReader, model_type: str, vision: Optional[Vision] = None,

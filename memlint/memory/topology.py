@@ -12,13 +12,15 @@ by the topology rules, which read `Topology.problems`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
-
 from memlint.memory.conventions import optimizer_shards_over_cp
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Topology:
     world: Optional[int]   # None when neither world_size nor dp is known
     tp: int

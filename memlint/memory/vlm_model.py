@@ -4,13 +4,13 @@ memory/text_model.py.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Mapping
+from collections.abc import Mapping
 
 from memlint.memory.architecture import (KNOWN_MODEL_TYPES, NOMINAL_QWEN_IMAGE, Architecture,
                                          ConfigError, Vision)
 from memlint.memory.config_reader import ConfigReader, model_type_of
 from memlint.memory.text_model import text_architecture
+from memlint.records import replace
 
 
 def text_reader(config: Mapping, family: str) -> ConfigReader:

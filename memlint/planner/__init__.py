@@ -13,11 +13,14 @@ and its penalties with their explanations.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Optional
 
 from memlint.planner import search
 from memlint.planner.cost import Cost
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 __all__ = ["Plan", "PlanResult", "near_settings", "plan", "search_plans"]
 
@@ -30,7 +33,7 @@ KEY_ORDER = ("tp", "pp", "dp", "cp", "ep", "sp", "zero", "fsdp", "dp_replicate",
              "micro_batch", "grad_accum", "offload_optimizer", "offload_params")
 
 
-@dataclass
+@record
 class Plan:
     rank: int
     settings: dict              # scenario keys -> values
@@ -92,7 +95,7 @@ class Plan:
                 "cost": self.cost.to_dict(), "stages": stages}
 
 
-@dataclass
+@record
 class PlanResult:
     plans: list
     stats: search.Stats

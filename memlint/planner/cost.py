@@ -55,7 +55,7 @@ Penalties (fractions of t_c):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from memlint.records import record
 
 # Peak dense bf16 FLOP/s and per-GPU intra-node bandwidth (one direction, bytes/s), from the
 # vendors' data sheets. Unknown GPUs use the H100 row.
@@ -91,7 +91,7 @@ SELECTIVE_CORE_FRACTION = 0.03
 BF16 = 2
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Penalty:
     name: str
     fraction: float      # extra step time / ideal compute time
@@ -103,7 +103,7 @@ class Penalty:
                 "explanation": self.explanation, "source": self.source}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cost:
     relative_step_time: float
     penalties: tuple
@@ -113,7 +113,7 @@ class Cost:
                 "penalties": [p.to_dict() for p in self.penalties]}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ModelFacts:
     """What the cost model needs of the model, computed once per search."""
 

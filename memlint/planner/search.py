@@ -27,8 +27,6 @@ candidate can rank above them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Optional
 
 from memlint.assumptions import assumed
 from memlint.memory import activations as act
@@ -39,7 +37,12 @@ from memlint.memory.stages import stage_layers
 from memlint.memory.topology import resolve
 from memlint.planner import cost as costmod
 from memlint.planner.factor import divisors
+from memlint.records import field, record
 from memlint.records import replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 #: Searched-key options by framework. `zero`: stages; `fsdp`: sharding modes; `uneven_pp`.
 FRAMEWORKS = {
@@ -88,7 +91,7 @@ def uneven_split(layers: int, pp: int) -> Optional[tuple]:
     return None
 
 
-@dataclass
+@record
 class Stats:
     examined: int = 0           # leaves (complete settings) considered
     pruned_states: int = 0      # leaves cut with their branch by the model-states bound

@@ -58,6 +58,7 @@ class Report:
     show_estimates: bool = True
     fail_on: object = None                             # Severity: the lowest that fails the run
     summary: object = None                             # memlint.verdicts.Summary (check)
+    min_severity: object = None                        # Severity: SARIF's floor (sarif_format)
 
     def __post_init__(self) -> None:
         self.diagnostics = [_clean(d) for d in self.diagnostics]

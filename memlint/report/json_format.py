@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from memlint import __version__
+from memlint.report import phases
 
 PARAM_KEYS = ("total", "trainable", "embedding", "lm_head", "experts", "vision")
 
@@ -13,6 +14,15 @@ def _int(value) -> int:
 
 
 def estimate_dict(estimate, report) -> dict:
+    out = _estimate_dict(estimate, report)
+    if phases.shows_phases(estimate):
+        # an RL step: every phase of each stage with its terms (report/phases.py)
+        for stage, entry in zip(sorted(estimate.stages, key=lambda s: s.stage), out["stages"]):
+            entry["phases"] = phases.json_phases(stage, _int(estimate.capacity_bytes))
+    return out
+
+
+def _estimate_dict(estimate, report) -> dict:
     return {
         "sources": [report.path(s) for s in estimate.sources],
         "profile": estimate.profile,

@@ -7,7 +7,14 @@ belongs to no file (a rule plugin that failed to load, an internal error outside
 a result but a tool execution notification of the run's invocation.
 
 Every result's rule is declared in tool.driver.rules, with the rule's documentation as help text
-and Markdown and `helpUri` pointing at its page under docs/rules/ in memlint's repository.
+and Markdown (no `helpUri`: the page travels with the alert).
+
+Code scanning turns every result into an alert, notes included (76% of the results on memlint's
+fixtures are notes), so results below a severity floor are left out: `report.min_severity`
+(`--sarif-min-severity`), by default warning, or `--fail-on`'s level where it is lower, so that a
+finding which fails the check always reaches code scanning. The driver's `semanticVersion` is
+memlint's version; `informationUri` is the installed distribution's home page (a released
+wheel's Project-URL) and absent where it has none.
 """
 from __future__ import annotations
 
@@ -15,7 +22,8 @@ import json
 import os
 import pathlib
 
-from memlint import __version__
+from memlint import DISTRIBUTION, __version__
+from memlint.diagnostics import Severity
 from memlint.rules.docs import markdown_page
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -53,11 +61,46 @@ def _location(d, report):
     return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
 
 
+def floor(report) -> Severity:
+    """The lowest severity a result needs to be in the log (see the module's docstring)."""
+    if report.min_severity is not None:
+        return report.min_severity
+    fail_on = report.fail_on if report.fail_on is not None else Severity.ERROR
+    return min(fail_on, Severity.WARNING)
+
+
+def information_uri() -> str | None:
+    """The distribution's home page from its metadata (Project-URL Homepage, or Source)."""
+    try:
+        # start-up: only a SARIF report reads the installed distribution's metadata
+        from importlib import metadata
+
+        urls = metadata.metadata(DISTRIBUTION).get_all("Project-URL") or []
+    except Exception:  # noqa: BLE001 - no metadata (a source checkout): no link
+        return None
+    found = dict(u.split(",", 1) for u in urls if "," in u)
+    found = {k.strip().lower(): v.strip() for k, v in found.items()}
+    uri = found.get("homepage") or found.get("source")
+    return uri if uri and uri.startswith("https://") else None
+
+
+def _driver(rules: list) -> dict:
+    driver = {"name": "memlint", "version": __version__, "semanticVersion": __version__,
+              "rules": rules}
+    uri = information_uri()
+    if uri:
+        driver["informationUri"] = uri
+    return driver
+
+
 def document(report) -> dict:
     registry = report.registry
     results, notifications, codes = [], [], []
+    lowest = floor(report)
     for d in report.diagnostics:
         location = _location(d, report)
+        if location is not None and d.severity < lowest:
+            continue
         if location is None:
             notifications.append({"level": _LEVEL[d.severity.label],
                                   "message": {"text": f"{d.code} {d.rule}: {d.message}"},
@@ -81,7 +124,7 @@ def document(report) -> dict:
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
     run = {
-        "tool": {"driver": {"name": "memlint", "version": __version__, "rules": rules}},
+        "tool": {"driver": _driver(rules)},
         "invocations": [invocation],
         "results": out,
     }
@@ -98,7 +141,7 @@ def failure_log(message: str) -> str:
     """A SARIF log for a run that could not be done (exit 2: a usage error), so that an upload
     step after `memlint check --format sarif > memlint.sarif || true` uploads a valid file that
     says what went wrong instead of an empty one."""
-    run = {"tool": {"driver": {"name": "memlint", "version": __version__, "rules": []}},
+    run = {"tool": {"driver": _driver([])},
            "results": [],
            "invocations": [{"executionSuccessful": False, "toolExecutionNotifications": [
                {"level": "error", "message": {"text": message}}]}]}

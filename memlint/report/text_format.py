@@ -8,7 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
-from memlint.report import host_lines, location
+from memlint.report import host_lines, location, phases
 from memlint.units import UNITS, fmt
 
 BAR_WIDTH = 50
@@ -122,6 +122,8 @@ def estimate_lines(estimate, report) -> list:
                      + [(f" {fmt(stage.total_bytes, units, 2)}", "")])
     legend = "  ".join(f"{char} {name}" for name, char, _ in GROUPS)
     lines.append([(f"{'':10}{legend}  | capacity {fmt(capacity, units, 2)}", "dim")])
+    if phases.shows_phases(estimate):
+        lines.extend(phases.text_lines(estimate, units))
     lines.extend([[(line, "dim")] for line in three_numbers_lines(stages, units)])
     lines += [[(line, "")] for line in host_lines.summary_lines(estimate, units)]
     for note in getattr(estimate, "notes", ()) or ():
@@ -201,6 +203,8 @@ def explain_lines(estimate, report) -> list:
             lines.append(f"  host (not GPU): {term.name} = {term.bytes:,} B "
                          f"({fmt(term.bytes, units, 3)}) = {term.formula}")
         lines.append("")
+    if phases.shows_phases(estimate):
+        lines += phases.explain_lines(estimate, units)
     if report.stage is None:
         lines += host_lines.explain_lines(estimate, units)
     return [[(line, "")] for line in lines]

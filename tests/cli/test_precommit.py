@@ -15,6 +15,8 @@ import subprocess
 
 import pytest
 
+from snapshot_repo import GIT_ENV, git, snapshot
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(os.path.abspath(os.sys.executable))
 PRE_COMMIT = shutil.which("pre-commit") or shutil.which("pre-commit", path=BIN)
@@ -23,15 +25,8 @@ pytestmark = [pytest.mark.precommit, pytest.mark.slow,  # installs the hook with
               pytest.mark.skipif(PRE_COMMIT is None or shutil.which("git") is None,
                                  reason="pre-commit (or git) is not installed")]
 
-ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-           GIT_COMMITTER_EMAIL="t@t", NO_COLOR="1")
-ENV.pop("PYTHONPATH", None)
-
-
-def _git(cwd, *args, check=True, env=None):
-    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True,
-                          env=env or ENV)
-
+ENV = GIT_ENV
+_git = git
 
 def _hooks():
     import yaml
@@ -41,7 +36,7 @@ def _hooks():
 
 
 def test_hook_files_cover_every_format_memlint_reads():
-    [hook] = _hooks()
+    hook = _hooks()[0]
     assert hook["id"] == "memlint" and hook["entry"].startswith("memlint check")
     assert hook["language"] == "python" and hook["pass_filenames"] is True
     pattern = re.compile(hook["files"])
@@ -53,6 +48,47 @@ def test_hook_files_cover_every_format_memlint_reads():
     assert not pattern.search("src/model.py")
 
 
+FAMILIES = {   # file -> the family hooks that take it (`memlint` takes all of them)
+    "configs/ds_config.json": {"memlint-deepspeed"},
+    "ds_z3_offload_config.json": {"memlint-deepspeed"},
+    "LLaVA/scripts/zero3_offload.json": {"memlint-deepspeed"},
+    "examples/deepspeed/ds_z2_autotp_config.json": {"memlint-deepspeed"},
+    "deepspeed_configs/zero3_bf16_cpuoffload_all.json": {"memlint-deepspeed"},
+    "bing_bert/deepspeed_bsz64k_lamb_config_seq128.json": {"memlint-deepspeed"},
+    "accelerate/sp-alst.ds-config.json": {"memlint-deepspeed"},
+    "fixtures/adapters/deepspeed/stage_as_word.json": {"memlint-deepspeed"},
+    "models/llama/config.json": {"memlint-hf"},
+    "examples/llama-3/lora-8b.yml": {"memlint-hf"},
+    "accelerate_config.yaml": {"memlint-hf"},
+    "examples/pretrain_gpt.sh": {"memlint-megatron"},
+    "train.slurm": {"memlint-megatron"},
+    "tests/llama3_8b_h100_fp8.txt": {"memlint-megatron"},
+    "torchtitan/llama3_8b.toml": {"memlint-torchtitan"},
+    "torchtitan/models/llama3/config_registry.py": {"memlint-torchtitan"},
+    "pyproject.toml": set(),
+    "package.json": set(),
+    "adsense.json": set(),
+}
+
+
+def test_each_family_hook_takes_its_own_files():
+    hooks = {hook["id"]: hook for hook in _hooks()}
+    assert set(hooks) == {"memlint", "memlint-deepspeed", "memlint-megatron",
+                          "memlint-torchtitan", "memlint-hf"}
+    for hook in hooks.values():
+        assert hook["entry"] == hooks["memlint"]["entry"] and hook["language"] == "python"
+        assert hook["minimum_pre_commit_version"] == "2.9.0"   # types_or
+        assert hook.get("types") or hook.get("types_or")
+    everything = re.compile(hooks["memlint"]["files"])
+    for name, families in FAMILIES.items():
+        taken = {hook_id for hook_id, hook in hooks.items() if hook_id != "memlint"
+                 and re.search(hook["files"], name)
+                 and not (hook.get("exclude") and re.search(hook["exclude"], name))}
+        assert taken == families, name
+        if families:
+            assert everything.search(name), name
+
+
 def _ds(micro_batch: int) -> str:
     return ('{\n  "train_micro_batch_size_per_gpu": %d,\n  "gradient_accumulation_steps": 1,\n'
             '  "bf16": {"enabled": true},\n  "zero_optimization": {"stage": 1}\n}\n' % micro_batch)
@@ -61,17 +97,7 @@ def _ds(micro_batch: int) -> str:
 @pytest.fixture(scope="module")
 def hook_repo(tmp_path_factory):
     """This checkout (tracked and untracked, not ignored files) committed into a scratch repo."""
-    repo = tmp_path_factory.mktemp("hook-repo")
-    listed = _git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
-    for rel in filter(None, listed.split("\0")):
-        source = os.path.join(ROOT, rel)
-        if os.path.isfile(source):
-            os.makedirs(os.path.dirname(os.path.join(repo, rel)), exist_ok=True)
-            shutil.copy2(source, os.path.join(repo, rel))
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "snapshot")
-    return str(repo), _git(repo, "rev-parse", "HEAD").stdout.strip()
+    return snapshot(tmp_path_factory.mktemp("hook-repo"))
 
 
 @pytest.fixture(scope="module")

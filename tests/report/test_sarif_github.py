@@ -4,8 +4,9 @@ GitHub's rules for an upload (docs "SARIF support for code scanning"; the sarif-
 GH1001/GH1003/GH1004/GH1005 rules): every result has a location with an artifact URI that is
 relative or a file: URI, and a region with startLine; each ruleId is declared in
 tool.driver.rules; at most 20 runs, 25,000 results and rules per run, 10 locations per result.
-memlint adds: no helpUri (memlint has no public address a link could count on) and no
-informationUri; each rule's page travels in `help` instead.
+memlint adds: no helpUri (memlint has no public address a link could count on; each rule's page
+travels in `help` instead), an https informationUri only where the installed distribution names
+its home page, and results below the severity floor left out (notes, by default).
 """
 import json
 import os
@@ -31,8 +32,9 @@ def github_problems(doc: dict) -> list:
         ids = [r["id"] for r in rules]
         if len(rules) > 25000 or len(run.get("results", [])) > 25000:
             problems.append("more than 25,000 rules or results in a run")
-        if "informationUri" in run["tool"]["driver"]:
-            problems.append("informationUri: memlint has no public address to link")
+        uri = run["tool"]["driver"].get("informationUri")
+        if uri is not None and not uri.startswith("https://"):
+            problems.append(f"informationUri {uri}: not an https address")
         for rule in rules:
             if "helpUri" in rule:
                 problems.append(f"{rule['id']}: helpUri {rule['helpUri']} (a link that may lead "
@@ -68,6 +70,49 @@ def _sarif(capsys, *argv) -> dict:
     out = capsys.readouterr().out
     assert code in (0, 1), out[-2000:]
     return json.loads(out)
+
+
+def test_notes_stay_out_unless_the_check_fails_on_them(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    target = "fixtures/shared-real"
+    levels = lambda doc: {r["level"] for r in doc["runs"][0]["results"]}  # noqa: E731
+    default = _sarif(capsys, target, "--model", "llama3-8b", "--world-size", "16")
+    everything = _sarif(capsys, target, "--model", "llama3-8b", "--world-size", "16",
+                        "--sarif-min-severity", "info")
+    failing = _sarif(capsys, target, "--model", "llama3-8b", "--world-size", "16",
+                     "--fail-on", "info")
+    errors = _sarif(capsys, target, "--model", "llama3-8b", "--world-size", "16",
+                    "--sarif-min-severity", "error")
+    assert "note" in levels(everything) and "note" in levels(failing)
+    assert "note" not in levels(default) and levels(default) >= {"warning"}
+    assert levels(errors) <= {"error"}
+    assert len(default["runs"][0]["results"]) < len(everything["runs"][0]["results"])
+    driver = default["runs"][0]["tool"]["driver"]
+    assert driver["semanticVersion"] == driver["version"]
+    for doc in (default, everything, errors):
+        _validate(doc)
+
+
+def test_information_uri_is_the_distributions_home_page(monkeypatch):
+    from importlib import metadata
+
+    from memlint.report import sarif_format
+
+    class Meta:
+        def __init__(self, urls):
+            self.urls = urls
+
+        def get_all(self, name):
+            return self.urls if name == "Project-URL" else None
+
+    pages = {"memlint-llm": Meta(["Source, https://example.org/memlint",
+                                  "Homepage, https://example.org/home"])}
+    monkeypatch.setattr(metadata, "metadata", lambda name: pages[name])
+    assert sarif_format.information_uri() == "https://example.org/home"
+    pages["memlint-llm"] = Meta(None)
+    assert sarif_format.information_uri() is None
+    pages.clear()   # not installed: KeyError, like PackageNotFoundError
+    assert sarif_format.information_uri() is None
 
 
 def _validate(doc: dict) -> None:

@@ -22,8 +22,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # What `modeled` entries may name: the Estimate's components, host memory, the checkpoint on disk,
@@ -33,7 +37,7 @@ TERMS = frozenset(("weights", "gradients", "optimizer", "activations", "logits",
 DIRECTIONS = {"low": "too low", "high": "too high", "either": "off in either direction"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NotModeled:
     """A setting that changes memory in a way the estimate does not count."""
 
@@ -58,7 +62,7 @@ class NotModeled:
         return text not in self.off
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Table:
     framework: str
     namespace: str            # Partial.extra prefix the adapter records the key under
@@ -115,7 +119,7 @@ def table(framework: str) -> Table:
                  tuple(data.get("extra_prefixes", ("",))))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Found:
     """A not-modeled setting a run sets: the table entry, the extra key and the value."""
 

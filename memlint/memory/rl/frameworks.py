@@ -1,0 +1,84 @@
+"""What each RL framework does by convention that changes memory: one frozen record per framework.
+
+The phase model (memory/rl/phases.py) reads only these records and the scenario's `rl.*` /
+`engine.*` keys, never an adapter's spelling of a flag. Each field names the code it follows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VERL = "volcengine/verl@f9c855f7 (v0.7.0)"
+OPENRLHF = "OpenRLHF/OpenRLHF@3c3be62"
+TRL = "huggingface/trl@f2cd5771"
+
+
+@dataclass(frozen=True)
+class RLConventions:
+    name: str
+    # bytes per logit element [tokens, vocab] alive at the peak of an update micro-batch's
+    # backward, and of a no-grad log-prob pass; `entropy_*`: what computing the entropy adds
+    update_logit_bytes: int
+    pass_logit_bytes: int
+    entropy_update_bytes: int
+    entropy_pass_bytes: int
+    logits_source: str
+    # logits over the whole sequence (prompt + response) or the response only
+    logits_over_prompt: bool
+    # the trainer's processes per GPU when roles share GPUs: 1 (one fused worker) or one per role
+    one_process_per_gpu: bool
+    placement_source: str
+    # the reference model's parameters live on the host whatever the config says
+    reference_on_host: bool = False
+    reference_source: str = ""
+    # the old log-probs of the rollout are computed with the entropy (verl fsdp_workers.py
+    # compute_log_prob: calculate_entropy=not is_lora)
+    old_logprob_entropy: bool = False
+
+
+CONVENTIONS = {
+    "verl": RLConventions(
+        "verl", update_logit_bytes=2, pass_logit_bytes=2, entropy_update_bytes=4,
+        entropy_pass_bytes=4,
+        logits_source=(f"{VERL} workers/actor/dp_actor.py _forward_micro_batch: bf16 logits "
+                       "[tokens, vocab] divided in place, log-probs by flash-attn's cross_entropy_loss"
+                       " with inplace_backward (utils/torch_functional.py logprobs_from_logits); "
+                       "entropy_from_logits: softmax and softmax x logits, [tokens, vocab] each"),
+        logits_over_prompt=True, one_process_per_gpu=True,
+        placement_source=(f"{VERL} trainer/main_ppo.py: every role in the global resource pool, "
+                          "fused into one worker process per GPU (create_colocated_worker_cls); "
+                          "the vLLM engine runs inside it (vllm_rollout.py vLLMAsyncRollout)"),
+        reference_on_host=True, old_logprob_entropy=True,
+        reference_source=(f"{VERL} workers/fsdp_workers.py _build_model_optimizer: the reference "
+                          "policy is wrapped with CPUOffload(offload_params=True) (FSDP) / "
+                          "CPUOffloadPolicy (FSDP2)")),
+    "openrlhf": RLConventions(
+        "openrlhf", update_logit_bytes=10, pass_logit_bytes=6, entropy_update_bytes=8,
+        entropy_pass_bytes=8,
+        logits_source=(f"{OPENRLHF} openrlhf/models/actor.py forward: logits cast to fp32 "
+                       "(4 B, the bf16 output freed), log_probs_from_logits with flash-attn's "
+                       "cross_entropy_loss (models/utils.py); backward: the fp32 gradient and its "
+                       "bf16 cast (4 + 2 B)"),
+        logits_over_prompt=True, one_process_per_gpu=False,
+        placement_source=(f"{OPENRLHF} openrlhf/cli/train_ppo_ray.py: one Ray actor per role "
+                          "and GPU (actor, critic, reference, reward), vLLM engines in their own "
+                          "processes; colocated roles share a placement group")),
+    "trl": RLConventions(
+        "trl", update_logit_bytes=6, pass_logit_bytes=2, entropy_update_bytes=4,
+        entropy_pass_bytes=4,
+        logits_source=(f"{TRL} trainer/grpo_trainer.py _get_per_token_logps_and_entropies: logits "
+                       "of the completion tokens only (logits_to_keep), divided in place; "
+                       "selective_log_softmax (trainer/utils.py) row by row, whose bf16 "
+                       "log_softmax outputs autograd keeps (2 + 2 B), their gradient in backward"),
+        logits_over_prompt=False, one_process_per_gpu=True,
+        placement_source=(f"{TRL} trainer/grpo_trainer.py: vllm_mode colocate runs vLLM in the "
+                          "training process; server mode on GPUs of its own (trl vllm-serve)")),
+}
+GENERIC = RLConventions(
+    "generic", update_logit_bytes=6, pass_logit_bytes=2, entropy_update_bytes=4,
+    entropy_pass_bytes=4, logits_source="bf16 logits and their log-softmax (no framework named)",
+    logits_over_prompt=True, one_process_per_gpu=True,
+    placement_source="one process per GPU (no framework named)")
+
+
+def conventions(framework) -> RLConventions:
+    return CONVENTIONS.get(framework or "", GENERIC)

@@ -1,0 +1,57 @@
+"""The Estimate of an RL step: the Estimate with what the RL rules read besides the phases.
+
+`RLSummary` keeps the rollout engine's budget (KV pool, concurrency, vLLM's start-up refusal),
+the KV demand of one rollout, and, for micro-batches that hold only the real tokens (padding
+removed, packed), each length-dependent phase's total at the shortest sequences: a phase over
+the GPU at full-length sequences but not at short ones OOMs only on long batches, and the rules
+say up to which average sequence length it fits instead of crying out-of-memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from memlint.memory.result import Estimate
+from memlint.memory.rl import LENGTH_INDEPENDENT
+
+
+@dataclass(frozen=True)
+class RLSummary:
+    framework: str
+    placement: str
+    groups: dict = field(default_factory=dict)   # stage -> which roles its GPUs hold
+    engine: Any = None                  # EngineBudget of one engine GPU, or None
+    sleep_level: int = 0
+    engine_gpus: int = 0                # GPUs of one engine (tp x pp x dp)
+    engines: int = 0                    # engines in the run
+    kv_demand_tokens: int = 0           # KV tokens one engine needs with every sequence at full length
+    sequences_per_engine: int = 0
+    padding_free: bool = False
+    prompt_len: int = 0
+    response_len: int = 0
+    # (stage, phase) -> bytes with one-token prompts and responses (padding-free runs only)
+    floors: dict = field(default_factory=dict)
+    # (stage, phase) -> the longest average sequence at which it fits (over-the-GPU phases)
+    fits_up_to: dict = field(default_factory=dict)
+
+    @property
+    def sequence_len(self) -> int:
+        return self.prompt_len + self.response_len
+
+    def break_even(self, stage: int, phase, capacity: int) -> Optional[int]:
+        """The average sequence length (prompt + response tokens) up to which `phase` of `stage`
+        fits: 0 when it does not fit even at the shortest; None when the phase does not depend
+        on lengths or fits at full length (found by bisection on the estimate)."""
+        if not self.padding_free or phase.name in LENGTH_INDEPENDENT or phase.total <= capacity:
+            return None
+        floor = self.floors.get((stage, phase.name))
+        if floor is None:
+            return None
+        if floor > capacity:
+            return 0
+        return self.fits_up_to.get((stage, phase.name))
+
+
+@dataclass(frozen=True)
+class RLEstimate(Estimate):
+    rl: Optional[RLSummary] = None
