@@ -13,10 +13,13 @@ MoETransformerLayer), and a Mamba, Gated DeltaNet or short-conv layer its mixer'
 """
 from __future__ import annotations
 
-from typing import Callable
 
 from memlint.memory import mixer_activations as mix
 from memlint.memory.terms import Item
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Callable
 
 #: the SSM / linear-attention kernels transformers dispatches to: "fused" (mamba_ssm,
 #: causal-conv1d, fla installed: the CUDA training path) or "torch" (the modules' own fallbacks,

@@ -5,13 +5,15 @@ the `Layout` itself, and their exact counts for the vocabulary the framework bui
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Mapping
-
 from memlint.memory.architecture import Architecture, MoE, ParamCounts
 from memlint.memory.hybrid_model import HYBRID_MODEL_TYPES, Layout, hybrid_layout
 from memlint.memory.megatron_hybrid import megatron_hybrid_layout
 from memlint.memory.t5_model import T5_MODEL_TYPES, t5_layout
+from memlint.records import replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Mapping
 
 #: model types counted through a per-layer plan
 LAYOUT_MODEL_TYPES = HYBRID_MODEL_TYPES | T5_MODEL_TYPES | {"megatron_hybrid"}

@@ -16,11 +16,14 @@ explicit list, each with what the count leaves out), by the transformers class t
 """
 from __future__ import annotations
 
-from typing import Mapping
 
 from memlint.memory.architecture import (FRAMEWORK_MODEL_TYPES, KNOWN_MODEL_TYPES,
                                          UnknownModelType)
 from memlint.memory.layout_arch import LAYOUT_MODEL_TYPES
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Mapping
 
 #: model_type -> what the generic (llama-style) count leaves out
 APPROXIMATE_MODEL_TYPES = {
