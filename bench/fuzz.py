@@ -1,17 +1,24 @@
-"""Long fuzz run: mutated real configs through the real CLI, in-process, under a time limit each.
+"""Long fuzz run: mutated real configs and generated logs, pyproject tables and directory trees
+through the real CLI, in-process, under a time limit each.
 
-    python bench/fuzz.py --count 100000 --time 600 --jobs 2 --seed 1 --out /tmp/memlint-fuzz
+    python bench/fuzz.py --count 100000 --jobs 2 --seed 1 --out /tmp/memlint-fuzz
 
-Inputs come from fixtures/, the shared real configs of fixtures/shared-real/ last
-(tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says, parseable JSON, no internal error or ML009, no
-traceback, positions on parse problems, no input over the per-input time limit). Stops at
---count inputs or --time seconds, whichever comes first; prints inputs run, time, rate and
-failures (grouped by message, with a reproducer written under --out). Exit 1 if any failed.
+Inputs: real configs from fixtures/, the shared real configs of fixtures/shared-real/ last,
+mutated (tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says,
+parseable JSON, no internal error or ML009, no traceback, positions on parse problems, no input
+over the per-input time limit), and a share (--generated) of whole cases from
+tests/fuzz/generators.py: training logs for `compare` (with --write-assumptions), [tool.memlint]
+tables beside a config, directory trees for `check DIR`, each with its own oracle (escaped
+output, the pyproject.toml left valid). --count N runs exactly N inputs, however long that
+takes; --time T (without --count) runs until T seconds have passed; neither: --time 600. Prints
+inputs run, time, rate and failures (grouped by message, with a reproducer written under --out).
+Exit 1 if any failed.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import multiprocessing
 import os
 import random
@@ -24,7 +31,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # this
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
 
-from fuzz import mutate  # noqa: E402
+from fuzz import generators, mutate  # noqa: E402
 
 _CORPUS: list = []
 _WORKDIR = None
@@ -60,8 +67,14 @@ def _limit_memory() -> None:
         pass  # no /proc or no RLIMIT_AS here: only the RSS measurement remains
 
 
-def _case(seed: int) -> tuple:
+_GENERATED = 0.3   # share of inputs that are generated cases (logs, pyproject tables, trees)
+
+
+def _case(seed: int):
+    """The input of `seed`: a generators.Case, or (name, raw, args, fmt, command)."""
     rng = random.Random(seed)
+    if rng.random() < _GENERATED:
+        return rng.choice(generators.GENERATORS)(rng, _CORPUS)
     name, raw = rng.choice(_CORPUS)
     if rng.random() < 0.9:
         name, raw = mutate.mutate(rng, name, raw)
@@ -79,11 +92,15 @@ def _rss() -> int:
 
 def _work(seed: int) -> tuple:
     """(seed, failure, CPU seconds, bytes the peak RSS grew by) of one input."""
-    name, raw, args, fmt, command = _case(seed)
+    case = _case(seed)
     before = _rss()
     started = time.process_time()
-    failure = mutate.run_one(name, raw, args, fmt=fmt, time_limit=_LIMIT, workdir=_WORKDIR,
-                             command=command)
+    if isinstance(case, generators.Case):
+        failure = generators.run_case(case, _LIMIT, _WORKDIR)
+    else:
+        name, raw, args, fmt, command = case
+        failure = mutate.run_one(name, raw, args, fmt=fmt, time_limit=_LIMIT, workdir=_WORKDIR,
+                                 command=command)
     elapsed = time.process_time() - started
     grown = _rss() - before
     if failure is None and elapsed > _LIMIT_OK:
@@ -93,15 +110,28 @@ def _work(seed: int) -> tuple:
     return seed, failure, elapsed, grown
 
 
+def _kind(seed: int) -> str:
+    """Which generator or mutated corpus input `seed` is (cheap: the first draws of _case)."""
+    rng = random.Random(seed)
+    if rng.random() < _GENERATED:
+        return rng.choice(generators.GENERATORS).__name__.replace("_case", "")
+    return "mutated"
+
+
 _LIMIT = 5.0
 _LIMIT_OK = 1.0  # an input over this much CPU time is a failure too (issue 19)
 
 
 def main(argv=None) -> int:
-    global _LIMIT, _LIMIT_OK
+    global _LIMIT, _LIMIT_OK, _GENERATED
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=100_000, help="inputs to run")
-    parser.add_argument("--time", type=float, default=600.0, help="stop after this many seconds")
+    parser.add_argument("--count", type=int,
+                        help="inputs to run, all of them (then --time is not a limit)")
+    parser.add_argument("--time", type=float,
+                        help="without --count: run until this many seconds have passed "
+                        "(default 600)")
+    parser.add_argument("--generated", type=float, default=_GENERATED,
+                        help=f"share of generated cases (default {_GENERATED})")
     parser.add_argument("--seed", type=int, default=0, help="first seed (input i uses seed+i)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--limit", type=float, default=5.0,
@@ -114,13 +144,20 @@ def main(argv=None) -> int:
                         help="only fixtures/, not fixtures/shared-real/")
     args = parser.parse_args(argv)
     _LIMIT, _LIMIT_OK = args.limit, args.slow
+    _GENERATED = args.generated
     include_shared = not args.no_shared
+    if args.count is not None and args.time is not None:
+        print(f"note: --count {args.count} is run in full; --time {args.time} is not a limit")
+    deadline_s = None if args.count is not None else (args.time if args.time is not None
+                                                        else 600.0)
 
     started = time.perf_counter()
-    seeds = range(args.seed, args.seed + args.count)
+    seeds = (range(args.seed, args.seed + args.count) if args.count is not None
+             else itertools.count(args.seed))
     failures: dict = collections.OrderedDict()
     ran, slowest, biggest = 0, (0.0, None), (0, None)
-    deadline = started + args.time
+    kinds: collections.Counter = collections.Counter()
+    deadline = None if deadline_s is None else started + deadline_s
     if args.jobs > 1:
         pool = multiprocessing.Pool(args.jobs, initializer=_init, initargs=(include_shared,))
         results = pool.imap_unordered(_work, seeds, chunksize=64)
@@ -137,7 +174,8 @@ def main(argv=None) -> int:
             if failure is not None:
                 key = failure.split(":", 2)[:2]
                 failures.setdefault(":".join(key), []).append((seed, failure))
-            if time.perf_counter() > deadline:
+            kinds[_kind(seed)] += 1
+            if deadline is not None and time.perf_counter() > deadline:
                 break
     finally:
         if pool is not None:
@@ -150,14 +188,20 @@ def main(argv=None) -> int:
           f"slowest: {slowest[0]:.2f}s CPU (seed {slowest[1]})  largest peak-RSS growth: "
           f"{biggest[0] / 2**20:.1f} MiB (seed {biggest[1]})")
     print(f"limits: {args.slow}s CPU and {_MEMORY // 2**20} MiB per input (address space capped "
-          f"at start-up + {_MEMORY // 2**20} MiB + 64 MiB); generators: "
-          f"{', '.join(sorted({m.__name__ for m in mutate.MUTATORS}))}")
+          f"at start-up + {_MEMORY // 2**20} MiB + 64 MiB); mutators: "
+          f"{', '.join(sorted({m.__name__ for m in mutate.MUTATORS}))}; generated cases: "
+          f"{', '.join(g.__name__ for g in generators.GENERATORS)}")
+    print("inputs by kind: " + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items())))
     count = sum(len(v) for v in failures.values())
     print(f"failures: {count} ({len(failures)} distinct)")
     for key, items in failures.items():
         seed, message = items[0]
-        name, raw, extra, fmt, command = _case(seed)
-        where = mutate.reproducer(name, raw, [command, "--format", fmt, *extra], args.out)
+        case = _case(seed)
+        if isinstance(case, generators.Case):
+            where = generators.reproducer(case, args.out, seed)
+        else:
+            name, raw, extra, fmt, command = case
+            where = mutate.reproducer(name, raw, [command, "--format", fmt, *extra], args.out)
         print(f"  {len(items):5d}x  {message[:200]}\n         seed {seed}: {where}")
     return 1 if failures else 0
 

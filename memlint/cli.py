@@ -222,9 +222,12 @@ def cmd_check(args) -> int:
     code = result.exit_code
     if code == 2:  # DESIGN.md: exit 2 comes with a one-line message
         internal = result.internal_error
-        where = f"{internal.path}: " if internal.path else ""
-        sys.stderr.write(f"memlint: internal error: {where}{internal.message} (run with "
-                         "--debug for the traceback)\n")
+        # start-up: only on an internal error
+        from memlint.escape import one_line
+
+        where = f"{one_line(internal.path)}: " if internal.path else ""
+        sys.stderr.write(f"memlint: internal error: {where}{one_line(internal.message)} (run "
+                         "with --debug for the traceback)\n")
     return code
 
 
@@ -386,9 +389,15 @@ def cmd_compare(args) -> int:
             raise UsageError("--write-assumptions: the log measures no runtime assumption "
                              "(it needs max allocated with max reserved, or an out-of-memory "
                              "message)")
+        # start-up: the writer loads only when assumptions are written
+        from memlint import safe_write
+        from memlint.escape import one_line
+
         target = args.write_assumptions or config.source or "pyproject.toml"
-        written = compare.write_assumptions(target, result.fitted, args.log)
-        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {target} "
+        written = compare.write_assumptions(target, result.fitted, args.log,
+                                            safe_write.write_root(os.getcwd()),
+                                            args.allow_outside_root)
+        sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {one_line(target)} "
                          "[tool.memlint.assumptions]\n")
     return 0
 
@@ -444,6 +453,10 @@ COMMANDS = {
                        "Read the memory lines of a training log (Megatron, torchtitan, "
                        "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
                        "with the estimate of the run PATHS describe."),
+    "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
+                      "memlint.commands.schema",
+                      description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "
+                      "[tool.memlint] of pyproject.toml, or the SchemaStore catalog entries."),
 }
 VERSION_ONLY = ["--version"]
 
@@ -471,10 +484,10 @@ def main(argv: list | None = None) -> int:
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         # start-up: `memlint --version` and usage errors load no pipeline
-        from memlint.report import escape_controls
+        from memlint.escape import one_line
 
-        sys.stderr.write(f"memlint: error: {escape_controls(str(exc))}\n")
-        _sarif_failure(escape_controls(str(exc)), argv)
+        sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
+        _sarif_failure(one_line(str(exc)), argv)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("memlint: interrupted\n")
@@ -484,16 +497,18 @@ def main(argv: list | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - never a traceback unless --debug
         # start-up: `memlint --version` and usage errors load no pipeline
         from memlint.engine import ConfigError
+        from memlint.escape import one_line
 
         if isinstance(exc, ConfigError):
-            sys.stderr.write(f"memlint: error: {exc}\n")
+            sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
+            _sarif_failure(one_line(str(exc)), argv)
             return 2
         if debug:
             # start-up: `memlint --version` and usage errors load no pipeline
             import traceback
 
             traceback.print_exc()
-        sys.stderr.write(f"memlint: internal error: {type(exc).__name__}: {exc} "
+        sys.stderr.write(f"memlint: internal error: {type(exc).__name__}: {one_line(str(exc))} "
                          "(run with --debug for the traceback)\n")
         return 2
 

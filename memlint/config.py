@@ -34,7 +34,7 @@ from memlint.diagnostics import Severity
 from memlint.engine import ConfigError, LintConfig
 from memlint.ir import Partial, Provenance
 from memlint.keys import suggest
-from memlint.loaders import repo_root
+from memlint.loaders import MAX_FILE_BYTES, load_toml, read_text, repo_root
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -46,19 +46,29 @@ _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "s
 
 
 def _read_toml(path: str) -> dict:
+    """The pyproject.toml as data: read with the config size limit (a 1.5 GB file once took 3 GB
+    of memory), as UTF-8, by loaders.load_toml; anything unreadable is a ConfigError naming the
+    file, line and column."""
     try:
-        # start-up: the TOML parser loads only when a TOML file is read
-        import tomllib  # type: ignore[import-not-found]
-    except ModuleNotFoundError:  # Python < 3.11
-        # start-up: the TOML parser loads only when a TOML file is read
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
+        size = os.stat(path).st_size
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit of a "
+                          "pyproject.toml memlint reads; not read")
+    text, problems = read_text(path, MAX_FILE_BYTES)
+    if text is None:
+        raise ConfigError(_located(problems[0]))
+    doc = load_toml(path, text)
+    if doc.data is None:
+        raise ConfigError(_located(doc.diagnostics[0]))
+    return doc.data
+
+
+def _located(d) -> str:
+    where = d.path + (f":{d.line}" if d.line else "") + (f":{d.column}" if d.line and d.column
+                                                         else "")
+    return f"{where}: {d.message}"
 
 
 @lru_cache(maxsize=64)
@@ -70,8 +80,11 @@ def find_pyproject(directory: str) -> Optional[str]:
         if os.path.isfile(candidate):
             try:
                 with open(candidate, "rb") as handle:
-                    if b"tool.memlint" in handle.read():
-                        return candidate
+                    head = handle.read(MAX_FILE_BYTES + 1)
+                # one over the size limit is taken, so that its error is reported: memlint
+                # cannot tell whether it configures memlint
+                if b"tool.memlint" in head or len(head) > MAX_FILE_BYTES:
+                    return candidate
             except OSError:
                 pass
         parent = os.path.dirname(probe)

@@ -140,6 +140,7 @@ def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str
         return text
 
     convert.options = options  # type: ignore[attr-defined]
+    convert.aliases = aliases  # type: ignore[attr-defined]   (memlint/schemas: the enum)
     return convert
 
 
@@ -682,6 +683,9 @@ def is_model_key(name: str) -> bool:
 
 
 MAX_SUGGEST_CHARS = 80
+# Per file and block, the first MAX_UNKNOWN_LISTED unknown keys get a diagnostic of their own (and
+# a did-you-mean), the rest one summary line (Megatron flags: adapters/megatron/flags.py).
+MAX_UNKNOWN_LISTED = 100
 
 
 def suggest(name: str, candidates) -> Optional[str]:

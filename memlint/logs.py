@@ -28,8 +28,10 @@ Metric names: `allocated` (live tensors when the line was logged), `max_allocate
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -39,14 +41,31 @@ _UNIT = {"B": 1, "KiB": 1024, "KB": 1024, "MiB": MiB, "MB": MiB, "GiB": GiB, "GB
          "TiB": 1024**4}
 
 STYLES = ("megatron", "torchtitan", "deepspeed", "hf", "oom")
+#: Every memory line of every style holds one of these (compared lower-cased): the log is scanned
+#: for them in bytes and only the lines holding one are decoded and matched. A new style adds its
+#: own word here.
+KEYWORDS = (b"memory (mb)", b"memory:", b"memory/max_", b"see_memory_usage", b"_mem_gpu",
+            b"out of memory", b"total capacity")
+#: A log larger than this is read as its first and its last half: memory lines come early
+#: (Megatron's report_memory once, DeepSpeed's see_memory_usage at init) or late (the HF
+#: Trainer's metrics, an out-of-memory message), or repeat (torchtitan's every log step).
+MAX_LOG_BYTES = 16 * MiB
+#: The middle of a larger log is only counted for newlines (to number the last half's lines)
+#: up to this size; beyond it the last half's readings have no line number.
+MAX_COUNTED_BYTES = 1024 * MiB
+MAX_MEMORY_LINES = 40_000   # the first and last 20,000 are read: more than 16k ranks' reports
+MAX_RANK = 10**8           # more ranks than any cluster has: a larger "rank" is not one
+MAX_BYTES = 2**64          # a memory reading beyond 16 EiB is not a GPU's
+MAX_NUMBER_CHARS = 40
+MAX_SKIPPED = 20           # skipped lines named one by one; the rest are counted
 
 
-@dataclass
+@dataclass(slots=True)
 class Reading:
     """One memory report of one rank, at one point of the run."""
 
     style: str
-    line: int                      # 1-based line of the log
+    line: Optional[int]            # 1-based line of the log; None: in an uncounted tail
     rank: Optional[int]            # global rank; None: the line names none
     label: str                     # the log's own words for when ("after 10 iterations", ...)
     metrics: dict                  # metric -> bytes
@@ -59,6 +78,9 @@ class LogReport:
     path: str
     readings: list
     lines: int
+    skipped: list = field(default_factory=list)   # (line, why) of memory lines not read
+    skipped_count: int = 0
+    notes: list = field(default_factory=list)     # about the log as a whole (read in part, ...)
 
     @property
     def styles(self) -> list:
@@ -67,107 +89,218 @@ class LogReport:
     def ranks(self) -> list:
         return sorted({r.rank for r in self.readings if r.rank is not None})
 
+    def skip(self, line: Optional[int], why: str) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < MAX_SKIPPED:
+            self.skipped.append((line, why))
+
+
+class _Unreadable(ValueError):
+    """A number of a memory line that is no number, or none a GPU could report."""
+
+
+def _shown_number(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text):,} characters)"
+
+
+def _number(number: str) -> float:
+    """The value of a number of the log ([0-9.,]+ as the patterns capture it); _Unreadable for
+    `1.2.3`, `.` or 400 digits."""
+    text = number.replace(",", "") if "," in number else number
+    if len(text) > MAX_NUMBER_CHARS or text.count(".") > 1 or text in (".", ""):
+        raise _Unreadable(f"{_shown_number(number)!r} is not a number")
+    return float(text)
+
 
 def _bytes(number: str, unit: str) -> int:
-    return int(round(float(number.replace(",", "")) * _UNIT[unit]))
+    """Bytes of `number` `unit`; _Unreadable for a bad number or an unknown unit."""
+    scale = _UNIT.get(unit)
+    if scale is None:
+        raise _Unreadable(f"unit {_shown_number(unit)!r} is not one of {', '.join(_UNIT)}")
+    value = _number(number) * scale
+    if not value < MAX_BYTES:   # also inf and nan
+        raise _Unreadable(f"{_shown_number(number)} {unit} is more memory than a GPU has")
+    return int(round(value))
+
+
+def _count(text: str, what: str, limit: int) -> int:
+    """An integer of the log (a rank, a step) that must be at most `limit`."""
+    if len(text) > 12 or int(text) > limit:
+        raise _Unreadable(f"{what} {_shown_number(text)} is not a {what}")
+    return int(text)
 
 
 # A rank named by the line: Megatron's `[Rank N]`, torchrun's `[rankN]:` prefix.
 _RANK = re.compile(r"\[[Rr]ank\s*(\d+)\]")
+_NUM = r"([\d.,]+)"     # read strictly by _bytes
+_UNIT_WORD = r"([A-Za-z]+)"   # letters only: a unit never shares characters with its number
 _MEGATRON = re.compile(r"(?:\(after|after)\s+(\d+)\s+iterations\)?\s+memory\s+\(MB\)\s*\|(.*)$")
-_MEGATRON_FIELD = re.compile(r"(max allocated|allocated|max reserved|reserved)\s*:\s*([\d.]+)")
-_TITAN = re.compile(r"step:\s*(\d+)\b.*?memory:\s*([\d.]+)\s*GiB\s*\(\s*([\d.]+)%\)")
+_MEGATRON_FIELD = re.compile(r"(max allocated|allocated|max reserved|reserved)\s*:\s*" + _NUM)
+# torchtitan: `step: K` and, after it, `memory: X GiB(Y%)`, found in two searches (one pattern
+# with `.*?` between them costs the line's length for every `step:` of it: quadratic)
+_TITAN_STEP = re.compile(r"step:\s*(\d+)\b")
+_TITAN_MEMORY = re.compile(r"memory:\s*" + _NUM + r"\s*GiB\s*\(\s*" + _NUM + r"%\)")
 _TITAN_DICT = re.compile(r"memory/(max_active|max_reserved|max_allocated)\((GiB|%)\)['\"]?\s*[:=]"
-                         r"\s*([\d.]+)")
-_DS_MSG = re.compile(r"see_memory_usage\]\s*(.*?)\s*$")
-_DS = re.compile(r"\bMA\s+([\d.]+)\s*GB\s+Max_MA\s+([\d.]+)\s*GB\s+CA\s+([\d.]+)\s*GB\s+"
-                 r"Max_CA\s+([\d.]+)\s*GB")
+                         r"\s*" + _NUM)
+_DS_MSG = re.compile(r"see_memory_usage\]\s*(.*)$")
+_DS = re.compile(r"\bMA\s+" + _NUM + r"\s*GB\s+Max_MA\s+" + _NUM + r"\s*GB\s+CA\s+" + _NUM
+                 + r"\s*GB\s+Max_CA\s+" + _NUM + r"\s*GB")
 _HF = re.compile(r"['\"]?\b(before_init_mem_gpu|init_mem_gpu_alloc_delta|init_mem_gpu_peaked_delta|"
                  r"train_mem_gpu_alloc_delta|train_mem_gpu_peaked_delta)['\"]?\s*[=:]\s*"
-                 r"(-?[\d.]+)\s*(MB)?")
-_OOM_OLD = re.compile(r"\(GPU\s*(\d+);\s*([\d.]+)\s*(\w+)\s+total capacity;\s*([\d.]+)\s*(\w+)\s+"
-                      r"already allocated;\s*([\d.]+)\s*(\w+)\s+free;(?:\s*[\d.]+\s*\w+\s+allowed;)?\s*"
-                      r"([\d.]+)\s*(\w+)\s+reserved")
-_OOM_NEW = re.compile(r"GPU\s*(\d+)\s+has a total capacity of\s*([\d.]+)\s*(\w+)\s+of which\s*"
-                      r"([\d.]+)\s*(\w+)\s+is free\..*?(?:this process|Process \d+) has\s*"
-                      r"([\d.]+)\s*(\w+)\s+memory in use\.\s*Of the allocated memory\s*([\d.]+)\s*"
-                      r"(\w+)\s+is allocated by PyTorch,\s*and\s*([\d.]+)\s*(\w+)\s+is reserved by "
-                      r"PyTorch but unallocated", re.I)
+                 r"(-?[\d.,]+)\s*(MB)?")
+_OOM_OLD = re.compile(r"\(GPU\s*(\d+);\s*" + _NUM + r"\s*" + _UNIT_WORD + r"\s+total capacity;\s*"
+                      + _NUM + r"\s*" + _UNIT_WORD + r"\s+already allocated;\s*" + _NUM + r"\s*"
+                      + _UNIT_WORD + r"\s+free;(?:\s*[\d.,]+\s*[A-Za-z]+\s+allowed;)?\s*" + _NUM
+                      + r"\s*" + _UNIT_WORD + r"\s+reserved")
+# the new form in two searches, as torchtitan's (a `.*?` joins its two halves)
+_OOM_NEW = re.compile(r"GPU\s*(\d+)\s+has a total capacity of\s*" + _NUM + r"\s*" + _UNIT_WORD
+                      + r"\s+of which\s*" + _NUM + r"\s*" + _UNIT_WORD + r"\s+is free\.", re.I)
+_OOM_NEW_TAIL = re.compile(r"(?:this process|Process \d+) has\s*" + _NUM + r"\s*" + _UNIT_WORD
+                           + r"\s+memory in use\.\s*Of the allocated memory\s*" + _NUM + r"\s*"
+                           + _UNIT_WORD + r"\s+is allocated by PyTorch,\s*and\s*" + _NUM
+                           + r"\s*" + _UNIT_WORD + r"\s+is reserved by PyTorch but unallocated",
+                           re.I)
 
 
 def _rank(line: str) -> Optional[int]:
     found = _RANK.search(line)
-    return int(found.group(1)) if found else None
+    return _count(found.group(1), "rank", MAX_RANK) if found else None
+
+
+def memory_lines(data: bytes, first_line: Optional[int] = 1, limit: int = 0,
+                 keep: str = "both") -> tuple:
+    """([(line number, text)] of the lines of `data` holding one of KEYWORDS, in order, and how
+    many more there were): with `limit`, only the first limit/2 and the last limit/2 of them
+    (keep="both"), the first `limit` ("first") or the last ("last"). The numbers are None when
+    `first_line` is. Linear: the scan is bytes.find over the lower-cased data."""
+    low = data.lower()
+    found_starts = set()
+    for key in KEYWORDS:
+        found = low.find(key)
+        while found != -1:
+            found_starts.add(low.rfind(b"\n", 0, found) + 1)
+            end = low.find(b"\n", found)
+            if end == -1:
+                break
+            found = low.find(key, end)
+    starts = sorted(found_starts)
+    dropped = 0
+    if limit and len(starts) > limit:
+        dropped = len(starts) - limit
+        first = {"both": limit // 2, "first": limit, "last": 0}[keep]
+        starts = starts[:first] + starts[len(starts) - (limit - first):]
+    out = []
+    number, counted = first_line, 0
+    for start in starts:
+        end = data.find(b"\n", start)
+        end = len(data) if end == -1 else end
+        if number is not None:
+            number += data.count(b"\n", counted, start)
+            counted = start
+        out.append((number, data[start:end].rstrip(b"\r").decode("utf-8", errors="replace")))
+    return out, dropped
 
 
 def parse_text(text: str, path: str = "<log>") -> LogReport:
     """Every memory reading in `text` (any mix of styles)."""
-    readings: list = []
-    ds_message = ""
-    hf_values: dict = {}
-    hf_line = 0
-    lines = text.splitlines()
-    for number, line in enumerate(lines, 1):
-        if "memory (MB)" in line:
-            found = _MEGATRON.search(line)
-            if found:
-                metrics = {}
-                for name, value in _MEGATRON_FIELD.findall(found.group(2)):
-                    metrics[name.replace(" ", "_")] = _bytes(value, "MiB")
-                if metrics:
-                    rank = _rank(line)
-                    readings.append(Reading("megatron", number, rank if rank is not None else 0,
-                                            f"after {found.group(1)} iterations", metrics,
-                                            step=int(found.group(1))))
-                continue
-        if "memory:" in line and "GiB" in line:
-            found = _TITAN.search(line)
-            if found:
-                reserved = _bytes(found.group(2), "GiB")
-                pct = float(found.group(3))
-                metrics = {"max_reserved": reserved}
-                if pct > 0:
-                    metrics["capacity"] = int(round(reserved * 100 / pct))
-                readings.append(Reading("torchtitan", number, _rank(line),
-                                        f"step {found.group(1)}", metrics,
-                                        step=int(found.group(1))))
-                continue
-        if "memory/max_" in line:
-            metrics = {name: _bytes(value, "GiB") for name, unit, value in _TITAN_DICT.findall(line)
-                       if unit == "GiB"}
-            if metrics:
-                readings.append(Reading("torchtitan", number, _rank(line), "metrics", metrics))
-                continue
-        if "see_memory_usage" in line:
-            message = _DS_MSG.search(line)
-            found = _DS.search(line)
-            if found:
-                ma, max_ma, ca, max_ca = (_bytes(v, "GiB") for v in found.groups())
-                rank = _rank(line)
-                reading = Reading("deepspeed", number, rank if rank is not None else 0,
-                                  ds_message or "see_memory_usage",
-                                  {"allocated": ma, "max_allocated": max_ma, "reserved": ca,
-                                   "max_reserved": max_ca})
-                reading.notes.append("Max_CA is printed rounded to a whole GB (±0.5 GiB)")
-                readings.append(reading)
-            elif message and not message.group(1).startswith(("CPU Virtual", "MA ")):
-                ds_message = message.group(1)
-            continue
-        if "_mem_gpu" in line:
-            for name, value, unit in _HF.findall(line):
-                hf_values[name] = int(float(value)) * MiB if unit else int(float(value))
-                hf_line = hf_line or number
-            continue
-        if "out of memory" in line.lower() or "total capacity" in line:
-            reading = _oom(line, number)
-            if reading is not None:
-                readings.append(reading)
-    if "train_mem_gpu_peaked_delta" in hf_values:
-        readings.append(_hf_reading(hf_values, hf_line))
-    return LogReport(path=path, readings=readings, lines=len(lines))
+    data = text.encode("utf-8", errors="surrogateescape")
+    report = LogReport(path=path, readings=[], lines=_lines(data))
+    parse_lines(_limited(report, memory_lines(data, 1, MAX_MEMORY_LINES)), report)
+    return report
 
 
-def _hf_reading(values: dict, line: int) -> Reading:
+def _limited(report: LogReport, found: tuple) -> list:
+    lines, dropped = found
+    if dropped:
+        report.notes.append(f"{len(lines) + dropped:,} memory lines: read the first and the last "
+                            f"{len(lines) // 2:,} of them")
+    return lines
+
+
+def _lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def parse_lines(lines, report: LogReport) -> None:
+    """Add the readings of `lines` ((number, text) pairs, in order) to `report`."""
+    state = {"ds_message": "", "hf": {}, "hf_line": None}
+    for number, line in lines:
+        try:
+            reading = _reading(line, number, state)
+        except _Unreadable as exc:
+            report.skip(number, str(exc))
+            continue
+        if reading is not None:
+            report.readings.append(reading)
+    if "train_mem_gpu_peaked_delta" in state["hf"]:
+        report.readings.append(_hf_reading(state["hf"], state["hf_line"]))
+
+
+def _reading(line: str, number: Optional[int], state: dict) -> Optional[Reading]:
+    """The reading of one memory line (None: none, or one that continues state)."""
+    if "memory (MB)" in line:
+        found = _MEGATRON.search(line)
+        if found:
+            metrics = {name.replace(" ", "_"): _bytes(value, "MiB")
+                       for name, value in _MEGATRON_FIELD.findall(found.group(2))}
+            if not metrics:
+                return None
+            rank = _rank(line)
+            step = _count(found.group(1), "step", 10**15)
+            return Reading("megatron", number, rank if rank is not None else 0,
+                           f"after {step} iterations", metrics, step=step)
+    if "memory:" in line and "GiB" in line:
+        step = _TITAN_STEP.search(line)
+        found = _TITAN_MEMORY.search(line, step.end()) if step else None
+        if found:
+            reserved = _bytes(found.group(1), "GiB")
+            pct = _number(found.group(2))
+            metrics = {"max_reserved": reserved}
+            if pct > 0:
+                metrics["capacity"] = int(round(reserved * 100 / pct))
+            count = _count(step.group(1), "step", 10**15)
+            return Reading("torchtitan", number, _rank(line), f"step {count}", metrics,
+                           step=count)
+    if "memory/max_" in line:
+        metrics = {name: _bytes(value, "GiB") for name, unit, value in _TITAN_DICT.findall(line)
+                   if unit == "GiB"}
+        if metrics:
+            return Reading("torchtitan", number, _rank(line), "metrics", metrics)
+    if "see_memory_usage" in line:
+        return _deepspeed(line, number, state)
+    if "_mem_gpu" in line:
+        for name, value, unit in _HF.findall(line):
+            amount = _bytes(value.lstrip("-"), "MiB" if unit else "B")
+            state["hf"][name] = -amount if value.startswith("-") else amount
+            state["hf_line"] = state["hf_line"] or number
+        return None
+    if "out of memory" in line.lower() or "total capacity" in line:
+        return _oom(line, number)
+    return None
+
+
+_MAX_LABEL = 200
+
+
+def _deepspeed(line: str, number: Optional[int], state: dict) -> Optional[Reading]:
+    message = _DS_MSG.search(line)
+    found = _DS.search(line)
+    if found:
+        ma, max_ma, ca, max_ca = (_bytes(v, "GiB") for v in found.groups())
+        rank = _rank(line)
+        reading = Reading("deepspeed", number, rank if rank is not None else 0,
+                          state["ds_message"] or "see_memory_usage",
+                          {"allocated": ma, "max_allocated": max_ma, "reserved": ca,
+                           "max_reserved": max_ca})
+        reading.notes.append("Max_CA is printed rounded to a whole GB (±0.5 GiB)")
+        return reading
+    text = message.group(1).strip() if message else ""
+    if text and not text.startswith(("CPU Virtual", "MA ")):
+        state["ds_message"] = text[:_MAX_LABEL]
+    return None
+
+
+def _hf_reading(values: dict, line: Optional[int]) -> Reading:
     start = values.get("before_init_mem_gpu", 0) + values.get("init_mem_gpu_alloc_delta", 0)
     end = start + values.get("train_mem_gpu_alloc_delta", 0)
     peak = end + values["train_mem_gpu_peaked_delta"]
@@ -178,10 +311,11 @@ def _hf_reading(values: dict, line: int) -> Reading:
     return reading
 
 
-def _oom(line: str, number: int) -> Optional[Reading]:
-    found = _OOM_NEW.search(line)
+def _oom(line: str, number: Optional[int]) -> Optional[Reading]:
+    head = _OOM_NEW.search(line)
+    found = _OOM_NEW_TAIL.search(line, head.end()) if head else None
     if found:
-        g = found.groups()
+        g = head.groups() + found.groups()
         capacity = _bytes(g[1], g[2])
         in_use = _bytes(g[5], g[6])
         allocated = _bytes(g[7], g[8])
@@ -196,19 +330,63 @@ def _oom(line: str, number: int) -> Optional[Reading]:
         capacity = _bytes(g[1], g[2])
         free = _bytes(g[5], g[6])
         metrics = {"capacity": capacity, "allocated": _bytes(g[3], g[4]),
-                   "reserved": _bytes(g[7], g[8]), "device": capacity - free}
+                   "reserved": _bytes(g[7], g[8]), "device": max(0, capacity - free)}
+    device = _count(g[0], "GPU", MAX_RANK)
     rank = _rank(line)
-    reading = Reading("oom", number, rank, f"out of memory on GPU {g[0]}", metrics)
+    reading = Reading("oom", number, rank, f"out of memory on GPU {device}", metrics)
     if rank is None:
-        reading.notes.append(f"GPU {g[0]} is a local device index, not a global rank")
+        reading.notes.append(f"GPU {device} is a local device index, not a global rank")
     return reading
 
 
-def read(path: str, max_bytes: int = 64 * MiB) -> LogReport:
-    """Read a log file (the last `max_bytes` of it when larger: memory lines repeat)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        if size > max_bytes:
-            handle.seek(size - max_bytes)
-        data = handle.read(max_bytes)
-    return parse_text(data.decode("utf-8", errors="replace"), path)
+def read(path: str, max_bytes: Optional[int] = None) -> LogReport:
+    """Read a log file: all of it, or its first and last `max_bytes // 2` (MAX_LOG_BYTES) when
+    larger."""
+    max_bytes = MAX_LOG_BYTES if max_bytes is None else max_bytes
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        size = info.st_size
+        if size <= max_bytes:
+            data = handle.read(max_bytes)
+            report = LogReport(path=path, readings=[], lines=_lines(data))
+            parse_lines(_limited(report, memory_lines(data, 1, MAX_MEMORY_LINES)), report)
+            return report
+        half = max_bytes // 2
+        head = handle.read(half)
+        middle = _count_lines(handle, half, size - half)
+        handle.seek(size - half)
+        tail = handle.read(half)
+    head = head[:head.rfind(b"\n") + 1]               # whole lines only
+    cut = tail.find(b"\n")
+    tail = tail[cut + 1:] if cut != -1 else b""
+    first_tail_line = None if middle is None else head.count(b"\n") + middle + 2
+    report = LogReport(path=path, readings=[], lines=0)
+    first = memory_lines(head, 1, MAX_MEMORY_LINES // 2, keep="first")
+    last = memory_lines(tail, first_tail_line, MAX_MEMORY_LINES // 2, keep="last")
+    parse_lines(_limited(report, (first[0] + last[0], first[1] + last[1])), report)
+    report.lines = first_tail_line - 1 + _lines(tail) if first_tail_line else head.count(b"\n")
+    shown = f"{half // MiB} MiB" if half >= MiB else f"{half // 1024} KiB"
+    report.notes.append(f"the log is {size:,} bytes: read its first and last {shown}"
+                        + ("" if middle is not None else " (the last part's line numbers are "
+                           "not counted)"))
+    return report
+
+
+def _count_lines(handle, start: int, end: int) -> Optional[int]:
+    """Newlines in bytes [start, end) of the file, or None when that is over MAX_COUNTED_BYTES.
+    The head is cut after its last newline and the tail after its first, so the count runs from
+    the head's cut to the tail's."""
+    if end - start > MAX_COUNTED_BYTES:
+        return None
+    handle.seek(start)
+    count, left = 0, end - start
+    while left > 0:
+        chunk = handle.read(min(left, 8 * MiB))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count

@@ -25,7 +25,8 @@ import glob
 import os
 import re
 
-from memlint.adapters.registry import detect_format, inside, load_file, load_with_references
+from memlint.adapters.registry import (detect_format, direct_references, inside, load_file,
+                                       load_with_references)
 from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
@@ -46,6 +47,7 @@ READABLE_ENDINGS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".bash",
                     ".sbatch", ".args", ".txt", ".py")
 RUN_FILE_NAMES = re.compile(r"^(memlint\.toml|.+\.memlint\.(toml|ya?ml))$", re.I)
 PROJECT_FORMAT = "project"   # Partial.fmt of [tool.memlint.scenario]: defaults, below every file
+MAX_LISTED_LOADED = 256      # a scenario file listing more is loaded whole only when it may list
 
 
 @record
@@ -106,18 +108,48 @@ def _excluded(path: str, config: LintConfig) -> bool:
                for pattern in config.exclude)
 
 
-def readable(path: str, max_bytes: int = MAX_FILE_BYTES) -> bool:
-    """Whether some adapter claims the file (cheap: the name first, then its text)."""
-    name = os.path.basename(path).lower()
-    if not name.endswith(READABLE_ENDINGS):
+def readable(path: str, max_bytes: int = MAX_FILE_BYTES, regular: bool = False) -> bool:
+    """Whether some adapter claims the file (cheap: the name first, then its text). `regular`:
+    a walk listed it as a regular file with a readable ending (loaders._read_listed)."""
+    if not regular and not os.path.basename(path).lower().endswith(READABLE_ENDINGS):
         return False
-    try:
-        if os.path.getsize(path) > max_bytes:
-            return False
-    except OSError:
-        return False
-    text, _ = read_text(path, max_bytes)
+    text, _ = read_text(path, max_bytes, regular)
     return text is not None and detect_format(path, text) is not None
+
+
+def walk(top: str, config: LintConfig):
+    """(path, is a regular file) of the files under `top` a walk looks at, in sorted order:
+    hidden and build folders and the `exclude` globs skipped, links to folders not followed.
+    Iterative (a tree 1,000 folders deep is no RecursionError: os.walk recurses on Python <
+    3.12), one scandir per folder; the listing's file type spares a stat per file."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue   # unreadable folder, or vanished: os.walk skips it too
+        folders = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                name = entry.name
+                if (not name.startswith(".") and name not in SKIPPED_DIRS
+                        and not name.endswith(".egg-info")
+                        and not _excluded(entry.path, config)):
+                    folders.append(entry.path)
+            elif entry.name.lower().endswith(READABLE_ENDINGS) and not _excluded(entry.path,
+                                                                                    config):
+                try:
+                    regular = entry.is_file(follow_symlinks=False)
+                except OSError:
+                    regular = False
+                yield entry.path, regular
+        stack.extend(reversed(folders))   # depth first, in name order, as os.walk gave them
 
 
 def expand(paths: list, max_bytes: int = MAX_FILE_BYTES) -> list:
@@ -129,14 +161,9 @@ def expand(paths: list, max_bytes: int = MAX_FILE_BYTES) -> list:
             out.append(path)
             continue
         config = config_for(path)
-        for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS
-                             and not d.endswith(".egg-info")
-                             and not _excluded(os.path.join(folder, d), config))
-            for name in sorted(files):
-                full = os.path.join(folder, name)
-                if not _excluded(full, config) and readable(full, max_bytes):
-                    out.append(os.path.normpath(full))
+        for full, regular in walk(path, config):
+            if readable(full, max_bytes, regular):
+                out.append(os.path.normpath(full))
     return out
 
 
@@ -287,12 +314,36 @@ class Planner:
         return found
 
     def _may_list(self, candidate: str, path: str) -> bool:
-        """Cheap test before loading: a scenario file lists others only under `files`, and names
-        a model file by its name."""
+        """Cheap test before loading a whole run: a scenario file lists others only under
+        `files`, and names a listed or model file by its name. One that lists many files
+        (more than MAX_LISTED_LOADED) without naming `path` is loaded alone: `path` is in its
+        run only if a listed file is `path` or names it (a memlint.toml listing 20,000 files
+        once cost 5 s to every file checked beside it)."""
         text, _ = read_text(candidate, self.max_bytes)
         if not text:
             return False
-        return "files" in text or os.path.basename(path) in text
+        name = os.path.basename(path)
+        if name in text:
+            return True
+        if "files" not in text:
+            return False
+        listed = direct_references(candidate, self.max_bytes)
+        if len(listed) <= MAX_LISTED_LOADED:
+            return True   # loading the run is cheap, and exact through any depth of references
+        try:
+            target = os.stat(path)
+        except OSError:
+            return False
+        for member in listed:
+            try:
+                if os.path.samestat(os.stat(member), target):
+                    return True
+            except OSError:
+                continue
+            found, _ = read_text(member, self.max_bytes)
+            if found and name in found:
+                return True
+        return False
 
     def definers_of(self, path: str) -> list:
         """Scenario files in the path's folder or above (to the repository root) listing it."""

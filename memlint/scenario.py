@@ -62,7 +62,7 @@ def literal(text: str):
     if stripped[:1] in "[{":
         try:
             return json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: `[` nested 100,000 deep
             return text
     return text
 

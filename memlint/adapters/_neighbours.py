@@ -64,7 +64,7 @@ def hydra_launch(text: str) -> bool:
     """True for a shell script that launches a trainer with Hydra dotted overrides (five or more
     `a.b=value` lines) and passes no Megatron-LM flag nor a pretrain_*.py entry point."""
     head = text[:65536]
-    if _MEGATRON_FLAG.search(head) or _ENTRY.search(head):
+    if _MEGATRON_FLAG.search(text) or _ENTRY.search(text):   # anywhere, as Megatron's detect
         return False
     return len(_OVERRIDE.findall(head)) >= 5
 

@@ -540,6 +540,14 @@ _IGNORED_BLOCK = {
 }
 
 
+def _unknown_severity(key, path: tuple, mode: str, neox: bool) -> Severity:
+    if not path and str(key).startswith("_"):
+        return Severity.INFO
+    if mode == "error" and not (neox and path and path[0] in _NEOX_LENIENT_BLOCKS):
+        return Severity.ERROR
+    return Severity.WARNING
+
+
 def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
                   neox: bool = False) -> list:
     allowed = list((subschema.get("properties") or {}).keys())
@@ -550,16 +558,21 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
     # a key with '-' marks a gpt-neox-style file: then every unknown top-level key is one of
     # that framework's own arguments
     framework_file = not path and any("-" in str(k) for k in instance if k not in allowed)
+    rest = []
     for key in instance:
         if key in allowed:
             continue
-        where = doc.prov(path + (key,), _dotted(path + (key,)))
         if framework_file and not str(key).startswith("_"):
             # DeepSpeed's keys never contain '-': gpt-neox (and Megatron-DeepSpeed) configs put
             # their own arguments (num-layers, hidden-size, ...) beside DeepSpeed's keys
-            launcher_args.append((key, where))
+            launcher_args.append(key)
             continue
-        if not path and str(key).startswith("_"):
+        severity = _unknown_severity(key, path, mode, neox)
+        if len(out) >= K.MAX_UNKNOWN_LISTED:
+            rest.append((key, severity))   # counted only: 120,000 keys took 22 s (issue 30)
+            continue
+        where = doc.prov(path + (key,), _dotted(path + (key,)))
+        if severity == Severity.INFO:
             out.append(make(UNKNOWN_KEY, Severity.INFO,
                             f"top-level key {key!r} is not a DeepSpeed option; read as a comment "
                             "(DeepSpeed ignores it)", where, key=key))
@@ -567,28 +580,31 @@ def _unknown_keys(doc: Document, path: tuple, instance: Any, subschema: dict,
         hint = _RENAMED.get((path[-1] if path else None, key)) or K.suggest(str(key), allowed)
         tail = f"; did you mean {hint!r}?" if hint else ""
         note = subschema.get("x-unknown-note")
-        if mode == "error" and neox and path and path[0] in _NEOX_LENIENT_BLOCKS:
+        if mode == "error" and severity == Severity.WARNING:
             message = (f"unknown key {key!r} in {block}: gpt-neox runs DeeperSpeed, which reads "
                        f"this block key by key and ignores it (DeepSpeed >= 0.17.1 would reject "
                        f"it){tail}")
-            severity = Severity.WARNING
         elif mode == "error":
             reason = note or ("DeepSpeed validates this block with a pydantic model that "
                               "forbids extra keys; it fails at launch")
             message = f"unknown key {key!r} in {block}: {reason}{tail}"
-            severity = Severity.ERROR
         elif not path:
             lost = _IGNORED_BLOCK.get(hint) if hint and hint not in instance else None
             message = (f"unknown top-level key {key!r}: DeepSpeed ignores it"
                        + (f", so {lost}; memlint estimates what DeepSpeed will do" if lost
                           else "") + tail)
-            severity = Severity.WARNING
         else:
             message = f"unknown key {key!r} in {block}: {note or 'DeepSpeed ignores it'}{tail}"
-            severity = Severity.WARNING
         out.append(make(UNKNOWN_KEY, severity, message, where, key=key, suggestion=hint))
+    if rest:
+        first = rest[0][0]
+        out.append(make(UNKNOWN_KEY, max(severity for _key, severity in rest),
+                        f"{len(rest)} more unknown keys in {block}, from {str(first)[:80]!r} on "
+                        f"(only the first {K.MAX_UNKNOWN_LISTED} are listed)",
+                        doc.prov(path + (first,), _dotted(path + (first,))), key=first))
     if launcher_args:
-        first_key, first_where = launcher_args[0]
+        first_key = launcher_args[0]
+        first_where = doc.prov((first_key,), _dotted((first_key,)))
         out.append(make(UNKNOWN_KEY, Severity.INFO,
                         f"{len(launcher_args)} top-level keys (e.g. {first_key!r}) are not "
                         "DeepSpeed options but a training framework's own arguments (keys with "

@@ -663,9 +663,22 @@ def _mismatch(partial, doc, path, ds_key, ds_value, arg_name, mine, arg_prov) ->
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 _HF_ARG = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
                      r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
-                     r"llamafactory-cli\s+train\b|"
-                     r"(torchrun|launch|deepspeed|python3?)\b[^\n]*\.py\s+[\w./-]+\.(json|ya?ml)\s*$",
-                     re.M)
+                     r"llamafactory-cli\s+train\b")
+# `torchrun train.py args.yaml`: a launcher word, then on the same line a script given its
+# arguments file. Found from the file back to the launcher: one pattern with `[^\n]*` between
+# them cost the line's length for every launcher word of it (quadratic).
+_ARGUMENTS_FILE = re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
+_LAUNCHER = re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
+
+
+def _hf_launch(text: str) -> bool:
+    if _HF_ARG.search(text):
+        return True
+    for found in _ARGUMENTS_FILE.finditer(text):
+        start = text.rfind("\n", 0, found.start()) + 1
+        if _LAUNCHER.search(text, start, found.start()):
+            return True
+    return False
 _MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
 _YAML_KEY = re.compile(r"^(per_device_train_batch_size|gradient_accumulation_steps|"
                        r"model_name_or_path|learning_rate|num_train_epochs|output_dir):", re.M)
@@ -675,7 +688,8 @@ def detect(path: str, text: str) -> bool:
     name = os.path.basename(path).lower()
     head = text[:65536]
     if name.endswith(_SCRIPT_EXT) or ("." not in name and head.startswith("#!")):
-        return bool(_HF_ARG.search(head)) and not any(s in head for s in _MEGATRON)
+        # the whole script, as Megatron's detect reads it: a launch line may follow 64 KB
+        return _hf_launch(text) and not any(s in text for s in _MEGATRON)
     if name.endswith((".yaml", ".yml")):
         if "distributed_type:" in head or re.search(r"^(finetuning_type|stage|base_model):", head,
                                                     re.M):

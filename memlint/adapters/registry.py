@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from functools import lru_cache
 
 from memlint import plugins as _plugins
 from memlint.adapters._neighbours import hydra_launch, neighbour_format
@@ -126,6 +127,29 @@ def could_claim(module_name: str, path: str) -> bool:
                                                             and "." not in name)
 
 
+def _extension(path: str) -> str:
+    """The name's extension, lower-cased ("" for none): CLAIMS hold plain extensions only."""
+    name = path[max(path.rfind("/"), path.rfind(os.sep)) + 1:].lower()
+    dot = name.rfind(".")
+    return name[dot:] if dot != -1 else NO_EXTENSION
+
+
+_CLAIMED_BY: dict = {}   # extension -> the built-in adapters that could claim such a name
+
+
+def _claimants(path: str) -> tuple:
+    """could_claim over every built-in adapter, cached by the name's extension (walking 100,000
+    files asked could_claim a million times)."""
+    extension = _extension(path)
+    found = _CLAIMED_BY.get(extension)
+    if found is None:
+        probe = "x" + extension
+        found = _CLAIMED_BY[extension] = (
+            tuple(n for n in BUILTIN_ADAPTERS if could_claim(n, probe)),
+            tuple(n for n in FALLBACK_ADAPTERS if could_claim(n, probe)))
+    return found
+
+
 def formats() -> list:
     return [module.FORMAT for module in adapters()[0]]
 
@@ -136,20 +160,19 @@ def _candidates(path: str):
         yield from _CACHE[True][0]
         return
     problems: list = []
-    for name in BUILTIN_ADAPTERS:
-        if could_claim(name, path):
-            module = _import_cached(name, problems)
-            if module is not None:
-                yield module
+    builtins, fallbacks = _claimants(path)
+    for name in builtins:
+        module = _import_cached(name, problems)
+        if module is not None:
+            yield module
 
     if _plugins.declared(ENTRY_POINT_GROUP):
         yield from adapters()[0]  # plugins come between the built-ins and the fallback
         return
-    for name in FALLBACK_ADAPTERS:
-        if could_claim(name, path):
-            module = _import_cached(name, problems)
-            if module is not None:
-                yield module
+    for name in fallbacks:
+        module = _import_cached(name, problems)
+        if module is not None:
+            yield module
 
 
 _MODULES: dict = {}
@@ -247,6 +270,12 @@ def inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
+@lru_cache(maxsize=1024)
+def _real_folder(folder: str) -> str:
+    """realpath of a folder, once per run (a memlint.toml listing 20,000 files asked 60,000)."""
+    return os.path.realpath(folder)
+
+
 def find_reference(target: str, path: str, root: str) -> Optional[str]:
     """The file a config's relative path most likely names, or None when none exists.
 
@@ -257,13 +286,13 @@ def find_reference(target: str, path: str, root: str) -> Optional[str]:
     if os.path.isabs(target):
         return os.path.normpath(target) if os.path.isfile(target) else None
     folders = [os.path.dirname(os.path.abspath(path))]
-    base = os.path.realpath(root)
-    while os.path.realpath(folders[-1]) != base:
+    base = _real_folder(root)
+    while _real_folder(folders[-1]) != base:
         parent = os.path.dirname(folders[-1])
         if parent == folders[-1] or not inside(parent, base):
             break
         folders.append(parent)
-    if os.path.realpath(folders[-1]) != base:
+    if _real_folder(folders[-1]) != base:
         folders.append(root)
     folders.append(os.getcwd())
     for folder in folders:
@@ -341,6 +370,19 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
         out.extend(load_with_references(resolved, max_bytes, allow_outside_root, root, seen,
                                         _depth + 1))
     out.append(partial)
+    return out
+
+
+def direct_references(path: str, max_bytes: int = MAX_FILE_BYTES) -> list:
+    """The files `path` itself refers to, resolved as load_with_references resolves them (those
+    not found included), without loading them."""
+    partial = load_file(path, max_bytes)
+    root = repo_root(path)
+    out = []
+    for item in partial.references:
+        target, _prov = _reference(item, partial)
+        if target:
+            out.append(_resolve_reference(target, path, root))
     return out
 
 

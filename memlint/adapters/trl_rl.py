@@ -85,12 +85,18 @@ def apply(args: dict, partial: Partial, anchor: Provenance, path: str, script: s
         partial.set("rl.paired", True, anchor)
 
 
-def _grpo(args, partial, anchor, value, where, peft, to_bool, to_int, assumed) -> None:
-    beta = value("beta", 0.0)
+def _float(value, default: float) -> float:
+    """float(value); `default` for what is no number, inf for an integer past float's range."""
     try:
-        beta = float(beta)
+        return float(value)
+    except OverflowError:
+        return float("inf")
     except (TypeError, ValueError):
-        beta = 0.0
+        return default
+
+
+def _grpo(args, partial, anchor, value, where, peft, to_bool, to_int, assumed) -> None:
+    beta = _float(value("beta", 0.0), 0.0)
     if beta:
         partial.set("rl.reference", "adapter" if peft else "model", where("beta"))
     else:
@@ -129,11 +135,7 @@ def _grpo(args, partial, anchor, value, where, peft, to_bool, to_int, assumed) -
                     where("vllm_mode"))
     else:
         partial.set("rl.placement", "hybrid", where("vllm_mode"))
-    util = value("vllm_gpu_memory_utilization", 0.3)
-    try:
-        util = float(util)
-    except (TypeError, ValueError):
-        util = 0.3
+    util = _float(value("vllm_gpu_memory_utilization", 0.3), 0.3)
     if 0 < util <= 1:
         partial.set("engine.gpu_memory_utilization", util, where("vllm_gpu_memory_utilization"))
     tp = to_int(value("vllm_tensor_parallel_size", 1)) or 1

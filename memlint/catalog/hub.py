@@ -76,17 +76,39 @@ def cache_dirs(env: Optional[dict] = None) -> list:
     return [os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub")]
 
 
+MAX_CONFIG_DEPTH = 64   # as loaders.MAX_DEPTH: no model config nests deeper
+
+
 def _read_json(path: str) -> tuple[Optional[dict], str]:
     try:
         if os.path.getsize(path) > MAX_CONFIG_BYTES:
             return None, f"{path} is over {MAX_CONFIG_BYTES} bytes"
         with open(path, "rb") as handle:
             data = json.loads(handle.read().decode("utf-8-sig"))
+    except RecursionError:   # json's decoder recurses per level: 100,000 `[` in a cached file
+        return None, f"{path} is unreadable (nested deeper than {MAX_CONFIG_DEPTH} levels)"
     except (OSError, ValueError) as exc:
         return None, f"{path} is unreadable ({type(exc).__name__}: {exc})"
     if not isinstance(data, dict):
         return None, f"{path} is not a JSON object"
+    if _depth(data) > MAX_CONFIG_DEPTH:   # whatever later walks the config must not recurse
+        return None, f"{path} is unreadable (nested deeper than {MAX_CONFIG_DEPTH} levels)"
     return data, ""
+
+
+def _depth(data) -> int:
+    """How deeply lists and objects nest in `data` (iterative)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        elif not isinstance(value, list):
+            continue
+        deepest = max(deepest, depth)
+        if depth <= MAX_CONFIG_DEPTH:
+            stack.extend((item, depth + 1) for item in value if isinstance(item, (dict, list)))
+    return deepest
 
 
 def cache_lookup(name: str, env: Optional[dict] = None,

@@ -27,12 +27,11 @@ raises CompareError with a message that names what is missing.
 from __future__ import annotations
 
 import json
-import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+from memlint.escape import one_line
 from memlint.logs import LogReport, read
 from memlint.memory.context import context_of
 from memlint.memory.terms import is_reserved_term
@@ -60,7 +59,7 @@ class Row:
     metric: str
     measured: int
     estimated: int
-    line: int
+    line: Optional[int]           # None: in a part of a long log whose lines were not counted
     label: str
 
     @property
@@ -135,6 +134,10 @@ def read_log(path: str) -> LogReport:
 
 
 def _no_lines(report: LogReport) -> str:
+    if report.skipped:
+        line, why = report.skipped[0]
+        return (f"{report.path}: {report.skipped_count:,} memory line(s), none readable (line "
+                f"{line if line is not None else '?'}: {why})")
     return (f"{report.path}: no memory lines found in {report.lines:,} lines (looked for "
             "Megatron `memory (MB) | allocated: ... | max allocated: ...`, torchtitan `memory: "
             "X GiB(Y%)`, DeepSpeed `MA ... Max_MA ... CA ... Max_CA`, HF Trainer "
@@ -207,16 +210,11 @@ def _measured(readings: list) -> tuple:
     return out
 
 
-def compare(scenario, estimate, report: LogReport) -> Comparison:
-    if not report.readings:
-        raise CompareError(_no_lines(report))
-    if estimate is None or not estimate.stages:
-        raise CompareError("no estimate of the run to compare with (give the run's config "
-                           "files, --model and --set)")
-    topo = context_of(scenario, estimate).topology   # the estimate's, resolved once
-    world = topo.world
-    pp = scenario.parallelism.pp
-    notes = []
+MAX_RANKS_SHOWN = 64       # more ranks than this: each stage is shown by one rank
+MAX_RANKS_NAMED = 10       # ranks named one by one in a message; the rest are counted
+
+
+def _by_rank(report: LogReport, notes: list) -> dict:
     by_rank: dict = {}
     for reading in report.readings:
         rank = reading.rank
@@ -227,25 +225,80 @@ def compare(scenario, estimate, report: LogReport) -> Comparison:
                 if note not in notes:
                     notes.append(note)
         by_rank.setdefault(rank, []).append(reading)
+    return by_rank
+
+
+def _log_notes(report: LogReport) -> list:
+    notes = list(report.notes)
+    for line, why in report.skipped:
+        notes.append(f"line {line if line is not None else '?'} not read: {why}")
+    if report.skipped_count > len(report.skipped):
+        notes.append(f"{report.skipped_count - len(report.skipped):,} more memory lines not read")
+    return notes
+
+
+def _world(scenario, estimate, by_rank: dict) -> int:
+    world = context_of(scenario, estimate).topology.world   # the estimate's, resolved once
     if world is None:
-        if pp > 1 or any(rank > 0 for rank in by_rank):
+        if scenario.parallelism.pp > 1 or any(rank > 0 for rank in by_rank):
             raise CompareError(f"the log has lines of ranks {_ranks(by_rank)} but the run's "
                                "world size is not known (give --world-size N or world_size)")
-        world = 1
+        return 1
     outside = [rank for rank in by_rank if rank >= world]
     if outside:
         raise CompareError(f"ranks {_ranks(outside)} of the log do not exist in the run "
                            f"(world size {world}: ranks 0-{world - 1}); give the run's world "
                            "size (--world-size) and layout (--set tp=... pp=...)")
+    return world
+
+
+def _peak(measured: dict) -> int:
+    for metric in ("max_allocated", "max_active", "max_reserved", "device", "allocated"):
+        if metric in measured:
+            return measured[metric][0]
+    return 0
+
+
+def _shown_ranks(by_rank: dict, world: int, pp: int, notes: list) -> dict:
+    """{rank: measured} of the ranks to compare: all of them, or with more than MAX_RANKS_SHOWN
+    the rank of each stage with the highest peak (the one nearest to running out)."""
+    measured = {rank: _measured(readings) for rank, readings in by_rank.items()}
+    measured = {rank: m for rank, m in measured.items() if m}
+    if len(measured) <= MAX_RANKS_SHOWN:
+        return measured
+    stages: dict = {}
+    for rank, values in measured.items():
+        stages.setdefault(stage_of_rank(rank, world, pp), []).append(rank)
+    shown = {}
+    for stage, ranks in sorted(stages.items()):
+        best = max(ranks, key=lambda r: (_peak(measured[r]), -r))
+        peaks = [_peak(measured[r]) for r in ranks]
+        shown[best] = measured[best]
+        notes.append(f"stage {stage}: {len(ranks):,} ranks logged, shown by rank {best}, the "
+                     f"highest peak (peaks {fmt(min(peaks))} to {fmt(max(peaks))})")
+    notes.insert(0, f"{len(measured):,} ranks logged: each pipeline stage is shown by its rank "
+                    "with the highest peak")
+    return shown
+
+
+def compare(scenario, estimate, report: LogReport) -> Comparison:
+    if not report.readings:
+        raise CompareError(_no_lines(report))
+    if estimate is None or not estimate.stages:
+        raise CompareError("no estimate of the run to compare with (give the run's config "
+                           "files, --model and --set)")
+    notes = _log_notes(report)
+    by_rank = _by_rank(report, notes)
+    world = _world(scenario, estimate, by_rank)
+    pp = scenario.parallelism.pp
     stages = {s.stage: s for s in estimate.stages}
+    sides_of: dict = {}
     ranks = []
-    for rank in sorted(by_rank):
+    for rank, measured in sorted(_shown_ranks(by_rank, world, pp, notes).items()):
         stage_index = stage_of_rank(rank, world, pp)
-        stage = stages[stage_index]
-        measured = _measured(by_rank[rank])
-        if not measured:
-            continue
-        sides = estimate_sides(stage)
+        sides = sides_of.get(stage_index)
+        if sides is None:
+            sides = sides_of[stage_index] = estimate_sides(stages[stage_index])
         rows = [Row(metric, value, sides[_SIDE[metric]], reading.line, reading.label)
                 for metric, (value, reading) in sorted(
                     ((m, v) for m, v in measured.items() if m in _SIDE),
@@ -253,27 +306,45 @@ def compare(scenario, estimate, report: LogReport) -> Comparison:
         styles = sorted({r.style for r in by_rank[rank]})
         comparison = RankComparison(rank, stage_index, "+".join(styles), rows,
                                     attribute(measured, sides))
-        if any(reading.step == 1 for _v, reading in measured.values()):
-            comparison.notes.append("read from the first step only: later steps can peak "
-                                    "higher (optimizer states, allocator warm-up)")
-        for reading in by_rank[rank]:
-            for note in reading.notes:
-                if note not in comparison.notes:
-                    comparison.notes.append(note)
-            capacity = reading.metrics.get("capacity")
-            if capacity and abs(capacity - estimate.capacity_bytes) > 0.03 * capacity:
-                note = (f"the log's GPU has {fmt(capacity)}, the run's {estimate.gpu_name} "
-                        f"{fmt(estimate.capacity_bytes)} (set gpu_memory= to match)")
-                if note not in comparison.notes:
-                    comparison.notes.append(note)
+        _rank_notes(comparison, measured, by_rank[rank], estimate)
         ranks.append(comparison)
     if not ranks:
         raise CompareError(f"{report.path}: memory lines found, but none with a byte count")
     return Comparison(report.path, ranks, fit_assumptions(ranks, stages), notes)
 
 
+def _rank_notes(comparison: RankComparison, measured: dict, readings: list, estimate) -> None:
+    if any(reading.step == 1 for _v, reading in measured.values()):
+        comparison.notes.append("read from the first step only: later steps can peak "
+                                "higher (optimizer states, allocator warm-up)")
+    for reading in readings:
+        for note in reading.notes:
+            if note not in comparison.notes:
+                comparison.notes.append(note)
+        capacity = reading.metrics.get("capacity")
+        if capacity and abs(capacity - estimate.capacity_bytes) > 0.03 * capacity:
+            note = (f"the log's GPU has {fmt(capacity)}, the run's {estimate.gpu_name} "
+                    f"{fmt(estimate.capacity_bytes)} (set gpu_memory= to match)")
+            if note not in comparison.notes:
+                comparison.notes.append(note)
+
+
 def _ranks(ranks) -> str:
-    return ", ".join(str(r) for r in sorted(ranks))
+    """'0, 16, 32' or, for many, '8-15, 24, ... (1,000,000 ranks)': at most MAX_RANKS_NAMED
+    ranges named, so that the message stays one short line."""
+    ordered = sorted(ranks)
+    spans: list = []
+    for rank in ordered:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            if len(spans) == MAX_RANKS_NAMED:
+                break
+            spans.append([rank, rank])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    if spans[-1][1] < ordered[-1]:
+        text += f", ... ({len(ordered):,} ranks)"
+    return text
 
 
 def attribute(measured: dict, sides: dict) -> list:
@@ -333,11 +404,11 @@ def fit_assumptions(ranks: list, stages: dict) -> dict:
             fractions.append(((reserved.measured - peak.measured - modeled) / peak.measured,
                               rc.rank, reserved.line))
     if fractions:
-        fraction, rank, line = max(fractions)
+        fraction, rank, line = max(fractions, key=lambda item: (item[0], item[1]))
         fitted["runtime.allocator_fraction"] = (
             round(max(0.0, fraction), 4),
             f"(max reserved - max allocated - modeled reserve) / max allocated on rank {rank} "
-            f"(log line {line})")
+            f"(log line {_line(line)})")
     for rc in ranks:
         values = {r.metric: r for r in rc.rows}
         parts = {p.name: p for p in rc.parts}
@@ -349,53 +420,29 @@ def fit_assumptions(ranks: list, stages: dict) -> dict:
         context = int(round(context / MiB)) * MiB
         fitted["runtime.cuda_context_bytes"] = (
             context, f"device {fmt(values['device'].measured)} - reserved - NCCL "
-                     f"{fmt(nccl)} on rank {rc.rank} (log line {values['device'].line})")
+                     f"{fmt(nccl)} on rank {rc.rank} (log line {_line(values['device'].line)})")
         break
     return fitted
 
 
-_TABLE = "[tool.memlint.assumptions]"
-_HEADER = re.compile(r"^\s*\[\s*tool\s*\.\s*memlint\s*\.\s*assumptions\s*\]\s*(#.*)?$")
-_ANY_HEADER = re.compile(r"^\s*\[")
+ASSUMPTIONS_TABLE = ("tool", "memlint", "assumptions")
 
 
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    return json.dumps(str(value))
-
-
-def write_assumptions(path: str, fitted: dict, source: str) -> list:
+def write_assumptions(path: str, fitted: dict, source: str, root: str,
+                      allow_outside_root: bool = False) -> dict:
     """Record `fitted` in `[tool.memlint.assumptions]` of the TOML file at `path` (created when
-    absent), replacing the keys it already sets and keeping every other line. Returns the lines
-    written."""
-    text = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    lines = text.splitlines()
-    written = [f'"{name}" = {_toml_value(value)}  # fitted by memlint compare {source}'
-               for name, (value, _evidence) in sorted(fitted.items())]
-    start = next((i for i, line in enumerate(lines) if _HEADER.match(line)), None)
-    if start is None:
-        if lines and lines[-1].strip():
-            lines.append("")
-        lines.append(_TABLE)
-        lines.extend(written)
-    else:
-        end = start + 1
-        while end < len(lines) and not _ANY_HEADER.match(lines[end]):
-            end += 1
-        keep = [line for line in lines[start + 1:end]
-                if not any(re.match(rf'^\s*"?{re.escape(name)}"?\s*=', line) for name in fitted)]
-        while keep and not keep[-1].strip():
-            keep.pop()
-        lines[start + 1:end] = keep + written + ([""] if end < len(lines) else [])
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
-    return written
+    absent), replacing the keys it already sets and keeping the rest of the document as it was
+    (memlint/toml_edit.py), written atomically under a lock inside `root`
+    (memlint/safe_write.py). Returns {assumption: value} as written."""
+    # start-up: the TOML editor loads only when assumptions are written
+    from memlint import safe_write, toml_edit
+
+    values = {name: value for name, (value, _evidence) in sorted(fitted.items())}
+    comment = f"fitted by memlint compare {source}"
+    safe_write.edit(path, lambda old: toml_edit.set_values(old, ASSUMPTIONS_TABLE, values,
+                                                          comment, where=path),
+                    root, allow_outside_root, max_bytes=toml_edit.MAX_EDIT_BYTES)
+    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,34 +453,38 @@ def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value * 100:+.1f}%"
 
 
+def _line(number: Optional[int]) -> str:
+    return "?" if number is None else str(number)
+
+
 def render_text(comparison: Comparison, units: str = "GiB", stream=None) -> None:
-    out = stream or sys.stdout
-    out.write(f"Compare {comparison.log} with the estimate ({units}; difference = measured - "
-              "estimated)\n")
-    for note in comparison.notes:
-        out.write(f"note: {note}\n")
+    """The comparison as text; every line is escaped (memlint/escape.py): the log's name and
+    words (a DeepSpeed message) are the log's, not memlint's."""
+    lines = [f"Compare {comparison.log} with the estimate ({units}; difference = measured - "
+             "estimated)"]
+    lines += [f"note: {note}" for note in comparison.notes]
     for rc in comparison.ranks:
-        out.write(f"\nrank {rc.rank} (stage {rc.stage}, {rc.style})\n")
-        out.write(f"  {'metric':<40} {'measured':>11} {'estimated':>11} {'difference':>11} "
-                  f"{'':>7}  log\n")
+        lines += ["", f"rank {rc.rank} (stage {rc.stage}, {rc.style})",
+                  f"  {'metric':<40} {'measured':>11} {'estimated':>11} {'difference':>11} "
+                  f"{'':>7}  log"]
         for row in rc.rows:
-            out.write(f"  {METRICS[row.metric]:<40} {fmt(row.measured, units):>11} "
-                      f"{fmt(row.estimated, units):>11} {fmt(row.difference, units):>11} "
-                      f"{_pct(row.relative):>7}  line {row.line} ({row.label})\n")
+            lines.append(f"  {METRICS[row.metric]:<40} {fmt(row.measured, units):>11} "
+                         f"{fmt(row.estimated, units):>11} {fmt(row.difference, units):>11} "
+                         f"{_pct(row.relative):>7}  line {_line(row.line)} ({row.label})")
         if rc.parts:
-            out.write("  term by term:\n")
+            lines.append("  term by term:")
             for part in rc.parts:
                 terms = ", ".join(f"{n} {fmt(b, units)}" for n, b in part.terms[:4]) or "none"
-                out.write(f"    {part.name}: measured {fmt(part.measured, units)}, estimated "
-                          f"{fmt(part.estimated, units)} ({terms}); difference "
-                          f"{fmt(part.measured - part.estimated, units)}\n")
-        for note in rc.notes:
-            out.write(f"  note: {note}\n")
+                lines.append(f"    {part.name}: measured {fmt(part.measured, units)}, estimated "
+                             f"{fmt(part.estimated, units)} ({terms}); difference "
+                             f"{fmt(part.measured - part.estimated, units)}")
+        lines += [f"  note: {note}" for note in rc.notes]
     if comparison.fitted:
-        out.write("\nfitted runtime assumptions (--write-assumptions records them):\n")
+        lines += ["", "fitted runtime assumptions (--write-assumptions records them):"]
         for name, (value, evidence) in sorted(comparison.fitted.items()):
             shown = fmt(value, units) if name.endswith("_bytes") else value
-            out.write(f"  {name} = {shown}  from {evidence}\n")
+            lines.append(f"  {name} = {shown}  from {evidence}")
+    (stream or sys.stdout).write("".join(one_line(line) + "\n" for line in lines))
 
 
 def render_json(comparison: Comparison) -> str:

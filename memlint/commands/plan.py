@@ -21,6 +21,9 @@ from memlint.errors import UsageError
 GiB = 1024**3
 
 
+MAX_TOP = 200   # plans shown at most: each one shown is a full estimate
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("configs", nargs="*", metavar="CONFIG",
                         help="existing config files to start from (plans nearest to them first)")
@@ -34,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
     parser.add_argument("--seq-len", type=int, help="sequence length (--set seq_len)")
     parser.add_argument("--global-batch", type=int, help="global batch in samples")
-    parser.add_argument("--top", type=int, default=10, help="plans to show (default 10)")
+    parser.add_argument("--top", type=int, default=10,
+                        help=f"plans to show (default 10, at most {MAX_TOP})")
     parser.add_argument("--headroom", type=float, default=0.10,
                         help="share of GPU memory a plan should leave free (default 0.10)")
     parser.add_argument("--cross-node-tp", action="store_true",
@@ -121,11 +125,14 @@ def _run(args) -> int:
         print(f"smallest GPU count with a layout that leaves {args.headroom:.0%} free: {gpus}"
               + (f" ({fewest.notes[-1]})" if fewest.failing is not None else ""),
               file=sys.stderr if args.format != "text" else sys.stdout)
-    result = plan_scenario(scenario, gpus, gpus_per_node=gpn, top=args.top,
+    result = plan_scenario(scenario, gpus, gpus_per_node=gpn, top=min(args.top, MAX_TOP),
                            headroom=args.headroom,
                            near=near_settings(scenario) if from_files else None,
                            cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
                            allow_bubble=args.allow_bubble)
+    if args.top > MAX_TOP:
+        result.notes.insert(0, f"--top {args.top}: the best {MAX_TOP} plans are shown (each "
+                               "plan shown is estimated in full)")
     if args.format == "json":
         import json  # for start-up speed: only the JSON output needs it
 

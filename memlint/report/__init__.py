@@ -10,34 +10,16 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 
+from memlint.escape import escape_controls, one_line
 from memlint.records import field, record, replace
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Optional
 
-# Characters that must not reach a terminal or a report raw: C0 controls but tab and newline
-# (ESC starts terminal escape sequences), DEL, C1 controls (0x9b is a one-byte CSI), the
-# bidirectional overrides that reorder displayed text, the line/paragraph separators, lone
-# surrogates (a file name that is not UTF-8) and the non-characters XML 1.0 forbids. Config
-# content (flag names, keys, file names) reaches messages, so every format escapes them.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
-                      "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-
-
-def _escape(match: re.Match) -> str:
-    code = ord(match.group(0))
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def escape_controls(text: Optional[str]) -> Optional[str]:
-    """'a\x1b[31mb' -> 'a\\x1b[31mb': printable, and valid in XML, JSON and a terminal."""
-    if text is None or not _CONTROL.search(text):
-        return text
-    return _CONTROL.sub(_escape, text)
-
+__all__ = ["FORMATS", "Report", "display_path", "escape_controls", "get", "location", "one_line",
+           "render"]
 
 
 FORMATS = ("text", "json", "sarif", "github", "junit", "markdown", "html")
@@ -68,7 +50,7 @@ class Report:
 
 
 def _clean(d):
-    message, path = escape_controls(d.message), escape_controls(d.path)
+    message, path = one_line(d.message), one_line(d.path)
     if message is d.message and path is d.path:
         return d
     return replace(d, message=message, path=path)
@@ -78,7 +60,7 @@ def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[st
     """Relative to root (default: the working directory) when inside it, with forward slashes."""
     if path is None:
         return None
-    path = escape_controls(path)
+    path = one_line(path)
     if path.startswith("<") or path.startswith("preset:"):
         return path
     base = os.path.abspath(root or os.getcwd())

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from memlint import __version__
+from memlint.escape import json_safe
 from memlint.report import phases
 
 PARAM_KEYS = ("total", "trainable", "embedding", "lm_head", "experts", "vision")
@@ -69,4 +70,5 @@ def document(report) -> dict:
 
 
 def render(report) -> str:
-    return json.dumps(document(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(document(report), sort_keys=True, indent=2,
+                                ensure_ascii=False)) + "\n"

@@ -14,17 +14,37 @@ from memlint.units import UNITS, fmt
 _MARK = {"error": "🔴 error", "warning": "🟡 warning", "info": "🔵 info"}
 
 
+# Text from the configs (messages, file names, a GPU's name) is shown as text, never read as
+# Markdown or HTML: `<img src=x>` or `<a href>` in a job summary or a pull-request comment, a
+# `[link](...)`, emphasis or an `@team` mention (which notifies) must come out as typed.
+_MARKDOWN = {c: "\\" + c for c in "\\`*_[]|~"}
+_MARKDOWN.update({"<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ",
+                  # a zero-width space after @: GitHub links (and notifies) @name in text
+                  "@": "@&#8203;"})
+_MARKDOWN_TABLE = str.maketrans(_MARKDOWN)
+
+
 def _cell(text) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Plain text for a table cell or a sentence: Markdown and HTML characters escaped."""
+    return str(text).translate(_MARKDOWN_TABLE)
+
+
+def _code(text) -> str:
+    """A code span (no Markdown, HTML or mention inside one); a text holding a backtick or a
+    backslash, which could end it or escape the table's pipe, is shown as escaped text."""
+    text = str(text)
+    if "`" in text or "\\" in text or "\n" in text:
+        return _cell(text)
+    return "`" + text.replace("|", "\\|") + "`"
 
 
 def _rule(d, report) -> str:
     # no link: `memlint explain CODE` prints the rule's page wherever the table is read
-    return f"{d.code} `{d.rule}`"
+    return f"{d.code} {_code(d.rule)}"
 
 
 def _where(d, report) -> str:
-    return f"`{_cell(location(d, report, 'command line'))}`"
+    return _code(location(d, report, "command line"))
 
 
 def headline(report) -> str:
@@ -53,11 +73,12 @@ def diagnostics_table(report) -> list:
 def estimate_table(estimate, report) -> list:
     units = report.units
     capacity = estimate.capacity_bytes
-    sources = ", ".join(f"`{report.path(s) or s}`" for s in estimate.sources) or "command line"
+    sources = ", ".join(_code(report.path(s) or s) for s in estimate.sources) or "command line"
     fits = "✅ fits" if estimate.peak_bytes <= capacity else "❌ does not fit"
     lines = [f"### Memory per GPU: {sources}", "",
              f"{fits}: peak **{fmt(estimate.peak_bytes, units, 2)}** of "
-             f"{fmt(capacity, units, 2)} on {estimate.gpu_name} ({estimate.profile} profile).", "",
+             f"{fmt(capacity, units, 2)} on {_cell(estimate.gpu_name)} "
+             f"({_cell(estimate.profile)} profile).", "",
              f"| stage | layers | phase | weights | gradients | optimizer | activations | other "
              f"| total ({units}) | of GPU |",
              "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

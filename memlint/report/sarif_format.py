@@ -24,6 +24,7 @@ import pathlib
 
 from memlint import DISTRIBUTION, __version__
 from memlint.diagnostics import Severity
+from memlint.escape import json_safe
 from memlint.rules.docs import markdown_page
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -150,4 +151,5 @@ def failure_log(message: str) -> str:
 
 
 def render(report) -> str:
-    return json.dumps(document(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(document(report), sort_keys=True, indent=2,
+                                ensure_ascii=False)) + "\n"

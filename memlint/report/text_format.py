@@ -8,6 +8,7 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
+from memlint.escape import one_line
 from memlint.report import host_lines, location, phases
 from memlint.units import UNITS, fmt
 
@@ -231,7 +232,7 @@ def report_lines(report) -> list:
 
 
 def render(report) -> str:
-    return "".join("".join(text for text, _ in line).rstrip() + "\n"
+    return "".join("".join(one_line(text) for text, _ in line).rstrip() + "\n"
                    for line in report_lines(report))
 
 
@@ -246,4 +247,5 @@ def write(report, stream) -> None:
 
     console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
     for line in report_lines(report):
-        console.print(Text.assemble(*[(text, style) if style else text for text, style in line]))
+        console.print(Text.assemble(*[(one_line(text), style) if style else one_line(text)
+                                      for text, style in line]))

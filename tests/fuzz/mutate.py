@@ -362,8 +362,6 @@ HANG_FACTOR = 20
 def run_one(name: str, raw: bytes, args: list = (), fmt: str = "json", time_limit: float = 5.0,
             workdir: Optional[str] = None, command: str = "check") -> Optional[str]:
     """Lint one input in-process; the failure as one line, or None when the contract held."""
-    from memlint import cli
-
     own = workdir is None
     directory = tempfile.mkdtemp(prefix="memlint-fuzz-") if own else workdir
     try:
@@ -373,30 +371,13 @@ def run_one(name: str, raw: bytes, args: list = (), fmt: str = "json", time_limi
         path = os.path.join(directory, os.path.basename(plain) or "input")
         _remove(path)
         _place(path, kind, raw)
-        out, err = io.StringIO(), io.StringIO()
-        argv = [command, "--format", fmt, "--no-color", *args, path]
-        use_alarm = hasattr(signal, "setitimer") and _main_thread()
-        if use_alarm:
-            previous = signal.signal(signal.SIGALRM, _alarm)
-            previous_prof = signal.signal(signal.SIGPROF, _alarm)
-            signal.setitimer(signal.ITIMER_PROF, time_limit)
-            signal.setitimer(signal.ITIMER_REAL, time_limit * HANG_FACTOR)
-        try:
-            with redirect_stdout(out), redirect_stderr(err):
-                code = cli.main(argv)
-        except Timeout:
-            return f"timeout after {time_limit}s of CPU time"
-        except BaseException as exc:  # noqa: BLE001 - anything escaping main is the failure
-            return f"escaped main: {type(exc).__name__}: {exc}"
-        finally:
-            if use_alarm:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.setitimer(signal.ITIMER_PROF, 0)
-                signal.signal(signal.SIGALRM, previous)
-                signal.signal(signal.SIGPROF, previous_prof)
+        result = invoke([command, "--format", fmt, "--no-color", *args, path], time_limit)
+        if isinstance(result, str):
+            return result
+        code, out, err = result
         # a directory or a link to nothing is "missing file": exit 2 is the contract there
         usage = kind in ("directory", "symlink-loop", "broken-link")
-        return check_result(code, out.getvalue(), err.getvalue(), fmt, path, command, usage)
+        return check_result(code, out, err, fmt, path, command, usage)
     finally:
         if own:
             import shutil
@@ -406,20 +387,57 @@ def run_one(name: str, raw: bytes, args: list = (), fmt: str = "json", time_limi
             _remove(path)
 
 
+def invoke(argv: list, time_limit: float = 5.0):
+    """(exit code, stdout, stderr) of `memlint ARGV` run in this process under the time limit,
+    or the failure as one line (a timeout, an exception escaping main)."""
+    from memlint import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    use_alarm = hasattr(signal, "setitimer") and _main_thread()
+    if use_alarm:
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        previous_prof = signal.signal(signal.SIGPROF, _alarm)
+        signal.setitimer(signal.ITIMER_PROF, time_limit)
+        signal.setitimer(signal.ITIMER_REAL, time_limit * HANG_FACTOR)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli.main(argv)
+    except Timeout:
+        return f"timeout after {time_limit}s of CPU time"
+    except BaseException as exc:  # noqa: BLE001 - anything escaping main is the failure
+        return f"escaped main: {type(exc).__name__}: {exc}"
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGPROF, previous_prof)
+    return code, out.getvalue(), err.getvalue()
+
+
 def _main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
 
 
-def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
-                 command: str = "check", usage: bool = False) -> Optional[str]:
-    if code not in (0, 1, 2):
+def broken(code, stdout: str, stderr: str, codes: tuple = (0, 1, 2)) -> Optional[str]:
+    """The contract every command keeps: an exit code of `codes`, no traceback, no internal
+    error."""
+    if code not in codes:
         return f"exit code {code!r}"
     if "Traceback" in stdout or "Traceback" in stderr:
         return "traceback printed"
     if "internal error" in stderr:
         return "internal error: " + stderr.strip().splitlines()[-1][:300]
+    return None
+
+
+def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
+                 command: str = "check", usage: bool = False) -> Optional[str]:
+    failure = broken(code, stdout, stderr)
+    if failure is not None:
+        return failure
     if code == 2:
         lines = [line for line in stderr.splitlines() if line.strip()]
         if not lines:

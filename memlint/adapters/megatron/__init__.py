@@ -84,7 +84,8 @@ def detect(path: str, text: str) -> bool:
     name = os.path.basename(path).lower()
     head = text[:65536]
     if name.endswith(_SCRIPT_EXT):
-        return any(s in head for s in _SENTINELS)
+        # the whole script: a launch line may follow 64 KB of preamble (issue 30); `in` is linear
+        return any(s in text for s in _SENTINELS)
     if name.endswith((".txt", ".args")) or "." not in name:
         return bool(re.search(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
                               r"micro-batch-size|num-attention-heads)\b", head, re.M))
