@@ -115,18 +115,30 @@ def probability(value: Any) -> float:
     return number
 
 
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
+# The spellings of a boolean the frameworks' own parsers take (distutils strtobool, used by
+# HfArgumentParser string_to_bool and accelerate str_to_bool): the one vocabulary memlint reads.
+_TRUE = {"true", "yes", "on", "1", "t", "y"}
+_FALSE = {"false", "no", "off", "0", "f", "n"}
 
 
-def to_bool(value: Any) -> bool:
+def parse_bool(value: Any) -> Optional[bool]:
+    """A boolean as written (a bool, 0/1, or a strtobool word), else None."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"expected true or false, got {_short(value)}")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+    return None
+
+
+def to_bool(value: Any) -> bool:
+    found = parse_bool(value)
+    if found is None:
+        raise ValueError(f"expected true or false, got {_short(value)}")
+    return found
 
 
 def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str]:

@@ -75,6 +75,21 @@ def test_plan_prints_the_ranked_table_and_details_on_request(capsys):
     assert "seed 000" not in detail and " CH " not in detail
 
 
+def test_rl_example_prints_what_the_readme_shows(capsys, monkeypatch):
+    """The README's RL section: the command on verl's run_qwen2-7b.sh prints the lines shown."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    [block] = [b for b in _blocks("text") if "rollout-exceeds-gpu-memory" in b]
+    command = block.splitlines()[0].split("$ memlint ", 1)[1].split()
+    path = os.path.join(ROOT, "fixtures", "real-world", "volcengine__verl", command[1])
+    assert main([command[0], path, *command[2:]]) == 1
+    out = capsys.readouterr().out
+    shown = block.splitlines()[1:]
+    first = shown[0].split(" the rollout phase")[0].split(": ", 1)[1]
+    assert first in out and shown[0].split("; ...")[0].split(": ", 1)[1] in out
+    for line in shown[1:]:
+        assert line in out.splitlines(), line
+
+
 # ---------------------------------------------------------------------------------------------
 # The install and pre-commit snippets, run as written, against a clone of this checkout at the
 # release tag in a scratch home (~/src/memlint). The Action's recipe: tests/test_action.py.

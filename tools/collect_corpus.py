@@ -28,6 +28,8 @@ def main(git_dir: str, repo: str, commit: str, licence: str, paths: list) -> Non
                               check=True, capture_output=True).stdout
         name = f"{repo.replace('/', '__')}/{path}"
         target = os.path.join(CORPUS, name)
+        if f"`{name}`" in known:
+            continue  # in the corpus already, at the commit its row names: never overwritten
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as handle:
             handle.write(data)

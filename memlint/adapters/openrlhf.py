@@ -18,7 +18,7 @@ import re
 from functools import lru_cache
 from typing import Optional
 
-from memlint.diagnostics import PARSE_ERROR, UNRESOLVED, Severity, make
+from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import suppressions
 
@@ -77,23 +77,14 @@ def _heredoc_env(text: str) -> dict:
 
 def load(path: str, text: str) -> Partial:
     # start-up: the shell reader loads only for a script
-    from memlint.adapters import _shell
+    from memlint.adapters import _script, _shell
 
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
-    try:
-        script = _shell.parse(text)
-    except _shell.ShellError as exc:
-        line, col = _shell.Script(text, [], [0] + [m.end() for m in re.finditer("\n", text)]
-                                  ).where(exc.offset)
-        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                        f"cannot read the script: {exc}",
-                                        Provenance(path, line, col, None)))
+    parsed = _script.parse(path, text, partial)
+    if parsed is None:
         return partial
-
-    def prov(offset: int, key: Optional[str] = None) -> Provenance:
-        line, col = script.where(offset)
-        return Provenance(path, line, col, key)
+    script, prov = parsed
 
     interpreter = _shell.Interpreter(_heredoc_env(text))
     found = None

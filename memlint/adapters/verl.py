@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, Callable, Optional
 
 from memlint.adapters import _hydra
-from memlint.diagnostics import PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity, make
+from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance
 from memlint.keys import suggest
 from memlint.loaders import load_yaml, read_text, repo_root, suppressions
@@ -178,21 +178,12 @@ class Launch:
 
 def _read_script(path: str, text: str, partial: Partial) -> Optional[Launch]:
     # start-up: the shell reader loads only for a script
-    from memlint.adapters import _shell
+    from memlint.adapters import _script, _shell
 
-    try:
-        script = _shell.parse(text)
-    except _shell.ShellError as exc:
-        line, col = _shell.Script(text, [], [0] + [m.end() for m in re.finditer("\n", text)]
-                                  ).where(exc.offset)
-        partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                        f"cannot read the script: {exc}",
-                                        Provenance(path, line, col, None)))
+    parsed = _script.parse(path, text, partial)
+    if parsed is None:
         return None
-
-    def prov(offset: int, key: Optional[str] = None) -> Provenance:
-        line, col = script.where(offset)
-        return Provenance(path, line, col, key)
+    script, prov = parsed
 
     interpreter = _shell.Interpreter()
     launch = None

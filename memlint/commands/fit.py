@@ -12,7 +12,8 @@ first value that does not fit, from which "what limits it" is read: the stage th
 largest term and the term that grew the most. A run where even the smallest value does not fit
 says so and names the term that dominates.
 
-"Fits" is the rule low-memory-headroom's test: peak <= capacity x (1 - margin), with the margin
+"Fits" is the rule low-memory-headroom's test: the peak beside the allocator's releasable cache
+(held_peak_bytes) <= capacity x (1 - margin), with the margin
 from `[tool.memlint.options.low-memory-headroom]` (default 0.10) or `--headroom`.
 
 The library entry point is `fit(scenario, headroom)`; `run(args, scenario)` is the command.
@@ -214,7 +215,8 @@ class _Runs:
         return self._cache[key]
 
     def fits(self, **keys) -> bool:
-        return self.estimate(**keys).peak_bytes <= self.budget
+        # the margin is kept beside what the allocator cannot give back (memory/allocator.py)
+        return self.estimate(**keys).held_peak_bytes <= self.budget
 
 
 _TRAINING = {f.name for f in records.fields(Training)}

@@ -179,8 +179,9 @@ def released_on_retry(terms: list, capacity: int) -> list:
 
 
 def fsdp_pool_terms(model: Model, plan: StagePlan, phase: str, gradients: list) -> list:
-    """FSDP's all-gather and reduce-scatter stream pools (fully_shard / FSDP over > 1 rank)."""
-    if not model.fsdp_sharded:
+    """FSDP's all-gather and reduce-scatter stream pools (PyTorch's fully_shard / FSDP over > 1
+    rank; Megatron-FSDP's own buffers are not modeled)."""
+    if not model.fsdp_sharded or not model.conv.torch_modules:
         return []
     root, unit = fsdp_root_and_unit(model, plan)
     compute = 2 if model.dt.compute == 2 else 4

@@ -52,6 +52,12 @@ class Estimate:
         return max(stage.total_bytes for stage in self.stages)
 
     @property
+    def held_peak_bytes(self) -> int:
+        """The largest stage's memory beside the allocator's releasable cache (StageEstimate
+        held_bytes): what headroom margins (low-memory-headroom, fit, plan) are measured on."""
+        return max(stage.held_bytes for stage in self.stages)
+
+    @property
     def fits(self) -> bool:
         """Whether every stage's peak is within one GPU's capacity (no headroom kept)."""
         return self.peak_bytes <= self.capacity_bytes

@@ -105,6 +105,13 @@ class StageEstimate:
                                           if is_reserved_term(t.name))
 
     @property
+    def held_bytes(self) -> int:
+        """`device_bytes` less the allocator's modeled cached idle blocks (`runtime.allocator.*`),
+        which it gives back on an out-of-memory retry: what a headroom margin is kept beside."""
+        return self.total_bytes - sum(t.bytes for t in self.terms
+                                      if t.name.startswith(RESERVED_PREFIX))
+
+    @property
     def device_bytes(self) -> int:
         """`reserved_bytes` plus what lives outside PyTorch's allocator (CUDA context, NCCL):
         what nvidia-smi shows for the process."""

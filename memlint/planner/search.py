@@ -713,7 +713,7 @@ def run_estimates(space: Space, candidates: list, stats: Stats, capacity: int, h
         if peak > capacity:
             continue
         stats.fitting += 1
-        roomy = peak <= need
+        roomy = e.held_peak_bytes <= need   # the margin beside the allocator's releasable cache
         key = (cand.order[0], 0 if roomy else 1, cand.order[1], peak, _tiebreak(cand.settings))
         found.append((key, cand, e))
         if roomy:

@@ -13,7 +13,7 @@ import html
 
 from memlint import __version__
 from memlint.memory.terms import COMPONENTS
-from memlint.report import Report
+from memlint.report import Report, phases
 from memlint.units import UNITS, fmt
 
 #: One colour per component (colour-blind-safe Okabe-Ito order, then greys).
@@ -45,6 +45,7 @@ details{margin:4px 0}summary{cursor:pointer;color:#124}
 .diag{margin:2px 0}.sev-error{color:#8a1c1c}.sev-warning{color:#7a4b00}.sev-info{color:#124}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 .phase-block{display:inline-block;margin:0 18px 8px 0;vertical-align:top}
+table.rl-phases tr.over td{color:#b00020;font-weight:600}table.rl-phases tr.peak td{font-weight:600}
 """
 
 
@@ -237,6 +238,8 @@ def estimate_section(estimate, report) -> list:
         out.append(f'<div class="phase-block"><b>stage {stage.stage}</b> (peak: '
                    f'{_e(PHASE_NAMES.get(stage.phase, stage.phase))})<br>'
                    f'{phase_chart(stage, estimate.capacity_bytes, units)}</div>')
+    if phases.shows_phases(estimate):
+        out += phase_tables(estimate, units)
     out.append("<h3>Terms and formulas</h3>")
     for index, stage in enumerate(sorted(estimate.stages, key=lambda s: s.stage)):
         opened = " open" if index == 0 else ""
@@ -246,6 +249,30 @@ def estimate_section(estimate, report) -> list:
     for note in estimate.notes:
         out.append(f'<p class="meta">note: {_e(note)}</p>')
     out.append("</section>")
+    return out
+
+
+def phase_tables(estimate, units: str) -> list:
+    """An RL step's phases side by side per stage (report/phases.py rows): the peak in bold,
+    a phase over the GPU's capacity marked as the one that breaks."""
+    groups = getattr(getattr(estimate, "rl", None), "groups", None) or {}
+    out = ["<h3>The phases of an RL step, side by side</h3>"]
+    head = "".join(f'<th class="num">{_e(c)}</th>' for c in phases.COLUMNS)
+    for stage in sorted(estimate.stages, key=lambda s: s.stage):
+        held = f" ({_e(groups[stage.stage])})" if stage.stage in groups else ""
+        rows = []
+        for row in phases.rows(stage, estimate.capacity_bytes):
+            mark = " breaks: over the GPU" if row.over else (" (peak)" if row.peak else "")
+            cells = "".join(f'<td class="num">{row.parts[c] / UNITS[units]:.2f}</td>'
+                            for c in phases.COLUMNS)
+            style = ' class="over"' if row.over else (' class="peak"' if row.peak else "")
+            rows.append(f"<tr{style}><td>{_e(row.name)}{_e(mark)}</td>{cells}"
+                        f'<td class="num"><b>{row.total / UNITS[units]:.2f}</b></td>'
+                        f'<td class="num">{row.total / estimate.capacity_bytes:.0%}</td></tr>')
+        out.append(f'<p><b>stage {stage.stage}</b>{held}</p><table class="rl-phases"><thead><tr>'
+                   f'<th>phase</th>{head}<th class="num">total ({_e(units)})</th>'
+                   f'<th class="num">of GPU</th></tr></thead><tbody>{"".join(rows)}</tbody>'
+                   "</table>")
     return out
 
 

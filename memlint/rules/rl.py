@@ -132,15 +132,20 @@ class RolloutExceedsGpuMemory(Rule):
                 f"{size(ctx, summary.engine.requested)} and CUDA graphs) beside "
                 f"{size(ctx, trainer)} the trainer keeps; largest terms: {_top(ctx, phase)}; "
                 f"lower the engine's gpu_memory_utilization to at most "
-                f"{max(0.0, (capacity - trainer) / capacity):.2f} or offload the trainer's "
+                f"{max(0.0, (capacity - trainer) / capacity) if capacity > 0 else 0.0:.2f} "
+                "or offload the trainer's "
                 "states")
         severity = None
+        version = _version(ctx.scenario.engine.version)
+        from_free = ctx.scenario.engine.name == "vllm" and _fits_from_free(
+            phase, summary, capacity, trainer)
+        if version is not None and version < (0, 7) and from_free:
+            return  # that vLLM sized its budget from the memory the trainer left free
         found = _defaults(ctx, stage, phase)
         if found:
             text += defaults_note(found)
             severity = Severity.WARNING
-        elif ctx.scenario.engine.name == "vllm" and not ctx.scenario.engine.version and \
-                _fits_from_free(phase, summary, capacity, trainer):
+        elif version is None and from_free:
             # vLLM >= 0.7 takes its share of the total memory; verl's vLLM before 0.7 took it of
             # what the trainer left free (verl docs/perf/perf_tuning.rst, config.rst)
             text += ("; this holds for vLLM 0.7 and later, which take gpu_memory_utilization of "
@@ -151,6 +156,14 @@ class RolloutExceedsGpuMemory(Rule):
             text, keys=_ROLLOUT_KEYS, severity=severity,
             data={"stage": stage.stage, "phase": phase.name, "total_bytes": phase.total,
                   "capacity_bytes": capacity, "engine_bytes": engine, "trainer_bytes": trainer})
+
+
+def _version(text) -> "tuple | None":
+    """(major, minor) of an engine version like "0.8.5", None when not given or not read."""
+    parts = str(text or "").split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def _fits_from_free(phase, summary, capacity: int, trainer: int) -> bool:

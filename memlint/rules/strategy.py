@@ -101,6 +101,8 @@ class MoeWithoutExpertParallel(Rule):
         scenario = ctx.scenario
         if estimate is None or not estimate.stages or scenario.parallelism.ep != 1:
             return
+        if getattr(estimate, "rl", None):
+            return  # RL and serving: the ML8xx rules name the phase and its engine settings
         experts = int(estimate.params.get("experts", 0) or 0)
         if experts <= 0 or not _has_expert_parallel(ctx):
             return

@@ -38,12 +38,14 @@ SOURCE = "vllm-project/vllm v0.12.0 (4fd9d6a85)"
 BLOCK_TOKENS = 16                      # vLLM's default block size on CUDA (config/cache.py)
 VOCAB_PADDING = 64                     # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 SAMPLER_BYTES_PER_LOGIT = 4 + 4 + 8    # fp32 logits, sorted fp32 values, int64 sort indices
+MOE_CHUNK_TOKENS = 16 * 1024           # VLLM_FUSED_MOE_CHUNK_SIZE (vllm/envs.py:58)
 # vLLM's gpu_memory_utilization (config/cache.py:49) and SGLang's usual mem_fraction_static
 DEFAULT_UTILIZATION = 0.9
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "auto": None, "fp8_e4m3": 1,
                 "fp8_e5m2": 1}
-_QUANT_BYTES = {"fp8": 1, "fp8_e4m3": 1, "awq": 0.5, "gptq": 0.5, "int4": 0.5, "w4a16": 0.5,
-                "w8a8": 1, "int8": 1, "bitsandbytes": 0.5, "torchao": 1, "modelopt": 1,
+_QUANT_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fbgemm_fp8": 1, "awq": 0.5, "awq_marlin": 0.5,
+                "gptq": 0.5, "gptq_marlin": 0.5, "int4": 0.5, "w4a16": 0.5, "w8a8": 1,
+                "int8": 1, "bitsandbytes": 0.5, "torchao": 1, "modelopt": 1, "mxfp4": 0.5,
                 "compressed-tensors": None}
 
 
@@ -67,6 +69,14 @@ class EngineShape:
     sliding_layers: int = 0   # how many of the layers use it
     max_position: int = 0     # the model's max_position_embeddings (vLLM's max_model_len default)
     dtype_bytes: int = 2      # the checkpoint's weight dtype
+    # a checkpoint saved quantized (its config.json's quantization_config, which vLLM applies
+    # without a --quantization flag: config/model.py _verify_quantization): bytes per weight of
+    # its linear layers, and its quant_method; the embedding and lm_head stay in dtype_bytes
+    quant_bytes: float = 0.0
+    quant_method: str = ""
+    embedding_params: int = 0  # embedding + untied lm_head
+    dense_layers: int = 0      # MoE models: decoder layers with a dense MLP instead of experts
+    shared_ffn: int = 0        # MoE models: the shared experts' width
 
 
 @dataclass(frozen=True)
@@ -124,22 +134,36 @@ def kv_bytes_per_token(shape: EngineShape, tp: int, pp: int, kv_dtype_bytes: int
 
 def weight_bytes(shape: EngineShape, settings: EngineSettings) -> tuple:
     """(bytes, formula) of the engine's copy of the weights on one GPU."""
-    per = _weight_dtype_bytes(shape, settings)
-    dense = shape.params - shape.expert_params
+    per, quantized = _weight_dtype_bytes(shape, settings)
+    # quantization methods leave the vocabulary embedding and the lm_head in the model's dtype
+    embed = shape.embedding_params if quantized else 0
+    embed_bytes = _unquantized_bytes(shape, settings)
+    dense = shape.params - shape.expert_params - embed
     expert_split = settings.tp * (settings.dp if settings.ep > 1 else 1)
     shard = settings.tp * settings.pp
-    total = int(dense * per / shard + shape.expert_params * per / (expert_split * settings.pp))
+    total = int(dense * per / shard + shape.expert_params * per / (expert_split * settings.pp)
+                + embed * embed_bytes / shard)
     formula = (f"(dense {dense:,} / (tp {settings.tp} · pp {settings.pp})"
                + (f" + experts {shape.expert_params:,} / {expert_split * settings.pp}"
-                  if shape.expert_params else "") + f") × {per:g} B")
+                  if shape.expert_params else "") + f") × {per:g} B"
+               + (f" ({quantized}) + embedding and lm_head {embed:,} / {shard} × {embed_bytes} B"
+                  if embed else ""))
     return total, formula
 
 
-def _weight_dtype_bytes(shape: EngineShape, settings: EngineSettings) -> float:
+def _weight_dtype_bytes(shape: EngineShape, settings: EngineSettings) -> tuple:
+    """(bytes per linear weight, the quantization method or "")."""
     if settings.quantization:
         found = _QUANT_BYTES.get(settings.quantization.lower())
         if found is not None:
-            return found
+            return found, settings.quantization.lower()
+    if shape.quant_bytes and (not settings.quantization
+                              or settings.quantization.lower() == shape.quant_method):
+        return shape.quant_bytes, shape.quant_method
+    return _unquantized_bytes(shape, settings), ""
+
+
+def _unquantized_bytes(shape: EngineShape, settings: EngineSettings) -> int:
     if settings.dtype:
         return _DTYPE_BYTES.get(settings.dtype) or shape.dtype_bytes
     return shape.dtype_bytes
@@ -148,14 +172,26 @@ def _weight_dtype_bytes(shape: EngineShape, settings: EngineSettings) -> float:
 def forward_peak(shape: EngineShape, tokens: int, tp: int) -> tuple:
     """(bytes, formula) of the largest live set of one decoder layer's forward over `tokens`
     tokens without autograd: the residual stream, the layer input and output, and the MLP's
-    gate/up output beside its activation (routed experts: per selected expert)."""
+    gate/up output beside its activation. Routed experts run in chunks of at most
+    VLLM_FUSED_MOE_CHUNK_SIZE tokens (16384, vllm/envs.py:58), each holding
+    `cache13 = M × top_k × max(N, K)` and `cache2 = M × top_k × N / 2` with N = 2 × expert ffn /
+    tp and K = d (model_executor/layers/fused_moe/fused_moe.py:1762-1805)."""
     width = shape.hidden
+    stream = tokens * 3 * width * 2
     if shape.moe_top_k and shape.expert_ffn:
-        inner = shape.moe_top_k * 3 * shape.expert_ffn // tp + shape.moe_top_k * width
-        what = f"top-{shape.moe_top_k} × (3 × expert ffn {shape.expert_ffn:,} / tp + d)"
-    else:
-        inner = 3 * shape.ffn // tp
-        what = f"3 × ffn {shape.ffn:,} / tp {tp}"
+        chunk = min(tokens, MOE_CHUNK_TOKENS)
+        n = 2 * shape.expert_ffn // tp
+        routed = chunk * shape.moe_top_k * (max(n, width) + n // 2) * 2
+        dense_ffn = max(shape.ffn if shape.dense_layers else 0, shape.shared_ffn)
+        dense = tokens * 3 * dense_ffn // tp * 2
+        what = (f"max(experts {chunk:,} tokens × top-{shape.moe_top_k} × (max(2 × expert ffn "
+                f"{shape.expert_ffn:,} / tp {tp}, d) + expert ffn / tp) × 2 B"
+                + (f", dense MLP {tokens:,} × 3 × ffn {dense_ffn:,} / tp × 2 B" if dense else "")
+                + ")")
+        return (stream + max(routed, dense),
+                f"{tokens:,} tokens × 3 × d {width:,} × 2 B + {what}")
+    inner = 3 * shape.ffn // tp
+    what = f"3 × ffn {shape.ffn:,} / tp {tp}"
     per_token = (3 * width + inner) * 2
     return tokens * per_token, f"{tokens:,} tokens × (3 × d {width:,} + {what}) × 2 B"
 

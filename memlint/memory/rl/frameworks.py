@@ -33,6 +33,8 @@ class RLConventions:
     # the old log-probs of the rollout are computed with the entropy (verl fsdp_workers.py
     # compute_log_prob: calculate_entropy=not is_lora)
     old_logprob_entropy: bool = False
+    # an offloaded actor is back on the GPU while the engine's weights wake for the sync
+    sync_loads_offloaded: bool = True
 
 
 CONVENTIONS = {
@@ -48,6 +50,9 @@ CONVENTIONS = {
                           "fused into one worker process per GPU (create_colocated_worker_cls); "
                           "the vLLM engine runs inside it (vllm_rollout.py vLLMAsyncRollout)"),
         reference_on_host=True, old_logprob_entropy=True,
+        # rollout_mode takes the state dict, offloads the model, then wakes the engine's weights
+        # and sends one full tensor at a time (fsdp_workers.py; verl PR #2977)
+        sync_loads_offloaded=False,
         reference_source=(f"{VERL} workers/fsdp_workers.py _build_model_optimizer: the reference "
                           "policy is wrapped with CPUOffload(offload_params=True) (FSDP) / "
                           "CPUOffloadPolicy (FSDP2)")),

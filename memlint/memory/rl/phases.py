@@ -72,7 +72,8 @@ def step_phases(plan, stage: int, group=None) -> list:
     phases = []
     if has_engine:
         if actor is not None:
-            sync = [t for t in at(actor.offloaded, stage) if t.component == "weights"]
+            sync = [t for t in at(actor.offloaded, stage) if t.component == "weights"
+                    and plan.conv.sync_loads_offloaded]
             sync += [engine.inside[0]] + list(engine.outside) + plan.sync_terms
             phases.append(("weight_sync", sync + resident()))
         else:

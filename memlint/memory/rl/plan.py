@@ -223,17 +223,23 @@ def _tokens(dynamic: Optional[int], sequences: Optional[int], seq: int, fallback
 
 
 def _engine(scenario, shape, free: int) -> EngineBudget:
+    return engine_budget(scenario, shape, free, ENGINE_TOKENS, ENGINE_SEQS)
+
+
+def engine_budget(scenario, shape, free, tokens: int, seqs: int) -> EngineBudget:
+    """The engine's budget on one GPU with the scenario's engine settings (`tokens`, `seqs`: the
+    defaults of max_num_batched_tokens and max_num_seqs where the scenario gives none)."""
     eng = scenario.engine
     settings = EngineSettings(
         name=eng.name, tp=eng.tp, pp=eng.pp, dp=eng.dp, ep=eng.ep,
         utilization=eng.gpu_memory_utilization,
-        max_num_batched_tokens=eng.max_num_batched_tokens or ENGINE_TOKENS,
-        max_num_seqs=eng.max_num_seqs or ENGINE_SEQS,
+        max_num_batched_tokens=eng.max_num_batched_tokens or tokens,
+        max_num_seqs=eng.max_num_seqs or seqs,
         max_model_len=eng.max_model_len, enforce_eager=eng.enforce_eager,
         kv_dtype=None if eng.kv_cache_dtype in (None, "auto") else eng.kv_cache_dtype,
         quantization=eng.quantization, dtype=eng.dtype)
     return budget(shape, settings, scenario.hardware.gpu_memory, scenario.assumptions,
-                  free_memory=free if eng.name == "sglang" else None)
+                  free_memory=free if eng.name == "sglang" and free is not None else None)
 
 
 def _sync(shape, param_bytes: int, bucket: Optional[int]) -> list:

@@ -18,6 +18,7 @@ def engine_shape(arch, counts, config) -> EngineShape:
     dtype = str(text.get("torch_dtype") or config.get("torch_dtype") or text.get("dtype")
                 or "bfloat16").lower()
     moe = arch.moe if arch.is_moe else None
+    method, quant_bytes = _quantization(text if "quantization_config" in text else config)
     return EngineShape(
         layers=arch.layers, hidden=arch.hidden, heads=arch.heads, kv_heads=arch.kv_heads,
         head_dim=arch.head_dim, ffn=arch.ffn, vocab=arch.vocab_unpadded or arch.vocab,
@@ -27,7 +28,29 @@ def engine_shape(arch, counts, config) -> EngineShape:
         max_position=_int(text.get("max_position_embeddings")),
         # vLLM's dtype "auto" loads an fp32 checkpoint in the platform's 16-bit dtype
         # (vllm/config/model.py:2023 _resolve_auto_dtype)
-        dtype_bytes=min(2, _DTYPE_BYTES.get(dtype, 2)))
+        dtype_bytes=min(2, _DTYPE_BYTES.get(dtype, 2)),
+        quant_bytes=quant_bytes, quant_method=method,
+        embedding_params=counts.embedding + counts.lm_head,
+        dense_layers=sum(1 for layer in counts.layers if not layer.experts) if moe else 0,
+        shared_ffn=moe.shared_ffn if moe else 0)
+
+
+# quant_method of a checkpoint's quantization_config -> bytes per linear weight (gptq/awq: `bits`)
+_QUANT_METHODS = {"fp8": 1, "fbgemm_fp8": 1, "mxfp4": 0.5, "awq": 0.5, "gptq": 0.5,
+                  "bitsandbytes": 0.5}
+
+
+def _quantization(config) -> tuple:
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict):
+        return "", 0.0
+    method = str(quant.get("quant_method") or "").lower()
+    if method == "bitsandbytes" and quant.get("load_in_8bit") is True:
+        return method, 1.0
+    bits = quant.get("bits")
+    if method in ("gptq", "awq") and isinstance(bits, int) and bits > 0:
+        return method, bits / 8
+    return (method, float(_QUANT_METHODS[method])) if method in _QUANT_METHODS else ("", 0.0)
 
 
 def _sliding(config, layers: int) -> tuple:

@@ -14,16 +14,19 @@ from memlint.memory import inputs
 from memlint.memory.context import resolve_context
 from memlint.memory.model import EstimateError, Model
 from memlint.memory.rl.phases import step_phases, with_runtime
-from memlint.memory.rl.plan import build
+from memlint.memory.rl.plan import build, engine_budget
+from memlint.memory.rl.shape import engine_shape
 from memlint.memory.rl.result import RLEstimate, RLSummary
 from memlint.memory.runtime import allocator_terms, runtime_terms
-from memlint.memory.terms import StageEstimate, Term
+from memlint.memory.terms import Phase, StageEstimate, Term
 
 
 def rl_estimate(scenario, context=None):
     if scenario.model is None:
         raise EstimateError("model", "no model: give --model PATH|PRESET or model.* keys")
     context = context if context is not None else resolve_context(scenario)
+    if scenario.rl.algorithm == "serve":
+        return serve_estimate(scenario, context)
     model = Model(scenario, context)
     plan, stages = _stages(scenario, context, model)
     summary = _summary(scenario, context, model, plan, stages)
@@ -155,3 +158,40 @@ def _processes(runtime: list, plan) -> list:
                         dict(term.inputs, processes=count), plan.conv.placement_source)
         out.append(term)
     return out
+
+
+# `vllm serve` defaults by GPU (vllm/engine/arg_utils.py:1827-1845 at v0.12.0): the API server
+# schedules 8192 tokens and 1024 sequences on a GPU of 70 GiB or more that is not an A100
+SERVE_LARGE, SERVE_SMALL = (8192, 1024), (2048, 256)
+
+
+def serve_estimate(scenario, context) -> RLEstimate:
+    """One GPU of an inference server: the engine's budget and what lies outside it."""
+    hw, eng = scenario.hardware, scenario.engine
+    large = hw.gpu_memory >= 70 * 1024**3 and "A100" not in hw.gpu
+    tokens, seqs = SERVE_LARGE if large else SERVE_SMALL
+    shape = engine_shape(context.require("architecture"), context.require("counts"),
+                         scenario.model.config)
+    budget = engine_budget(scenario, shape, None, tokens, seqs)
+    model = Model(scenario, context)
+    runtime = [t for t in runtime_terms(model) if t.name == "runtime.cuda_context" and t.bytes]
+    terms = tuple(budget.inside) + tuple(budget.outside) + tuple(runtime)
+    phase = Phase("serve", terms)
+    stage = StageEstimate(stage=0, layers=shape.layers, phase="serve", terms=terms,
+                          phases=(phase,))
+    gib = 1024**3
+    notes = [f"vLLM serving: KV cache {budget.kv_pool / gib:.2f} GiB = {budget.pool_tokens:,} "
+             f"tokens ({budget.kv_bytes_per_token:,} B per token); maximum concurrency at "
+             f"max_model_len {budget.max_model_len:,}: {budget.concurrency:.2f}x"]
+    summary = RLSummary(framework="vllm", placement="serve", engine=budget,
+                        engine_gpus=eng.tp * eng.pp * eng.dp, engines=1)
+    return RLEstimate(profile=model.profile, sources=tuple(scenario.sources),
+                      params=dict(model.params_block()), gpu_name=hw.gpu,
+                      capacity_bytes=hw.gpu_memory, stages=(stage,), notes=tuple(notes),
+                      assumed=tuple(a for a in inputs.assumed(scenario, model.topo, model.conv)
+                                    if a["key"] not in _TRAINING_INPUTS),
+                      scenario=scenario, context=context, rl=summary)
+
+
+# a training step's inputs a server does not have (the engine reads its lengths, batch and dtype)
+_TRAINING_INPUTS = ("seq_len", "micro_batch", "recompute", "precision")
