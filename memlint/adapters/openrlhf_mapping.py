@@ -21,11 +21,13 @@ does with them (openrlhf/cli/train_ppo_ray.py, openrlhf/utils/deepspeed/deepspee
 """
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from memlint.adapters.openrlhf import NEW, OLD, arguments, source
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 RENAMES = {
     "vllm.num_engines": "vllm_num_engines", "vllm.tensor_parallel_size": "vllm_tensor_parallel_size",
