@@ -33,7 +33,7 @@ from memlint import engine, verdicts
 from memlint.config import assumptions_partial, config_for
 from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make,
                                  make_internal)
-from memlint.engine import ConfigError, LintConfig
+from memlint.engine import LintConfig, SettingsError
 from memlint.errors import MemlintError, UsageError
 from memlint.ir import NO_ESTIMATE, Provenance
 from memlint.loaders import MAX_FILE_BYTES
@@ -108,7 +108,7 @@ def lint_config(options: Options, start: str) -> LintConfig:
 def validate(config: LintConfig, reg) -> None:
     try:
         engine.validate_config(config, reg)
-    except ConfigError as exc:
+    except SettingsError as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -430,7 +430,7 @@ def check(paths: Iterable[str] = (), *, model: Optional[str] = None,
     try:
         return check_paths(list(paths), _options(model, settings, select, ignore, fail_on,
                                                  scenario))
-    except (UsageError, ConfigError) as exc:
+    except (UsageError, SettingsError) as exc:
         raise MemlintError(str(exc)) from None
 
 
@@ -444,7 +444,7 @@ def estimate(paths: Iterable[str] = (), *, model: Optional[str] = None,
     """
     try:
         result = estimate_paths(list(paths), _options(model, settings, (), (), None, scenario))
-    except (UsageError, ConfigError) as exc:
+    except (UsageError, SettingsError) as exc:
         raise MemlintError(str(exc)) from None
     if not result.estimates:
         reasons = "; ".join(d.message for d in result.diagnostics
@@ -507,5 +507,5 @@ def plan(paths: Iterable[str] = (), *, model: Optional[str] = None, gpus: Option
                              headroom=headroom, near=near_settings(built) if paths else None,
                              cross_node_tp=cross_node_tp, max_pp=max_pp,
                              allow_bubble=allow_bubble)
-    except (UsageError, ConfigError) as exc:
+    except (UsageError, SettingsError) as exc:
         raise MemlintError(str(exc)) from None

@@ -496,10 +496,10 @@ def main(argv: list | None = None) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - never a traceback unless --debug
         # start-up: `memlint --version` and usage errors load no pipeline
-        from memlint.engine import ConfigError
+        from memlint.engine import SettingsError
         from memlint.escape import one_line
 
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, SettingsError):
             sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
             _sarif_failure(one_line(str(exc)), argv)
             return 2

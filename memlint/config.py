@@ -31,7 +31,7 @@ import re
 from functools import lru_cache
 
 from memlint.diagnostics import Severity
-from memlint.engine import ConfigError, LintConfig
+from memlint.engine import LintConfig, SettingsError
 from memlint.ir import Partial, Provenance
 from memlint.keys import suggest
 from memlint.loaders import MAX_FILE_BYTES, load_toml, read_text, repo_root
@@ -47,21 +47,21 @@ _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "s
 
 def _read_toml(path: str) -> dict:
     """The pyproject.toml as data: read with the config size limit (a 1.5 GB file once took 3 GB
-    of memory), as UTF-8, by loaders.load_toml; anything unreadable is a ConfigError naming the
+    of memory), as UTF-8, by loaders.load_toml; anything unreadable is a SettingsError naming the
     file, line and column."""
     try:
         size = os.stat(path).st_size
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        raise SettingsError(f"{path}: cannot read: {exc.strerror}") from None
     if size > MAX_FILE_BYTES:
-        raise ConfigError(f"{path}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit of a "
+        raise SettingsError(f"{path}: {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit of a "
                           "pyproject.toml memlint reads; not read")
     text, problems = read_text(path, MAX_FILE_BYTES)
     if text is None:
-        raise ConfigError(_located(problems[0]))
+        raise SettingsError(_located(problems[0]))
     doc = load_toml(path, text)
     if doc.data is None:
-        raise ConfigError(_located(doc.diagnostics[0]))
+        raise SettingsError(_located(doc.diagnostics[0]))
     return doc.data
 
 
@@ -97,7 +97,7 @@ def _strings(value, where: str) -> tuple:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where} must be a list of strings")
+        raise SettingsError(f"{where} must be a list of strings")
     return tuple(value)
 
 
@@ -105,20 +105,20 @@ def _severity(value, where: str) -> Severity:
     try:
         return Severity.parse(str(value))
     except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise SettingsError(f"{where}: {exc}") from None
 
 
 def parse_table(table: dict, source: str) -> LintConfig:
-    """[tool.memlint] as a LintConfig; unknown keys and wrong types raise ConfigError."""
+    """[tool.memlint] as a LintConfig; unknown keys and wrong types raise SettingsError."""
     config = LintConfig(source=source, root=os.path.dirname(os.path.abspath(source)))
     if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [tool.memlint] must be a table")
+        raise SettingsError(f"{source}: [tool.memlint] must be a table")
     for raw_key, value in table.items():
         key = raw_key.replace("_", "-")
         where = f"{source}: [tool.memlint] {raw_key}"
         if key not in _KNOWN:
             hint = suggest(key, _KNOWN)
-            raise ConfigError(f"{where}: unknown setting" + (f"; did you mean {hint!r}?"
+            raise SettingsError(f"{where}: unknown setting" + (f"; did you mean {hint!r}?"
                                                                if hint else ""))
         if key == "select":
             config.select = _strings(value, where)
@@ -134,26 +134,26 @@ def parse_table(table: dict, source: str) -> LintConfig:
             config.exclude = _strings(value, where)
         elif key == "allow-outside-root":
             if not isinstance(value, bool):
-                raise ConfigError(f"{where} must be true or false")
+                raise SettingsError(f"{where} must be true or false")
             config.allow_outside_root = value
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a table of glob = [codes]")
+                raise SettingsError(f"{where} must be a table of glob = [codes]")
             config.per_file_ignores = {glob: _strings(codes, f"{where}.{glob}")
                                        for glob, codes in value.items()}
         elif key == "severity":
             if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a table of rule = severity")
+                raise SettingsError(f"{where} must be a table of rule = severity")
             config.severities = {sel: _severity(sev, f"{where}.{sel}")
                                  for sel, sev in value.items()}
         elif key == "options":
             if not isinstance(value, dict) or not all(isinstance(v, dict)
                                                       for v in value.values()):
-                raise ConfigError(f"{where} must hold one table per rule")
+                raise SettingsError(f"{where} must hold one table per rule")
             config.options = {name: dict(opts) for name, opts in value.items()}
         elif key == "assumptions":
             if not isinstance(value, dict):
-                raise ConfigError(f"{where} must be a table of assumption = value")
+                raise SettingsError(f"{where} must be a table of assumption = value")
             config.assumptions = dict(value)
         elif key == "runs":
             config.runs = tuple(_run(item, f"{where}[{index}]", config.root)
@@ -164,14 +164,14 @@ def parse_table(table: dict, source: str) -> LintConfig:
 
 def _run(item, where: str, root: str) -> dict:
     if not isinstance(item, dict):
-        raise ConfigError(f"{where} must be a table with files = [...]")
+        raise SettingsError(f"{where} must be a table with files = [...]")
     unknown = set(item) - {"name", "files", "set", "model"}
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))} "
+        raise SettingsError(f"{where}: unknown setting(s) {', '.join(sorted(unknown))} "
                           "(use name, files, set, model)")
     files = _strings(item.get("files", []), f"{where}.files")
     if not files:
-        raise ConfigError(f"{where}.files must list at least one file")
+        raise SettingsError(f"{where}.files must list at least one file")
     return {"name": str(item.get("name", files[0])),
             "files": tuple(os.path.normpath(os.path.join(root, f)) for f in files),
             "set": _strings(item.get("set", []), f"{where}.set"),

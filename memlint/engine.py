@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 PREFIX_RE = re.compile(r"^ML\d{0,2}$")
 
 
-class ConfigError(ValueError):
+class SettingsError(ValueError):
     """memlint's own configuration (command line or [tool.memlint]) is unusable: exit 2."""
 
 
@@ -76,7 +76,7 @@ def specificity(selector: str, rule: Rule) -> int:
 
 
 def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None:
-    """Raise ConfigError for a selector that names no rule (with a did-you-mean)."""
+    """Raise SettingsError for a selector that names no rule (with a did-you-mean)."""
     for selector in selectors:
         text = selector.strip()
         if not text:
@@ -85,7 +85,7 @@ def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None
             continue
         hint = suggest(text.lower(), list(reg.by_name)) or suggest(text.upper(), list(reg.rules))
         tail = f"; did you mean {hint!r}?" if hint else ""
-        raise ConfigError(f"{where}: no rule is called {text!r}{tail}")
+        raise SettingsError(f"{where}: no rule is called {text!r}{tail}")
 
 
 _ENABLED: dict = {}
@@ -131,7 +131,7 @@ def _options(rule: Rule, config: LintConfig) -> dict:
     try:
         return configure(rule, given)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise SettingsError(str(exc)) from None
 
 
 def validate_config(config: LintConfig, reg: Registry) -> None:
@@ -363,6 +363,3 @@ def exit_code(diagnostics: Iterable[Diagnostic], fail_on: Severity) -> int:
         return 2
     return 1 if any(d.severity >= fail_on for d in diagnostics) else 0
 
-
-def with_path(diagnostic: Diagnostic, path: Optional[str]) -> Diagnostic:
-    return replace(diagnostic, path=path)

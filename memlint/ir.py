@@ -97,7 +97,7 @@ def frozen_mapping(data: Mapping) -> Mapping:
 
 
 @record(frozen=True)
-class Model:
+class ModelSpec:
     """The model: its HF-style config (merged from every source) and optional count overrides."""
 
     config: Mapping[str, Any]
@@ -277,7 +277,7 @@ class Assumptions:
 
 @record(frozen=True)
 class Scenario:
-    model: Optional[Model]
+    model: Optional[ModelSpec]
     training: Training
     parallelism: Parallelism
     hardware: Hardware

@@ -918,6 +918,13 @@ def suppressions(text: str) -> dict:
     return found
 
 
+def inside(path: str, root: str) -> bool:
+    """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
+    containment check every reader of a referenced file uses)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
 def repo_root(path: str) -> str:
     """The nearest directory at or above `path` holding .git or pyproject.toml (else its dir)."""
     start = os.path.abspath(path)

@@ -25,8 +25,9 @@ import glob
 import os
 import re
 
-from memlint.adapters.registry import (detect_format, direct_references, inside, load_file,
+from memlint.adapters.registry import (detect_format, direct_references, load_file,
                                        load_with_references)
+from memlint.loaders import inside
 from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError

@@ -13,22 +13,18 @@ import json
 import os
 
 from memlint import keys as K, verdicts
-from memlint.adapters.registry import inside
 from memlint.assumptions import ASSUMPTIONS, profile_defaults
 from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
-from memlint.ir import (RL, Assumptions, Engine, Hardware, Model, Parallelism, Partial,
+from memlint.ir import (RL, Assumptions, Engine, Hardware, ModelSpec, Parallelism, Partial,
                         Provenance, Scenario, Setting, Training, frozen_mapping)
-from memlint.loaders import repo_root
-from memlint.records import fields
+from memlint.loaders import inside, repo_root
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Iterable, Optional
 
-SECTIONS = {"training": Training, "parallelism": Parallelism, "hardware": Hardware, "rl": RL,
-            "engine": Engine}
 
 
 def parse_assignment(text: str, source: Optional[str] = None) -> tuple[str, str]:
@@ -304,10 +300,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
     if "model" in settings:
         unused = _explicit_model_wins(settings, partials, base_dir)
         diagnostics.extend(_model_conflict(settings["model"], unused))
-
-    # The model source ranks below every explicit model.* key: load it and merge underneath.
-    model_partial = None
-    if "model" in settings:
+        # The model source ranks below every explicit model.* key: load it and merge underneath.
         model_setting = settings["model"]
         model_partial = load_model_source(str(model_setting.value), model_setting.prov, base_dir,
                                           allow_outside_root, max_bytes, hub)
@@ -316,6 +309,43 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         for key, setting in model_partial.settings.items():
             settings.setdefault(key, setting)
 
+    values, provenance, model_settings = _convert(settings, diagnostics)
+    _recorded_conventions(extra, values["conventions"], provenance)
+    if "base_quant" not in values["training"]:
+        found = checkpoint_quantization(model_settings)
+        if found is not None:
+            values["training"]["base_quant"], provenance["base_quant"] = found
+
+    model = None
+    if model_settings or "name" in values["model"]:
+        model = ModelSpec(config=frozen_mapping(_unflatten(model_settings)), **values["model"])
+    elif values["model"]:
+        model = ModelSpec(config=frozen_mapping({}), **values["model"])
+    _gpu(values["hardware"], provenance, diagnostics)
+    profile = values["assumptions"].pop("profile", "precise")
+    assumption_values = dict(profile_defaults(profile))
+    assumption_values.update(values["assumptions"])
+
+    scenario = Scenario(
+        model=model,
+        training=Training(**values["training"]),
+        parallelism=Parallelism(**values["parallelism"]),
+        hardware=Hardware(**values["hardware"]),
+        assumptions=Assumptions(profile=profile, values=frozen_mapping(assumption_values)),
+        provenance=frozen_mapping(provenance),
+        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)
+                      and p.source not in unused),
+        extra=frozen_mapping(extra),
+        rl=RL(**values["rl"]),
+        engine=Engine(**values["engine"]),
+        convention_keys=frozen_mapping(values["conventions"]),
+    )
+    return scenario, diagnostics
+
+
+def _convert(settings: dict, diagnostics: list) -> tuple:
+    """(values by IR section, provenance by key, the model.* settings) of the merged settings,
+    each converted through the key table; an unknown key or a bad value is a diagnostic."""
     values: dict = {name: {} for name in ("training", "parallelism", "hardware", "assumptions",
                                           "model", "conventions", "rl", "engine")}
     provenance: dict = {}
@@ -350,21 +380,12 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             continue
         values[spec.section][spec.field] = converted
         provenance[key] = setting.prov
+    return values, provenance, model_settings
 
-    _recorded_conventions(extra, values["conventions"], provenance)
 
-    if "base_quant" not in values["training"]:
-        found = checkpoint_quantization(model_settings)
-        if found is not None:
-            values["training"]["base_quant"], provenance["base_quant"] = found
-
-    model = None
-    if model_settings or "name" in values["model"]:
-        model = Model(config=frozen_mapping(_unflatten(model_settings)), **values["model"])
-    elif values["model"]:
-        model = Model(config=frozen_mapping({}), **values["model"])
-
-    hardware_values = values["hardware"]
+def _gpu(hardware_values: dict, provenance: dict, diagnostics: list) -> None:
+    """A named GPU's capacity from the catalog; an unknown one is a warning and the default GPU
+    applies; a capacity without a name is a custom GPU."""
     if "gpu" in hardware_values and "gpu_memory" not in hardware_values:
         # start-up: the GPU catalog loads only when a GPU is named
         from memlint.hardware import lookup
@@ -388,26 +409,6 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
     elif "gpu_memory" in hardware_values and "gpu" not in hardware_values:
         hardware_values["gpu"] = "custom"
 
-    profile = values["assumptions"].pop("profile", "precise")
-    assumption_values = dict(profile_defaults(profile))
-    assumption_values.update(values["assumptions"])
-
-    scenario = Scenario(
-        model=model,
-        training=Training(**values["training"]),
-        parallelism=Parallelism(**values["parallelism"]),
-        hardware=Hardware(**hardware_values),
-        assumptions=Assumptions(profile=profile, values=frozen_mapping(assumption_values)),
-        provenance=frozen_mapping(provenance),
-        sources=tuple(p.source for p in partials if p.fmt not in ("cli",)
-                      and p.source not in unused),
-        extra=frozen_mapping(extra),
-        rl=RL(**values["rl"]),
-        engine=Engine(**values["engine"]),
-        convention_keys=frozen_mapping(values["conventions"]),
-    )
-    return scenario, diagnostics
-
 
 def _recorded_conventions(extra: dict, conventions: dict, provenance: dict) -> None:
     """The convention keys an adapter recorded (`Partial.extra` under the declared name), below
@@ -427,6 +428,3 @@ def _recorded_conventions(extra: dict, conventions: dict, provenance: dict) -> N
 def _assumption_names() -> dict:
     return {name: spec.convert for name, spec in ASSUMPTIONS.items()}
 
-
-def section_fields(section: str) -> list:
-    return [f.name for f in fields(SECTIONS[section])]

@@ -4,14 +4,6 @@ from __future__ import annotations
 UNITS = {"GiB": 1024**3, "GB": 10**9}
 
 
-def normalize(units: str | None) -> str:
-    """'gib' -> 'GiB', 'gb' -> 'GB'; anything else raises ValueError."""
-    for name in UNITS:
-        if units is not None and units.strip().lower() == name.lower():
-            return name
-    raise ValueError(f"unknown units {units!r} (use GiB or GB)")
-
-
 def fmt(nbytes: int, units: str = "GiB", digits: int = 1) -> str:
     """12884901888 -> '12.0 GiB'. Small values keep two significant decimals."""
     value = nbytes / UNITS[units]

@@ -1,7 +1,7 @@
 """Hand-built Scenarios and Estimates for rule, engine and reporter tests (no memory model)."""
 from __future__ import annotations
 
-from memlint.ir import Assumptions, Hardware, Model, Parallelism, Provenance, Scenario, Training
+from memlint.ir import Assumptions, Hardware, Parallelism, Provenance, Scenario, Training
 from memlint.assumptions import profile_defaults
 from memlint.memory.model import Model as MemoryModel
 from memlint.memory.result import Estimate

@@ -170,11 +170,11 @@ def test_validate_config_rejects_unknown_selectors_and_options():
     import pytest
 
     reg = registry()
-    with pytest.raises(engine.ConfigError, match="did you mean 'exceeds-gpu-memory'"):
+    with pytest.raises(engine.SettingsError, match="did you mean 'exceeds-gpu-memory'"):
         engine.validate_config(LintConfig(select=("exceeds-gpu-memry",)), reg)
-    with pytest.raises(engine.ConfigError, match="unknown option 'marjin'"):
+    with pytest.raises(engine.SettingsError, match="unknown option 'marjin'"):
         engine.validate_config(LintConfig(options={"ML102": {"marjin": 0.2}}), reg)
-    with pytest.raises(engine.ConfigError, match="must be float"):
+    with pytest.raises(engine.SettingsError, match="must be float"):
         engine.validate_config(LintConfig(options={"low-memory-headroom": {"margin": "x"}}), reg)
     engine.validate_config(LintConfig(select=("ML1", "ALL"), ignore=("ML10",),
                                       options={"low-memory-headroom": {"margin": 0.2}}), reg)

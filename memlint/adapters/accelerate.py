@@ -26,8 +26,8 @@ from typing import Any, Optional
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import Partial, Provenance
-from memlint.keys import suggest
-from memlint.loaders import load_yaml, repo_root, suppressions
+from memlint.keys import parse_bool, suggest
+from memlint.loaders import inside, load_yaml, repo_root, suppressions
 
 FORMAT = "accelerate"
 
@@ -86,8 +86,6 @@ _STRATEGY_MAP = {"FULL_SHARD": ("full", True), "SHARD_GRAD_OP": ("shard_grad_op"
                  "NO_SHARD": ("none", True), "HYBRID_SHARD": ("hybrid", True),
                  "HYBRID_SHARD_ZERO2": ("hybrid", False)}
 _WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
-_TRUE = ("y", "yes", "t", "true", "on", "1")
-_FALSE = ("n", "no", "f", "false", "off", "0")
 
 SRC_CONFIG = "accelerate commands/config/config_args.py (BaseConfig.from_yaml_file)"
 SRC_PLUGIN = "accelerate utils/dataclasses.py (FullyShardedDataParallelPlugin.__post_init__)"
@@ -107,14 +105,7 @@ def detect(path: str, text: str) -> bool:
 
 def _truth(value: Any) -> Optional[bool]:
     """accelerate's str_to_bool on the exported string; None when it would raise."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    return None
+    return parse_bool(value)
 
 
 def _strategy(value: Any) -> Optional[str]:
@@ -124,6 +115,21 @@ def _strategy(value: Any) -> Optional[str]:
     if text.isdigit() and 1 <= int(text) <= len(STRATEGIES):
         return STRATEGIES[int(text) - 1]
     return text if text in STRATEGIES else None
+
+
+
+class _FsdpBlock:
+    """An fsdp_config block: its keys by their full `fsdp_` name, the short ones accelerate also
+    takes read alike."""
+
+    def __init__(self, fsdp: dict):
+        self.fsdp = fsdp
+
+    def get(self, name: str):
+        return self.fsdp.get(name, self.fsdp.get(name[5:]))
+
+    def where(self, name: str) -> tuple:
+        return ("fsdp_config", name if name in self.fsdp else name[5:])
 
 
 class _Reader:
@@ -232,6 +238,8 @@ class _Reader:
         framework = {"FSDP": "fsdp2", "DEEPSPEED": "deepspeed"}.get(self.dtype, "hf")
         where = ("distributed_type",) if "distributed_type" in data else ()
         self.partial.set("framework", framework, self.prov(*where))
+        # the launcher states the sharding (none for MULTI_GPU's DDP): conventions read it
+        self.partial.set_extra("accelerate.distributed_type", self.dtype, self.prov(*where))
         if self.dtype == "FSDP":
             self.partial.set_extra("accelerate.fsdp_version", self.version,
                                    self.prov("fsdp_config", "fsdp_version"))
@@ -307,9 +315,18 @@ class _Reader:
                 self.diag(UNKNOWN_KEY, Severity.WARNING,
                           f"{key!r} is not an accelerate FSDP option; `accelerate launch` copies "
                           f"it to an unused argument and ignores it{tail}", "fsdp_config", key)
-        get = lambda name: fsdp.get(name, fsdp.get(name[5:]))  # noqa: E731 - short keys allowed
-        where = lambda name: ("fsdp_config", name if name in fsdp else name[5:])  # noqa: E731
+        block = _FsdpBlock(fsdp)
+        self._fsdp_sharding(block, v2, data)
+        self._fsdp_offload_and_recompute(block)
+        self._fsdp_policy(block)
+        if v2:
+            self._fsdp_v2_ignored(block)
+        self._fsdp_loading(block)
 
+    def _fsdp_sharding(self, block: "_FsdpBlock", v2: bool, data: dict) -> None:
+        """fsdp and reshard_after_forward from the sharding strategy (FSDP1) or
+        fsdp_reshard_after_forward (FSDP2)."""
+        get, where = block.get, block.where
         mode, reshard = "full", True
         strategy_raw = get("fsdp_sharding_strategy")
         reshard_raw = get("fsdp_reshard_after_forward")
@@ -362,6 +379,8 @@ class _Reader:
             self.set("fsdp", "full", *anchor)
             self.set("reshard_after_forward", True, *anchor)
 
+    def _fsdp_offload_and_recompute(self, block: "_FsdpBlock") -> None:
+        get, where = block.get, block.where
         offload = get("fsdp_offload_params")
         if offload is not None:
             value = _truth(offload)
@@ -379,36 +398,45 @@ class _Reader:
             # accelerate applies FSDP's checkpoint wrapper inside each wrapped unit
             self.partial.set_extra("recompute.scope", "inside-unit",
                                    self.prov(*where("fsdp_activation_checkpointing")))
+
+    def _fsdp_policy(self, block: "_FsdpBlock") -> None:
+        get, where = block.get, block.where
         policy = get("fsdp_auto_wrap_policy")
         if policy is not None and str(policy).upper() not in _WRAP_POLICIES:
             self.diag(INVALID_VALUE, Severity.ERROR,
                       f"fsdp_auto_wrap_policy {policy!r} is not one of "
                       f"{', '.join(_WRAP_POLICIES)}: accelerate raises \"Invalid auto wrap "
                       f"policy\" ({SRC_PLUGIN})", *where("fsdp_auto_wrap_policy"))
-        if v2:
-            forward = get("fsdp_forward_prefetch")
-            if forward is not None:
-                on = _truth(forward)
-                self.diag(UNRESOLVED, Severity.WARNING if on else Severity.INFO,
-                          "fsdp_forward_prefetch has no effect with fsdp_version 2: the plugin "
-                          "reads it only for version 1, and raises \"forward_prefetch is not yet "
-                          f"implemented in FSDP2\" when it is passed in code ({SRC_PLUGIN})",
-                          *where("fsdp_forward_prefetch"))
-            if get("fsdp_backward_prefetch") not in (None, "NO_PREFETCH"):
+
+    def _fsdp_v2_ignored(self, block: "_FsdpBlock") -> None:
+        """What accelerate ignores or refuses under fsdp_version 2."""
+        get, where = block.get, block.where
+        forward = get("fsdp_forward_prefetch")
+        if forward is not None:
+            on = _truth(forward)
+            self.diag(UNRESOLVED, Severity.WARNING if on else Severity.INFO,
+                      "fsdp_forward_prefetch has no effect with fsdp_version 2: the plugin "
+                      "reads it only for version 1, and raises \"forward_prefetch is not yet "
+                      f"implemented in FSDP2\" when it is passed in code ({SRC_PLUGIN})",
+                      *where("fsdp_forward_prefetch"))
+        if get("fsdp_backward_prefetch") not in (None, "NO_PREFETCH"):
+            self.diag(UNRESOLVED, Severity.INFO,
+                      "fsdp_backward_prefetch is not supported with fsdp_version 2; "
+                      f"accelerate sets it to None with a warning ({SRC_PLUGIN})",
+                      *where("fsdp_backward_prefetch"))
+        for name in ("fsdp_use_orig_params", "fsdp_sync_module_states"):
+            if get(name) is not None:
                 self.diag(UNRESOLVED, Severity.INFO,
-                          "fsdp_backward_prefetch is not supported with fsdp_version 2; "
-                          f"accelerate sets it to None with a warning ({SRC_PLUGIN})",
-                          *where("fsdp_backward_prefetch"))
-            for name in ("fsdp_use_orig_params", "fsdp_sync_module_states"):
-                if get(name) is not None:
-                    self.diag(UNRESOLVED, Severity.INFO,
-                              f"{name} is obsolete with fsdp_version 2 and ignored "
-                              f"({SRC_PLUGIN})", *where(name))
-            if str(get("fsdp_state_dict_type") or "").upper() == "LOCAL_STATE_DICT":
-                self.diag(INVALID_VALUE, Severity.ERROR,
-                          "fsdp_state_dict_type LOCAL_STATE_DICT is not supported with "
-                          f"fsdp_version 2; accelerate raises ({SRC_PLUGIN})",
-                          *where("fsdp_state_dict_type"))
+                          f"{name} is obsolete with fsdp_version 2 and ignored "
+                          f"({SRC_PLUGIN})", *where(name))
+        if str(get("fsdp_state_dict_type") or "").upper() == "LOCAL_STATE_DICT":
+            self.diag(INVALID_VALUE, Severity.ERROR,
+                      "fsdp_state_dict_type LOCAL_STATE_DICT is not supported with "
+                      f"fsdp_version 2; accelerate raises ({SRC_PLUGIN})",
+                      *where("fsdp_state_dict_type"))
+
+    def _fsdp_loading(self, block: "_FsdpBlock") -> None:
+        get, where = block.get, block.where
         efficient, sync = get("fsdp_cpu_ram_efficient_loading"), get("fsdp_sync_module_states")
         if efficient is True and sync is False:
             self.diag(INVALID_VALUE, Severity.ERROR,
@@ -478,7 +506,7 @@ class _Reader:
         prov = self.prov("deepspeed_config", "deepspeed_config_file")
         # outside the repository root: load_with_references refuses it unless allowed
         self.partial.references.append(target)
-        if not _within(root, target):
+        if not inside(target, root):
             return
         if not os.path.isfile(target):
             self.partial.diagnostics.append(make(
@@ -561,12 +589,6 @@ class _Reader:
                       f"{backend!r} it is not set up", "parallelism_config",
                       "parallelism_config_sp_size")
         self.set("cp", value, "parallelism_config", "parallelism_config_sp_size")
-
-
-def _within(root: str, path: str) -> bool:
-    root = os.path.realpath(root)
-    path = os.path.realpath(path)
-    return path == root or path.startswith(root + os.sep)
 
 
 def _repo_root(directory: str) -> str:

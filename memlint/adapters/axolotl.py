@@ -48,6 +48,7 @@ from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import find_reference
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+from memlint.keys import parse_bool
 from memlint.loaders import load_yaml_mapping, repo_root, suppressions
 
 FORMAT = "axolotl"
@@ -125,7 +126,8 @@ def detect(path: str, text: str) -> bool:
 
 
 def _truthy(value: Any) -> bool:
-    return value is True or str(value).strip().lower() in ("true", "auto", "yes", "1")
+    """On: a true boolean, or axolotl's "auto" (bf16: auto)."""
+    return parse_bool(value) is True or str(value).strip().lower() == "auto"
 
 
 def _state_settings(spec: "Opt") -> dict:

@@ -25,7 +25,6 @@ import functools
 import json
 import os
 import re
-from collections import deque
 
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
@@ -109,7 +108,8 @@ def validator():
 
 
 # A config that passes `conforms` is valid, so jsonschema (70 ms to import, more to build the
-# validator) is loaded only for a config with something to report. `conforms` reads the subset of
+# validator) is loaded only for a config with something to report, which jsonschema then walks
+# (this module maps its errors onto positions and messages). `conforms` reads the subset of
 # Draft 2020-12 that deepspeed.schema.json uses; any other keyword sends the config to jsonschema.
 _ANNOTATIONS = {"description", "title", "$comment", "deprecated", "$schema", "$id", "version",
                 "$defs", "default", "examples"}
@@ -210,134 +210,10 @@ def _pattern(text: str):
     return re.compile(text)
 
 
-class SchemaError:
-    """One schema violation, with the attributes of jsonschema's ValidationError that the
-    messages below read (validator, validator_value, instance, schema, path, absolute_path,
-    schema_path, context, parent)."""
-
-    __slots__ = ("validator", "validator_value", "instance", "schema", "relative_path",
-                 "schema_path", "context", "parent")
-
-    def __init__(self, validator, validator_value, instance, schema, context=()):
-        self.validator = validator
-        self.validator_value = validator_value
-        self.instance = instance
-        self.schema = schema
-        self.relative_path = deque()
-        self.schema_path = deque()
-        self.context = list(context)
-        self.parent = None
-        for child in self.context:
-            child.parent = self
-
-    @property
-    def path(self):
-        return self.relative_path
-
-    @property
-    def absolute_path(self):
-        out = deque(self.relative_path)
-        parent = self.parent
-        while parent is not None:
-            out.extendleft(reversed(parent.relative_path))
-            parent = parent.parent
-        return out
-
-    @property
-    def message(self) -> str:
-        return f"{self.instance!r} fails {self.validator} {self.validator_value!r}"
-
-
-def _descend(errors, path=None, schema_path=None):
-    for error in errors:
-        if path is not None:
-            error.relative_path.appendleft(path)
-        if schema_path is not None:
-            error.schema_path.appendleft(schema_path)
-        yield error
-
-
-def iter_errors(value: Any, node: Any = None):
-    """jsonschema's Draft 2020-12 iter_errors, for the keywords deepspeed.schema.json uses, in
-    the same order and with the same structure; raises _Unsupported for any other keyword."""
-    if node is None:
-        node = schema()
-    if node is True:
-        return
-    if node is False:
-        yield SchemaError(None, None, value, node)
-        return
-    if not isinstance(node, dict):
-        raise _Unsupported(repr(node))
-    for keyword, arg in node.items():
-        if keyword in _ANNOTATIONS or keyword.startswith("x-"):
-            continue
-        if keyword not in _KEYWORDS:
-            raise _Unsupported(keyword)
-        if keyword == "$ref":
-            if not arg.startswith("#/$defs/"):
-                raise _Unsupported(arg)
-            yield from iter_errors(value, schema()["$defs"][arg[len("#/$defs/"):]])
-            continue
-        for error in _keyword_errors(keyword, arg, value, node):
-            error.schema_path.appendleft(keyword)
-            yield error
-
-
-def _keyword_errors(keyword: str, arg: Any, value: Any, node: dict):
-    if keyword == "type":
-        kinds = arg if isinstance(arg, list) else [arg]
-        if not any(_is_type(value, kind) for kind in kinds):
-            yield SchemaError(keyword, arg, value, node)
-    elif keyword == "enum":
-        if not any(_same(value, option) for option in arg):
-            yield SchemaError(keyword, arg, value, node)
-    elif keyword == "const":
-        if not _same(value, arg):
-            yield SchemaError(keyword, arg, value, node)
-    elif keyword in ("minimum", "maximum"):
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and (
-                value < arg if keyword == "minimum" else value > arg):
-            yield SchemaError(keyword, arg, value, node)
-    elif keyword == "pattern":
-        if isinstance(value, str) and not _pattern(arg).search(value):
-            yield SchemaError(keyword, arg, value, node)
-    elif keyword == "items":
-        if isinstance(value, list):
-            for index, item in enumerate(value):
-                yield from _descend(iter_errors(item, arg), path=index)
-    elif keyword == "properties":
-        if isinstance(value, dict):
-            for name, sub in arg.items():
-                if name in value:
-                    yield from _descend(iter_errors(value[name], sub), path=name,
-                                        schema_path=name)
-    elif keyword == "additionalProperties":
-        if isinstance(value, dict):
-            known = node.get("properties", {})
-            extras = [key for key in value if key not in known]
-            if isinstance(arg, dict):
-                for extra in extras:
-                    yield from _descend(iter_errors(value[extra], arg), path=extra)
-            elif not arg and extras:
-                yield SchemaError(keyword, arg, value, node)
-    elif keyword == "anyOf":
-        collected = []
-        for index, branch in enumerate(arg):
-            errors = list(_descend(iter_errors(value, branch), schema_path=index))
-            if not errors:
-                break
-            collected.extend(errors)
-        else:
-            yield SchemaError(keyword, arg, value, node, context=collected)
-
-
 def _errors_of(data: Any) -> list:
-    """Every schema error: ours when the schema's keywords allow, else jsonschema's."""
-    try:
-        return list(iter_errors(data))
-    except _Unsupported:
-        return list(validator().iter_errors(data))
+    """Every schema error, as jsonschema walks them (only a config `conforms` cannot clear
+    loads it)."""
+    return list(validator().iter_errors(data))
 
 
 def conforms(data: Any) -> bool:
@@ -647,14 +523,10 @@ def _int(value: Any) -> int:
 def _flag(value: Any) -> bool:
     if _is_auto(value) or value is None:
         raise _Skip
-    if isinstance(value, str) and value.strip().lower() in ("t", "y"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("f", "n"):
-        return False
-    try:
-        return K.to_bool(value)
-    except ValueError:
-        raise _Skip from None
+    found = K.parse_bool(value)
+    if found is None:
+        raise _Skip
+    return found
 
 
 def _positive(value: Any) -> int:

@@ -37,6 +37,7 @@ from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRE
                                  Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
+from memlint.records import field, record
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -277,195 +278,236 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
-    diags = partial.diagnostics
-    assumed: list = []
+@record
+class _Config:
+    """The merged gpt-neox arguments of one run, the Partial they fill, and what every step
+    shares: the fields whose type gpt-neox refuses (`bad`) and the defaults taken."""
 
-    def err(name: str, message: str, sub: tuple = ()) -> None:
-        diags.append(make(INVALID_VALUE, Severity.ERROR, message, cfg[name].prov(sub), key=name))
+    cfg: dict
+    partial: Partial
+    anchor: Provenance
+    assumed: list = field(default_factory=list)
+    bad: set = field(default_factory=set)
 
-    def get(name: str, default: Any = None) -> Any:
-        item = cfg.get(name)
+    def err(self, name: str, message: str, sub: tuple = ()) -> None:
+        self.partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR, message,
+                                             self.cfg[name].prov(sub), key=name))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        item = self.cfg.get(name)
         return default if item is None or item.value is None else item.value
 
-    def where(name: str) -> Provenance:
-        item = cfg.get(name)
-        return item.prov() if item is not None else anchor
+    def num(self, name: str, fallback: Any = None) -> Any:
+        """A value whose type passed NeoXArgs.validate_types (else `fallback`)."""
+        return fallback if name in self.bad else self.get(name, fallback)
 
-    def default(name: str) -> Any:
+    def where(self, name: str) -> Provenance:
+        item = self.cfg.get(name)
+        return item.prov() if item is not None else self.anchor
+
+    def default(self, name: str) -> Any:
         value, source = DEFAULTS[name]
-        if name not in cfg:
-            assumed.append(f"{name} = {value} ({source})")
+        if name not in self.cfg:
+            self.assumed.append(f"{name} = {value} ({source})")
         return value
 
-    # Unknown keys: the dataclass refuses them; another gpt-neox version may not (a warning).
-    known = known_keys()
-    for name, item in cfg.items():
-        if name not in known:
-            diags.append(make(UNKNOWN_KEY, Severity.WARNING,
-                              f"{item.key} is not a NeoXArgs field at {SOURCE} (gpt-neox of that "
-                              "version stops with `unexpected keyword argument`); ignored",
-                              item.prov(), key=name))
+    def model(self, key: str, value: Any, name: Optional[str]) -> None:
+        """A `model.<hf_key>` setting, where the gpt-neox field `name` gave it."""
+        self.partial.set(f"model.{key}", value, self.where(name) if name and name in self.cfg
+                         else Provenance(self.where("num_layers").file, None, None,
+                                         f"{key} (gpt-neox default)"))
 
-    # Types (NeoXArgs.validate_types): exact types for the fields read here.
-    bad = set()
-    tuning = get("autotuning") is not None
+
+def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
+    c = _Config(cfg, partial, anchor)
+    _unknown_keys(c)
+    _types(c)
+    partial.set("framework", "deepspeed", Provenance(anchor.file, None, None, "<gpt-neox config>"))
+    partial.set_extra("gpt_neox.config", anchor.file, anchor)
+    mp = _parallelism(c)
+    _batch(c)
+    _precision_keys(c)
+    _recompute(c, mp)
+    _zero(c)
+    _optimizer(c)
+    _model(c)
+    if c.assumed:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, "gpt-neox defaults assumed (no file gives them): "
+            + "; ".join(c.assumed), anchor, key="defaults", assumed=list(c.assumed)))
+
+
+def _unknown_keys(c: _Config) -> None:
+    """The dataclass refuses unknown keys; another gpt-neox version may not (a warning)."""
+    known = known_keys()
+    for name, item in c.cfg.items():
+        if name not in known:
+            c.partial.diagnostics.append(make(
+                UNKNOWN_KEY, Severity.WARNING,
+                f"{item.key} is not a NeoXArgs field at {SOURCE} (gpt-neox of that version stops "
+                "with `unexpected keyword argument`); ignored", item.prov(), key=name))
+
+
+def _types(c: _Config) -> None:
+    """NeoXArgs.validate_types: exact types for the fields read here; a refused one is `bad`."""
+    tuning = c.get("autotuning") is not None
     for name in INT_FIELDS + BOOL_FIELDS:
-        item = cfg.get(name)
+        item = c.cfg.get(name)
         if item is None or item.value is None or (tuning and item.value == "auto"):
             continue
         ok = _is_int(item.value) if name in INT_FIELDS else isinstance(item.value, bool)
         if not ok:
-            bad.add(name)
+            c.bad.add(name)
             kind = "int" if name in INT_FIELDS else "bool"
-            err(name, f"{item.key}: {item.value!r} is not of type {kind}; gpt-neox refuses it "
-                      f"(NeoXArgs.validate_types: the value's type must be the field's, {kind})")
+            c.err(name, f"{item.key}: {item.value!r} is not of type {kind}; gpt-neox refuses it "
+                        f"(NeoXArgs.validate_types: the value's type must be the field's, {kind})")
     for name, choices in CHOICES.items():
-        value = get(name)
-        if value is not None and not (isinstance(value, str)
-                                      and value.lower() in choices):
-            bad.add(name)
-            err(name, f"{cfg[name].key}: {value!r} is not one of {', '.join(choices)} "
-                      "(NeoXArgs.validate_types refuses it)")
+        value = c.get(name)
+        if value is not None and not (isinstance(value, str) and value.lower() in choices):
+            c.bad.add(name)
+            c.err(name, f"{c.cfg[name].key}: {value!r} is not one of {', '.join(choices)} "
+                        "(NeoXArgs.validate_types refuses it)")
 
-    def num(name: str, fallback: Any = None) -> Any:
-        return fallback if name in bad else get(name, fallback)
 
-    partial.set("framework", "deepspeed", Provenance(anchor.file, None, None, "<gpt-neox config>"))
-    partial.set_extra("gpt_neox.config", anchor.file, anchor)
-
-    # -- parallelism ------------------------------------------------------------------------
-    mp = num("model_parallel_size") or default("model_parallel_size")
+def _parallelism(c: _Config) -> int:
+    """tp (model_parallel_size), pp, sp and the world size; returns model_parallel_size."""
+    mp = c.num("model_parallel_size") or c.default("model_parallel_size")
     mp = mp if mp >= 1 else 1
-    pipe = num("pipe_parallel_size")
-    pipe = default("pipe_parallel_size") if pipe is None else pipe
-    if "model_parallel_size" in cfg and "model_parallel_size" not in bad:
-        partial.set("tp", mp, where("model_parallel_size"))
-    partial.set("pp", max(pipe, 1), where("pipe_parallel_size"))
-    if get("sequence_parallel") is True and "sequence_parallel" not in bad:
-        partial.set("sp", mp > 1, where("sequence_parallel"))
-    gpus, nodes = num("num_gpus"), num("num_nodes")
-    if num("global_num_gpus"):
-        partial.set("world_size", num("global_num_gpus"), where("global_num_gpus"))
+    pipe = c.num("pipe_parallel_size")
+    pipe = c.default("pipe_parallel_size") if pipe is None else pipe
+    if "model_parallel_size" in c.cfg and "model_parallel_size" not in c.bad:
+        c.partial.set("tp", mp, c.where("model_parallel_size"))
+    c.partial.set("pp", max(pipe, 1), c.where("pipe_parallel_size"))
+    if c.get("sequence_parallel") is True and "sequence_parallel" not in c.bad:
+        c.partial.set("sp", mp > 1, c.where("sequence_parallel"))
+    gpus, nodes = c.num("num_gpus"), c.num("num_nodes")
+    if c.num("global_num_gpus"):
+        c.partial.set("world_size", c.num("global_num_gpus"), c.where("global_num_gpus"))
     elif gpus and nodes and gpus > 0 and nodes > 0:
-        partial.set("world_size", gpus * nodes, where("num_gpus"))
-        partial.set("gpus_per_node", gpus, where("num_gpus"))
+        c.partial.set("world_size", gpus * nodes, c.where("num_gpus"))
+        c.partial.set("gpus_per_node", gpus, c.where("num_gpus"))
+    return mp
 
-    # -- batch ------------------------------------------------------------------------------
+
+def _batch(c: _Config) -> None:
     for name, key in (("train_micro_batch_size_per_gpu", "micro_batch"),
                       ("gradient_accumulation_steps", "grad_accum"),
                       ("train_batch_size", "global_batch")):
-        value = num(name)
+        value = c.num(name)
         if _is_int(value) and value > 0:
-            partial.set(key, value, where(name))
-    if num("seq_length") is not None:
-        partial.set("seq_len", num("seq_length"), where("seq_length"))
+            c.partial.set(key, value, c.where(name))
+    if c.num("seq_length") is not None:
+        c.partial.set("seq_len", c.num("seq_length"), c.where("seq_length"))
 
-    # -- precision (arguments.py calculate_derived) ------------------------------------------
-    precision = _precision(cfg, get, err, bad)
+
+def _precision_keys(c: _Config) -> None:
+    """precision and the flags of the enabled block (arguments.py calculate_derived)."""
+    cfg = c.cfg
+    precision = _precision(c)
     if precision is None:
-        precision = default("precision")
-    partial.set("precision", {"fp16": "fp16", "bfloat16": "bf16", "fp32": "fp32"}[precision],
-                where("precision") if "precision" in cfg else (
-                    cfg["fp16"].prov(("enabled",)) if precision == "fp16" and "fp16" in cfg
-                    else cfg["bf16"].prov(("enabled",)) if precision == "bfloat16"
-                    and "bf16" in cfg else anchor))
+        precision = c.default("precision")
+    c.partial.set("precision", {"fp16": "fp16", "bfloat16": "bf16", "fp32": "fp32"}[precision],
+                  c.where("precision") if "precision" in cfg else (
+                      cfg["fp16"].prov(("enabled",)) if precision == "fp16" and "fp16" in cfg
+                      else cfg["bf16"].prov(("enabled",)) if precision == "bfloat16"
+                      and "bf16" in cfg else c.anchor))
     if precision == "fp16":
-        partial.set_extra("flags.fp16", True, where("fp16"))
+        c.partial.set_extra("flags.fp16", True, c.where("fp16"))
     elif precision == "bfloat16":
-        partial.set_extra("flags.bf16", True, where("bf16") if "bf16" in cfg else where(
+        c.partial.set_extra("flags.bf16", True, c.where("bf16") if "bf16" in cfg else c.where(
             "precision"))
 
-    # -- recompute -------------------------------------------------------------------------
-    if get("checkpoint_activations") is True:
-        partial.set("recompute", "full", where("checkpoint_activations"))
-        every = num("checkpoint_num_layers")
+
+def _recompute(c: _Config, mp: int) -> None:
+    if c.get("checkpoint_activations") is True:
+        c.partial.set("recompute", "full", c.where("checkpoint_activations"))
+        every = c.num("checkpoint_num_layers")
         if _is_int(every) and every > 1:
-            partial.set_extra("gpt_neox.checkpoint_num_layers", every,
-                              where("checkpoint_num_layers"))
-    elif "checkpoint_activations" in cfg:
-        partial.set("recompute", "none", where("checkpoint_activations"))
-    if get("partition_activations") is True and mp > 1:
-        diags.append(make(UNRESOLVED, Severity.INFO,
-                          "partition_activations splits each checkpointed layer input across the "
-                          f"{mp} model-parallel ranks; memlint counts it unsplit (an "
-                          "over-estimate)",
-                          where("partition_activations"), key="partition_activations"))
-
-    # -- ZeRO (the DeepSpeed block, read by the DeepSpeed adapter) --------------------------
-    zero = get("zero_optimization")
-    if isinstance(zero, dict):
-        if "stage" not in zero:
-            err("zero_optimization", "zero_optimization has no `stage`: gpt-neox reads "
-                "zero_optimization[\"stage\"] and stops with a KeyError (arguments.py "
-                "calculate_derived)")
-        else:
-            view = _View({"zero_optimization": cfg["zero_optimization"]})
-            deepspeed.map_zero_block(view, partial)
-            # DeepSpeed validates the block with pydantic (extra keys forbidden) since v0.7;
-            # the DeeperSpeed of an older gpt-neox ignored what it did not know: a warning
-            for found in deepspeed.schema_diagnostics(view):
-                message = found.message
-                if "drop the quotes" in message:   # YAML, not JSON: PyYAML reads 1e6 as text
-                    message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
-                        " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
-                        "without a dot as text: write the digits)")
-                diags.append(dataclasses.replace(
-                    found, severity=min(found.severity, Severity.WARNING),
-                    message=message + "; a warning only: the dict-based DeepSpeed of older "
-                    "gpt-neox versions ignored it"))
-        stage = zero.get("stage")
-        if _is_int(get("moe_num_experts")) and get("moe_num_experts") > 1 and _is_int(stage) \
-                and stage >= 2:
-            err("zero_optimization", "MoE (moe_num_experts > 1) with ZeRO stage "
-                f"{stage}: gpt-neox refuses it ('MoE is not compatible with zero stages 2 and "
-                "3', arguments.py calculate_derived)", ("stage",))
-    elif "zero_optimization" not in cfg:
-        partial.set("zero", default("zero_stage"), anchor)
-
-    # -- optimizer ---------------------------------------------------------------------------
-    _optimizer(cfg, partial, err, default, anchor)
-
-    # -- model -------------------------------------------------------------------------------
-    _model(cfg, partial, num, get, where, default, err, bad, mp, assumed)
-
-    if assumed:
-        diags.append(make(UNRESOLVED, Severity.INFO,
-                          "gpt-neox defaults assumed (no file gives them): " + "; ".join(assumed),
-                          anchor, key="defaults", assumed=list(assumed)))
+            c.partial.set_extra("gpt_neox.checkpoint_num_layers", every,
+                                c.where("checkpoint_num_layers"))
+    elif "checkpoint_activations" in c.cfg:
+        c.partial.set("recompute", "none", c.where("checkpoint_activations"))
+    if c.get("partition_activations") is True and mp > 1:
+        c.partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            "partition_activations splits each checkpointed layer input across the "
+            f"{mp} model-parallel ranks; memlint counts it unsplit (an over-estimate)",
+            c.where("partition_activations"), key="partition_activations"))
 
 
-def _precision(cfg: dict, get, err, bad: set) -> Optional[str]:
+def _zero(c: _Config) -> None:
+    """The DeepSpeed block, read by the DeepSpeed adapter; gpt-neox's own refusals."""
+    zero = c.get("zero_optimization")
+    if not isinstance(zero, dict):
+        if "zero_optimization" not in c.cfg:
+            c.partial.set("zero", c.default("zero_stage"), c.anchor)
+        return
+    if "stage" not in zero:
+        c.err("zero_optimization", "zero_optimization has no `stage`: gpt-neox reads "
+              "zero_optimization[\"stage\"] and stops with a KeyError (arguments.py "
+              "calculate_derived)")
+    else:
+        view = _View({"zero_optimization": c.cfg["zero_optimization"]})
+        deepspeed.map_zero_block(view, c.partial)
+        c.partial.diagnostics.extend(_zero_schema(view))
+    stage = zero.get("stage")
+    experts = c.get("moe_num_experts")
+    if _is_int(experts) and experts > 1 and _is_int(stage) and stage >= 2:
+        c.err("zero_optimization", "MoE (moe_num_experts > 1) with ZeRO stage "
+              f"{stage}: gpt-neox refuses it ('MoE is not compatible with zero stages 2 and "
+              "3', arguments.py calculate_derived)", ("stage",))
+
+
+def _zero_schema(view) -> list:
+    """DeepSpeed validates the block with pydantic (extra keys forbidden) since v0.7; the
+    DeeperSpeed of an older gpt-neox ignored what it did not know: warnings."""
+    out = []
+    for found in deepspeed.schema_diagnostics(view):
+        message = found.message
+        if "drop the quotes" in message:   # YAML, not JSON: PyYAML reads 1e6 as text
+            message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
+                " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
+                "without a dot as text: write the digits)")
+        out.append(dataclasses.replace(
+            found, severity=min(found.severity, Severity.WARNING),
+            message=message + "; a warning only: the dict-based DeepSpeed of older "
+            "gpt-neox versions ignored it"))
+    return out
+
+
+def _precision(c: _Config) -> Optional[str]:
     """gpt-neox's precision, or None when nothing sets it (arguments.py calculate_derived)."""
-    precision = None if "precision" in bad else get("precision")
+    precision = None if "precision" in c.bad else c.get("precision")
     precision = precision.lower() if isinstance(precision, str) else None
     for block, name in (("fp16", "fp16"), ("bf16", "bfloat16")):
-        node = get(block)
+        node = c.get(block)
         if isinstance(node, dict) and node.get("enabled", False):
             if precision is None:
                 precision = name
             elif precision != name:
-                err(block, f"{block}.enabled is true but precision is {get('precision')!r}: "
-                           f"gpt-neox stops ('DeepSpeed {block} field was set but precision "
-                           "conflicts', arguments.py calculate_derived)", ("enabled",))
+                c.err(block, f"{block}.enabled is true but precision is "
+                             f"{c.get('precision')!r}: gpt-neox stops ('DeepSpeed {block} field "
+                             "was set but precision conflicts', arguments.py calculate_derived)",
+                      ("enabled",))
     for block in ("fp16", "amp", "flops_profiler"):
-        node = get(block)
+        node = c.get(block)
         if isinstance(node, dict) and "enabled" not in node and not (
                 block == "fp16" and precision == "fp16"):
-            err(block, f"{block} has no `enabled` key: gpt-neox refuses the config "
-                       f"(NeoXArgs.validate_types: '{block}: must contain key enabled')")
+            c.err(block, f"{block} has no `enabled` key: gpt-neox refuses the config "
+                         f"(NeoXArgs.validate_types: '{block}: must contain key enabled')")
     return precision
 
 
-def _optimizer(cfg: dict, partial: Partial, err, default, anchor: Provenance) -> None:
+def _optimizer(c: _Config) -> None:
+    cfg, partial = c.cfg, c.partial
     node = cfg["optimizer"].value if "optimizer" in cfg else None
     if node is None:
-        kind = default("optimizer")
-        where = anchor
+        kind = c.default("optimizer")
+        where = c.anchor
     elif not isinstance(node, dict) or not isinstance(node.get("type"), str) \
             or not isinstance(node.get("params"), dict):
-        err("optimizer", "optimizer must be a mapping with a string `type` and a `params` "
-            "mapping: gpt-neox refuses it otherwise (NeoXArgs.validate_types)")
+        c.err("optimizer", "optimizer must be a mapping with a string `type` and a `params` "
+              "mapping: gpt-neox refuses it otherwise (NeoXArgs.validate_types)")
         return
     else:
         kind = node["type"]
@@ -481,150 +523,176 @@ def _optimizer(cfg: dict, partial: Partial, err, default, anchor: Provenance) ->
         partial.set("optimizer_state_dtype", "int8", cfg["use_bnb_optimizer"].prov())
 
 
-def _vocab(cfg: dict, get, assumed: list) -> tuple:
+def _vocab(c: _Config) -> tuple:
     """(tokenizer size before padding, how it is known)."""
-    kind = str(get("tokenizer_type", DEFAULTS["tokenizer_type"][0]))
-    vocab_file = os.path.basename(str(get("vocab_file") or "")).lower()
+    kind = str(c.get("tokenizer_type", DEFAULTS["tokenizer_type"][0]))
+    vocab_file = os.path.basename(str(c.get("vocab_file") or "")).lower()
     known = VOCAB_BY_TYPE.get(kind.lower())
     if known:
         size, why = known
-        if "tokenizer_type" not in cfg:
-            assumed.append(f"tokenizer_type = GPT2BPETokenizer ({DEFAULTS['tokenizer_type'][1]})")
+        if "tokenizer_type" not in c.cfg:
+            c.assumed.append(f"tokenizer_type = GPT2BPETokenizer "
+                             f"({DEFAULTS['tokenizer_type'][1]})")
         return size, why
     if "20b_tokenizer" in vocab_file:
         return NEOX_20B_VOCAB, "the GPT-NeoX-20B tokenizer (20B_tokenizer.json)"
     if kind.lower() == "hftokenizer":
-        assumed.append(f"tokenizer vocabulary = {NEOX_20B_VOCAB} tokens (HFTokenizer without a "
-                       "vocab_file naming another: the GPT-NeoX-20B tokenizer its configs use)")
+        c.assumed.append(f"tokenizer vocabulary = {NEOX_20B_VOCAB} tokens (HFTokenizer without a "
+                         "vocab_file naming another: the GPT-NeoX-20B tokenizer its configs use)")
         return NEOX_20B_VOCAB, "assumed GPT-NeoX-20B tokenizer"
     if kind.lower() == "spmtokenizer":
-        assumed.append(f"tokenizer vocabulary = {LLAMA_SPM_VOCAB} tokens (SPMTokenizer: the "
-                       "LLaMA / Llama 2 tokenizer.model its configs use)")
+        c.assumed.append(f"tokenizer vocabulary = {LLAMA_SPM_VOCAB} tokens (SPMTokenizer: the "
+                         "LLaMA / Llama 2 tokenizer.model its configs use)")
         return LLAMA_SPM_VOCAB, "assumed LLaMA SentencePiece tokenizer"
-    assumed.append(f"tokenizer vocabulary = {GPT2_VOCAB} tokens ({kind}: size not known "
-                   "without its vocab file; the GPT-2 BPE size assumed)")
+    c.assumed.append(f"tokenizer vocabulary = {GPT2_VOCAB} tokens ({kind}: size not known "
+                     "without its vocab file; the GPT-2 BPE size assumed)")
     return GPT2_VOCAB, "assumed GPT-2 BPE size"
 
 
-def _model(cfg, partial, num, get, where, default, err, bad, mp, assumed) -> None:
-    layers, hidden, heads = num("num_layers"), num("hidden_size"), num("num_attention_heads")
-    types = _attention_types(get("attention_config"))
-    mamba = "mamba" in types
-    if _is_int(hidden) and _is_int(heads) and heads > 0 and hidden % heads and not mamba:
-        err("hidden_size", f"hidden_size {hidden} is not divisible by num_attention_heads "
-            f"{heads}: gpt-neox refuses it (validate_values)")
-    seq, positions = num("seq_length"), num("max_position_embeddings")
+def _model(c: _Config) -> None:
+    """The architecture as `model.<hf_key>` settings, after gpt-neox's own checks of it."""
+    layers, hidden, heads = c.num("num_layers"), c.num("hidden_size"), c.num("num_attention_heads")
+    types = _attention_types(c.get("attention_config"))
+    _model_checks(c, types)
+    _attention_kind(c, types, layers)
+    if not (_is_int(layers) and _is_int(hidden) and _is_int(heads) and layers > 0
+            and hidden > 0 and heads > 0):
+        return   # a file without the model (data paths, cluster setup): nothing to count
+    kv, positions = c.num("num_kv_heads"), c.num("max_position_embeddings")
+    c.model("model_type", "megatron_gpt", "num_layers")
+    c.model("num_hidden_layers", layers, "num_layers")
+    c.model("hidden_size", hidden, "hidden_size")
+    c.model("num_attention_heads", heads, "num_attention_heads")
+    c.model("num_key_value_heads", kv if _is_int(kv) and kv > 0 else heads,
+            "num_kv_heads" if _is_int(kv) else "num_attention_heads")
+    if _is_int(positions):
+        c.model("max_position_embeddings", positions, "max_position_embeddings")
+    pos = str(c.get("pos_emb") or c.default("pos_emb")).lower()
+    learned = pos == "learned" and _is_int(positions)
+    c.model("learned_positions", positions if learned else 0, "pos_emb")
+    gated = _mlp(c, hidden)
+    _norms_and_biases(c)
+    _vocab_keys(c)
+    _experts(c, hidden, gated)
+
+
+def _model_checks(c: _Config, types: set) -> None:
+    """What validate_values and calculate_derived refuse in the model's shape."""
+    hidden, heads = c.num("hidden_size"), c.num("num_attention_heads")
+    if _is_int(hidden) and _is_int(heads) and heads > 0 and hidden % heads \
+            and "mamba" not in types:
+        c.err("hidden_size", f"hidden_size {hidden} is not divisible by num_attention_heads "
+              f"{heads}: gpt-neox refuses it (validate_values)")
+    seq, positions = c.num("seq_length"), c.num("max_position_embeddings")
     if _is_int(seq) and _is_int(positions) and positions < seq:
-        err("max_position_embeddings", f"max_position_embeddings {positions} < seq_length "
-            f"{seq}: gpt-neox refuses it (validate_values: 'max_position_embeddings must be "
-            "bigger or equal seq_length')")
-    kv = num("num_kv_heads")
+        c.err("max_position_embeddings", f"max_position_embeddings {positions} < seq_length "
+              f"{seq}: gpt-neox refuses it (validate_values: 'max_position_embeddings must be "
+              "bigger or equal seq_length')")
+    kv = c.num("num_kv_heads")
     if _is_int(kv) and kv > 0 and _is_int(heads) and heads % kv:
-        err("num_kv_heads", f"num_kv_heads {kv} does not divide num_attention_heads {heads}: "
-            "gpt-neox refuses it (calculate_derived)")
+        c.err("num_kv_heads", f"num_kv_heads {kv} does not divide num_attention_heads {heads}: "
+              "gpt-neox refuses it (calculate_derived)")
+
+
+def _attention_kind(c: _Config, types: set, layers) -> None:
+    """attention (flash or eager) from attention_config; the layer types memlint does not
+    count apart."""
     unknown_types = sorted(t for t in types if t not in ATTENTION_TYPES)
     if unknown_types:
         # refused at SOURCE (calculate_derived asserts each is in ATTENTION_TYPE_CHOICES), but
         # branches and later versions add types (e.g. ring attention): a warning
-        partial.diagnostics.append(make(
+        c.partial.diagnostics.append(make(
             UNKNOWN_KEY, Severity.WARNING, f"attention type(s) {', '.join(unknown_types)} are "
             f"not among gpt-neox's choices at {SOURCE}; counted as standard attention",
-            where("attention_config"), key="attention_config"))
+            c.where("attention_config"), key="attention_config"))
     if types:
         flash = types <= {"flash"}
-        partial.set("attention", "flash" if flash else "eager", where("attention_config"))
+        c.partial.set("attention", "flash" if flash else "eager", c.where("attention_config"))
         other = sorted(types & {"gmlp", "amlp", "rwkv", "mamba"})
         if other:
-            partial.diagnostics.append(make(
+            c.partial.diagnostics.append(make(
                 UNRESOLVED, Severity.WARNING, f"attention_config uses {', '.join(other)} "
-                "layers: memlint counts every layer as a transformer layer", where(
+                "layers: memlint counts every layer as a transformer layer", c.where(
                     "attention_config"), key="attention_config"))
     elif layers is not None:
-        partial.set("attention", "eager", where("attention_config") if "attention_config"
-                    in cfg else Provenance(where("num_layers").file, None, None,
-                                           "attention_config (default global)"))
+        c.partial.set("attention", "eager", c.where("attention_config") if "attention_config"
+                      in c.cfg else Provenance(c.where("num_layers").file, None, None,
+                                               "attention_config (default global)"))
 
-    if not (_is_int(layers) and _is_int(hidden) and _is_int(heads) and layers > 0
-            and hidden > 0 and heads > 0):
-        return   # a file without the model (data paths, cluster setup): nothing to count
 
-    def model(key: str, value: Any, name: Optional[str]) -> None:
-        partial.set(f"model.{key}", value, where(name) if name and name in cfg else Provenance(
-            where("num_layers").file, None, None, f"{key} (gpt-neox default)"))
-
-    model("model_type", "megatron_gpt", "num_layers")
-    model("num_hidden_layers", layers, "num_layers")
-    model("hidden_size", hidden, "hidden_size")
-    model("num_attention_heads", heads, "num_attention_heads")
-    model("num_key_value_heads", kv if _is_int(kv) and kv > 0 else heads,
-          "num_kv_heads" if _is_int(kv) else "num_attention_heads")
-    if _is_int(positions):
-        model("max_position_embeddings", positions, "max_position_embeddings")
-    pos = str(get("pos_emb") or default("pos_emb")).lower()
-    learned = pos == "learned" and _is_int(positions)
-    model("learned_positions", positions if learned else 0, "pos_emb")
-
-    activation = str(get("activation") or default("activation")).lower()
-    llama_mlp = str(get("mlp_type") or "").lower() == "llama"
+def _mlp(c: _Config, hidden: int) -> bool:
+    """The MLP's activation and width; returns whether it is gated."""
+    activation = str(c.get("activation") or c.default("activation")).lower()
+    llama_mlp = str(c.get("mlp_type") or "").lower() == "llama"
     gated = activation in GATED or llama_mlp
-    model("hidden_act", activation, "activation")
-    model("gated_mlp", gated, "mlp_type" if llama_mlp else "activation")
+    c.model("hidden_act", activation, "activation")
+    c.model("gated_mlp", gated, "mlp_type" if llama_mlp else "activation")
     if llama_mlp:
         # `mlp_type: llama` (gpt-neox before 0d4bdb96, which removed the key): LLaMAParallelMLP,
         # w1/w3/w2 without biases, width intermediate_size or 8h/3 rounded up to 256
-        size = num("intermediate_size")
+        size = c.num("intermediate_size")
         ffn = size if _is_int(size) and size > 0 else 256 * -(-(8 * hidden // 3) // 256)
     else:
-        ffn = _ffn(cfg, num, hidden, gated)
-    model("intermediate_size", ffn, "intermediate_size" if "intermediate_size" in cfg
-          else "expansion_factor" if "expansion_factor" in cfg else None)
+        ffn = _ffn(c.cfg, c.num, hidden, gated)
+    c.model("intermediate_size", ffn, "intermediate_size" if "intermediate_size" in c.cfg
+            else "expansion_factor" if "expansion_factor" in c.cfg else None)
+    return gated
 
-    norm = str(get("norm") or default("norm")).lower()
-    model("norm", "layernorm" if norm in ("layernorm", "te_layernorm") else "rmsnorm", "norm")
+
+def _norms_and_biases(c: _Config) -> None:
+    llama_mlp = str(c.get("mlp_type") or "").lower() == "llama"
+    norm = str(c.get("norm") or c.default("norm")).lower()
+    c.model("norm", "layernorm" if norm in ("layernorm", "te_layernorm") else "rmsnorm", "norm")
     if norm in ("scalenorm", "non_parametric_layernorm"):
-        partial.diagnostics.append(make(
+        c.partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO, f"norm {norm} has (almost) no parameters; counted as "
-            "RMSNorm (hidden_size weights per norm)", where("norm"), key="norm"))
-    attn_bias = get("use_bias_in_attn_linear", default("use_bias_in_attn_linear")) is not False
-    mlp_bias = get("use_bias_in_mlp", default("use_bias_in_mlp")) is not False and not llama_mlp
-    model("attention_bias", attn_bias, "use_bias_in_attn_linear")
-    model("output_bias", attn_bias, "use_bias_in_attn_linear")
-    model("mlp_bias", mlp_bias, "use_bias_in_mlp")
-    tied = get("no_weight_tying", default("no_weight_tying")) is not True
-    model("tie_word_embeddings", tied, "no_weight_tying")
+            "RMSNorm (hidden_size weights per norm)", c.where("norm"), key="norm"))
+    attn_bias = c.get("use_bias_in_attn_linear",
+                      c.default("use_bias_in_attn_linear")) is not False
+    mlp_bias = c.get("use_bias_in_mlp", c.default("use_bias_in_mlp")) is not False \
+        and not llama_mlp
+    c.model("attention_bias", attn_bias, "use_bias_in_attn_linear")
+    c.model("output_bias", attn_bias, "use_bias_in_attn_linear")
+    c.model("mlp_bias", mlp_bias, "use_bias_in_mlp")
+    tied = c.get("no_weight_tying", c.default("no_weight_tying")) is not True
+    c.model("tie_word_embeddings", tied, "no_weight_tying")
 
-    size, why = _vocab(cfg, get, assumed)
-    divisor = num("make_vocab_size_divisible_by") or default("make_vocab_size_divisible_by")
-    # the raw vocabulary and gpt-neox's multiple; the memory model pads it with the run's tp
-    # (memlint/facts/vocab.py: multiple × model_parallel_size)
-    tokenizer = where("tokenizer_type")
-    partial.set("model.vocab_size", size, Provenance(
+
+def _vocab_keys(c: _Config) -> None:
+    """The raw vocabulary and gpt-neox's multiple; the memory model pads it with the run's tp
+    (memlint/facts/vocab.py: multiple × model_parallel_size)."""
+    size, why = _vocab(c)
+    divisor = c.num("make_vocab_size_divisible_by") or c.default("make_vocab_size_divisible_by")
+    tokenizer = c.where("tokenizer_type")
+    c.partial.set("model.vocab_size", size, Provenance(
         tokenizer.file, tokenizer.line, tokenizer.column,
         f"vocab_size {size} ({why}), before padding"))
-    pad = where("make_vocab_size_divisible_by")
-    partial.set("model.vocab_pad_multiple", max(divisor, 1), Provenance(
+    pad = c.where("make_vocab_size_divisible_by")
+    c.partial.set("model.vocab_pad_multiple", max(divisor, 1), Provenance(
         pad.file, pad.line, pad.column,
         f"make_vocab_size_divisible_by {divisor} (padded to a multiple of {divisor} × "
         "model_parallel_size, tokenizer.py _vocab_size_with_padding)"))
 
-    experts = num("moe_num_experts")
-    if _is_int(experts) and experts > 1:
-        # megatron/model/moe.py, moe_mlp.py: on every moe_expert_interval-th layer, experts of
-        # w1/w2 (w3 too when gated) without biases, each intermediate_size wide, else 4h
-        # (8h/3 when gated) rounded up to 256; split over the model-parallel ranks (counted
-        # like experts sharded over tp)
-        size = num("intermediate_size")
-        width = size if _is_int(size) and size > 0 else (
-            8 * hidden // 3 if gated else 4 * hidden)
-        if not (_is_int(size) and size > 0):
-            width = 256 * -(-width // 256)
-        interval = num("moe_expert_interval")
-        model("num_local_experts", experts, "moe_num_experts")
-        top_k = num("moe_top_k")
-        model("num_experts_per_tok", top_k if _is_int(top_k) and top_k > 0 else 1, "moe_top_k")
-        model("moe_intermediate_size", width, "intermediate_size")
-        model("moe_layer_freq", interval if _is_int(interval) and interval > 0 else 1,
-              "moe_expert_interval")
+
+def _experts(c: _Config, hidden: int, gated: bool) -> None:
+    """megatron/model/moe.py, moe_mlp.py: on every moe_expert_interval-th layer, experts of
+    w1/w2 (w3 too when gated) without biases, each intermediate_size wide, else 4h (8h/3 when
+    gated) rounded up to 256; split over the model-parallel ranks (counted like experts sharded
+    over tp)."""
+    experts = c.num("moe_num_experts")
+    if not (_is_int(experts) and experts > 1):
+        return
+    size = c.num("intermediate_size")
+    width = size if _is_int(size) and size > 0 else (8 * hidden // 3 if gated else 4 * hidden)
+    if not (_is_int(size) and size > 0):
+        width = 256 * -(-width // 256)
+    interval = c.num("moe_expert_interval")
+    c.model("num_local_experts", experts, "moe_num_experts")
+    top_k = c.num("moe_top_k")
+    c.model("num_experts_per_tok", top_k if _is_int(top_k) and top_k > 0 else 1, "moe_top_k")
+    c.model("moe_intermediate_size", width, "intermediate_size")
+    c.model("moe_layer_freq", interval if _is_int(interval) and interval > 0 else 1,
+            "moe_expert_interval")
 
 
 def _ffn(cfg: dict, num, hidden: int, gated: bool) -> int:

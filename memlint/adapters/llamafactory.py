@@ -2,7 +2,7 @@
 
 One flat YAML holds LLaMA-Factory's own arguments (ModelArguments, DataArguments,
 FinetuningArguments) and HF `TrainingArguments`; the latter go through
-`memlint.adapters.hf_trainer.apply`. LLaMA-Factory's defaults are its own, read at
+`memlint.adapters.trainer_args.apply`. LLaMA-Factory's defaults are its own, read at
 hiyouga/LLaMA-Factory@ff6d4d12 (`src/llamafactory/hparams/*.py`, `model/adapter.py`,
 `model/loader.py`, `model/model_utils/checkpointing.py`, `hparams/parser.py`):
 - `finetuning_type` defaults to lora, `lora_rank` to 8, `lora_target` to "all" (every linear);
@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import re
 
-from memlint.adapters import hf_trainer
+from memlint.adapters import trainer_args
 from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml_mapping, suppressions
+from memlint.records import record
 
 FORMAT = "llamafactory"
 SOURCE = "hiyouga/LLaMA-Factory@ff6d4d12"
@@ -62,7 +63,7 @@ def _freeze(given, truth, partial: Partial, anchor: Provenance, notes: list) -> 
     negative, or with `use_llama_pro` every (L/N)-th layer (the expanded blocks)."""
     partial.set("train_base", False, anchor)
     item = given("freeze_trainable_layers")
-    count = hf_trainer.to_int(item.value) if item is not None else None
+    count = trainer_args.to_int(item.value) if item is not None else None
     if item is None:
         count = 2
         notes.append(f"freeze_trainable_layers 2 ({SOURCE} finetuning_args.py default)")
@@ -107,132 +108,174 @@ def load(path: str, text: str) -> Partial:
     doc = load_yaml_mapping(path, text, "a LLaMA-Factory config", partial.diagnostics)
     if doc is None:
         return partial
-    apply_items(partial, hf_trainer.mapping_items(doc, doc.data), path)
+    apply_items(partial, trainer_args.mapping_items(doc, doc.data), path)
     return partial
+
+
+@record
+class _Args:
+    """LLaMA-Factory's arguments of one run, with the Partial and the defaults taken."""
+
+    by_name: dict
+    partial: Partial
+    anchor: Provenance
+    notes: list
+
+    def given(self, name: str):
+        return self.by_name.get(name)
+
+    def truth(self, name: str, default: bool = False) -> bool:
+        item = self.given(name)
+        value = trainer_args.to_bool(item.value) if item is not None else None
+        return default if value is None else value
+
+    def where(self, name: str) -> Provenance:
+        item = self.given(name)
+        return item.prov if item is not None else self.anchor
 
 
 def apply_items(partial: Partial, items: list, path: str) -> None:
     """LLaMA-Factory's arguments (from its YAML, or `llamafactory-cli train --flags`)."""
-    by_name = {item.name: item for item in items}
-    data = {item.name: item.value for item in items}
-    anchor = Provenance(path, 1, 1, None)
-    notes: list = []
+    args = _Args({item.name: item for item in items}, partial, Provenance(path, 1, 1, None), [])
+    stage_item = args.given("stage")
+    stage = str((stage_item.value if stage_item is not None else None) or "sft").strip().lower()
+    method, method_item = _method(args)
+    lora = method in ("lora", "oft")
+    quant_item = args.given("quantization_bit")
+    quant_bits = trainer_args.to_int(quant_item.value) if quant_item is not None else None
+    if lora:
+        _adapters(args, method, method_item)
+    elif method == "freeze":
+        _freeze(args.given, args.truth, partial, method_item.prov, args.notes)
+    if quant_bits is not None:
+        _quantization(args, quant_bits, quant_item)
+    loaded = _loaded_dtype(args, method, method_item, lora, quant_bits)
+    _checkpointing(args, items)
+    if "cutoff_len" not in args.by_name:
+        args.notes.append(f"cutoff_len {DEFAULTS['seq_len'][0]} ({DEFAULTS['seq_len'][1]})")
+    trainer_args.apply(items, partial, "llamafactory", args.anchor,
+                       defaults=dict(DEFAULTS, dtype=(loaded, "LLaMA-Factory"),
+                                     precision=("fp32", "transformers TrainingArguments: bf16 "
+                                                "and fp16 default to False")),
+                       loaded_dtype=loaded, lora=lora, assumed=args.notes)
+    _optimizer_switches(args)
+    if args.truth("use_unsloth_gc"):
+        partial.set("offload_activations", True, args.given("use_unsloth_gc").prov)
+    if stage in ("dpo", "kto", "ppo", "rm"):
+        _preference(stage, {item.name: item.value for item in items}, args.given, partial, lora,
+                    args.anchor)
+    packing = args.given("packing")
+    partial.set_extra("hf_trainer.packing",
+                      args.truth("packing") if packing is not None else stage == "pt",
+                      args.where("packing"))
+    trainer_args.check_deepspeed(partial, {i.name: i for i in items}, path)
 
-    def given(name: str):
-        return by_name.get(name)
 
-    def truth(name: str, default: bool = False) -> bool:
-        item = given(name)
-        value = hf_trainer.to_bool(item.value) if item is not None else None
-        return default if value is None else value
-
-    stage = str(data.get("stage") or "sft").strip().lower()
-    method_item = given("finetuning_type")
+def _method(args: _Args) -> tuple:
+    """(finetuning_type, its item): lora by default; one LLaMA-Factory refuses is counted as a
+    full fine-tune, with a warning."""
+    method_item = args.given("finetuning_type")
     method = str(method_item.value).strip().lower() if method_item is not None else "lora"
     if method_item is None:
-        notes.append(f"finetuning_type lora ({SOURCE} finetuning_args.py default)")
+        args.notes.append(f"finetuning_type lora ({SOURCE} finetuning_args.py default)")
     if method not in ("lora", "oft", "freeze", "full"):
-        partial.diagnostics.append(make(INVALID_VALUE, Severity.WARNING,
-                                        f"finetuning_type {method!r}: LLaMA-Factory accepts lora, "
-                                        "oft, freeze or full", method_item.prov,
-                                        key="finetuning_type"))
+        args.partial.diagnostics.append(make(
+            INVALID_VALUE, Severity.WARNING, f"finetuning_type {method!r}: LLaMA-Factory accepts "
+            "lora, oft, freeze or full", method_item.prov, key="finetuning_type"))
         method = "full"
-    lora = method in ("lora", "oft")
-    quant_item = given("quantization_bit")
-    quant_bits = hf_trainer.to_int(quant_item.value) if quant_item is not None else None
-    deepspeed = given("deepspeed")
+    return method, method_item
+
+
+def _adapters(args: _Args, method: str, method_item) -> None:
+    """LoRA (or OFT, counted as LoRA) rank, targets, modules to save and dropout."""
+    partial = args.partial
+    if method == "oft":
+        rank_item = args.given("oft_rank")
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, "OFT adapters are counted as LoRA adapters of the same "
+            "rank (both are small next to the frozen base)", method_item.prov,
+            key="finetuning_type"))
+    else:
+        rank_item = args.given("lora_rank")
+    rank = trainer_args.to_int(rank_item.value) if rank_item is not None else None
+    if rank is None or rank < 1:
+        rank = DEFAULTS["lora_rank"][0] if method == "lora" else 8
+        args.notes.append(f"{method}_rank {rank} ({DEFAULTS['lora_rank'][1]})")
+        partial.set("lora_rank", rank, method_item.prov if method_item else args.anchor)
+    else:
+        partial.set("lora_rank", rank, rank_item.prov)
+    target = args.given("lora_target")
+    partial.set("lora_targets", target_kind(target.value if target is not None else "all"),
+                args.where("lora_target"))
+    if target is None:
+        args.notes.append(f"lora_target all ({SOURCE} finetuning_args.py default)")
+    extra = args.given("additional_target")   # PEFT modules_to_save (finetuning_args.py)
+    if extra is not None and extra.value:
+        partial.set("lora_modules_to_save", extra.value, extra.prov)
+    dropout = args.given("lora_dropout")
+    if dropout is not None:
+        try:
+            partial.set("lora_dropout", float(dropout.value), dropout.prov)
+        except (TypeError, ValueError):
+            pass
+
+
+def _quantization(args: _Args, quant_bits: int, quant_item) -> None:
+    item = args.given("quantization_method")
+    quant_method = str(item.value if item is not None else "bnb").strip().lower()
+    if quant_method in ("bnb", "bitsandbytes") and quant_bits in (4, 8):
+        args.partial.set("base_quant", "nf4" if quant_bits == 4 else "int8", quant_item.prov)
+    else:
+        args.partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"quantization_bit {quant_bits} with {quant_method}: memlint counts bitsandbytes "
+            "4/8-bit bases only; the base is counted in its loaded dtype", quant_item.prov,
+            key="quantization_bit"))
+
+
+def _loaded_dtype(args: _Args, method: str, method_item, lora: bool, quant_bits) -> str:
+    """The dtype LLaMA-Factory's trainable parameters end up in (model/adapter.py)."""
+    deepspeed = args.given("deepspeed")
     zero3 = deepspeed is not None and "3" in os.path.basename(str(deepspeed.value))
-
-    if lora:
-        if method == "oft":
-            rank_item = given("oft_rank")
-            partial.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO, "OFT adapters are counted as LoRA adapters of the same "
-                "rank (both are small next to the frozen base)", method_item.prov,
-                key="finetuning_type"))
-        else:
-            rank_item = given("lora_rank")
-        rank = hf_trainer.to_int(rank_item.value) if rank_item is not None else None
-        if rank is None or rank < 1:
-            rank = DEFAULTS["lora_rank"][0] if method == "lora" else 8
-            notes.append(f"{method}_rank {rank} ({DEFAULTS['lora_rank'][1]})")
-            partial.set("lora_rank", rank, method_item.prov if method_item else anchor)
-        else:
-            partial.set("lora_rank", rank, rank_item.prov)
-        target = given("lora_target")
-        partial.set("lora_targets", target_kind(target.value if target is not None else "all"),
-                    target.prov if target is not None else anchor)
-        if target is None:
-            notes.append(f"lora_target all ({SOURCE} finetuning_args.py default)")
-        extra = given("additional_target")   # PEFT modules_to_save (finetuning_args.py)
-        if extra is not None and extra.value:
-            partial.set("lora_modules_to_save", extra.value, extra.prov)
-        dropout = given("lora_dropout")
-        if dropout is not None:
-            try:
-                partial.set("lora_dropout", float(dropout.value), dropout.prov)
-            except (TypeError, ValueError):
-                pass
-    elif method == "freeze":
-        _freeze(given, truth, partial, method_item.prov, notes)
-
-    if quant_bits is not None:
-        quant_method = str(data.get("quantization_method", "bnb")).strip().lower()
-        if quant_method in ("bnb", "bitsandbytes") and quant_bits in (4, 8):
-            partial.set("base_quant", "nf4" if quant_bits == 4 else "int8", quant_item.prov)
-        else:
-            partial.diagnostics.append(make(
-                UNRESOLVED, Severity.INFO,
-                f"quantization_bit {quant_bits} with {quant_method}: memlint counts bitsandbytes "
-                "4/8-bit bases only; the base is counted in its loaded dtype", quant_item.prov,
-                key="quantization_bit"))
-
-    # The dtype LLaMA-Factory's trainable parameters end up in (model/adapter.py)
-    pure = truth("pure_bf16") or truth("use_badam")
+    pure = args.truth("pure_bf16") or args.truth("use_badam")
     if lora:
         loaded = "bf16"   # torch_dtype="auto": the frozen base stays in the checkpoint's dtype
-        notes.append("base weights loaded in the checkpoint's dtype, taken as bf16 "
-                     f"({SOURCE} model/loader.py torch_dtype='auto')")
+        args.notes.append("base weights loaded in the checkpoint's dtype, taken as bf16 "
+                          f"({SOURCE} model/loader.py torch_dtype='auto')")
     elif pure or (zero3 and quant_bits is None):
         loaded = "bf16"
     else:
         loaded = "fp32"   # trainable parameters upcast to float32
     if method == "freeze" and loaded == "fp32":
         # only the trained layers are upcast (model/adapter.py _setup_freeze_tuning)
-        partial.set("frozen_dtype", "bf16", method_item.prov)
-        notes.append("frozen layers in the checkpoint's dtype, taken as bf16 "
-                     f"({SOURCE} model/loader.py torch_dtype='auto'); the trained ones in fp32")
-    if not truth("disable_gradient_checkpointing") and "gradient_checkpointing" not in by_name:
-        items.append(hf_trainer.Item("gradient_checkpointing", True, anchor))
-        notes.append(DEFAULTS["recompute"][1].replace("checkpointing is on",
-                                                      "gradient checkpointing on"))
-    elif truth("disable_gradient_checkpointing"):
-        items.append(hf_trainer.Item("gradient_checkpointing", False,
-                                     given("disable_gradient_checkpointing").prov))
-    if "cutoff_len" not in by_name:
-        notes.append(f"cutoff_len {DEFAULTS['seq_len'][0]} ({DEFAULTS['seq_len'][1]})")
-    hf_trainer.apply(items, partial, "llamafactory", anchor,
-                     defaults=dict(DEFAULTS, dtype=(loaded, "LLaMA-Factory"),
-                                   precision=("fp32", "transformers TrainingArguments: bf16 and "
-                                              "fp16 default to False")),
-                     loaded_dtype=loaded, lora=lora, assumed=notes)
+        args.partial.set("frozen_dtype", "bf16", method_item.prov)
+        args.notes.append("frozen layers in the checkpoint's dtype, taken as bf16 "
+                          f"({SOURCE} model/loader.py torch_dtype='auto'); the trained ones in "
+                          "fp32")
+    return loaded
+
+
+def _checkpointing(args: _Args, items: list) -> None:
+    """Gradient checkpointing is on unless disable_gradient_checkpointing: an item for apply."""
+    disabled = args.truth("disable_gradient_checkpointing")
+    if not disabled and "gradient_checkpointing" not in args.by_name:
+        items.append(trainer_args.Item("gradient_checkpointing", True, args.anchor))
+        args.notes.append(DEFAULTS["recompute"][1].replace("checkpointing is on",
+                                                           "gradient checkpointing on"))
+    elif disabled:
+        items.append(trainer_args.Item("gradient_checkpointing", False,
+                                       args.given("disable_gradient_checkpointing").prov))
+
+
+def _optimizer_switches(args: _Args) -> None:
     for flag, optimizer, why in _OPTIMIZERS:
-        if truth(flag):
-            partial.set("optimizer", optimizer, given(flag).prov)
-            partial.settings.pop("optimizer_impl", None)
+        if args.truth(flag):
+            args.partial.set("optimizer", optimizer, args.given(flag).prov)
+            args.partial.settings.pop("optimizer_impl", None)
             if why:
-                partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, f"{flag}: {why}",
-                                                given(flag).prov, key=flag))
+                args.partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, f"{flag}: {why}",
+                                                     args.given(flag).prov, key=flag))
             break
-    if truth("use_unsloth_gc"):
-        partial.set("offload_activations", True, given("use_unsloth_gc").prov)
-    if stage in ("dpo", "kto", "ppo", "rm"):
-        _preference(stage, data, given, partial, lora, anchor)
-    packing = given("packing")
-    partial.set_extra("hf_trainer.packing",
-                      truth("packing") if packing is not None else stage == "pt",
-                      packing.prov if packing is not None else anchor)
-    hf_trainer.check_deepspeed(partial, {i.name: i for i in items}, path)
 
 
 def _preference(stage: str, data: dict, given, partial: Partial, lora: bool,
@@ -272,4 +315,3 @@ def _preference(stage: str, data: dict, given, partial: Partial, lora: bool,
             UNRESOLVED, Severity.INFO, "stage ppo generates with transformers' generate: the "
             "KV cache of generation is not counted (ppo/trainer.py get_inputs)", prov,
             key="stage"))
-

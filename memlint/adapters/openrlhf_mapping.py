@@ -155,7 +155,7 @@ def _training(args: Args) -> None:
     model = args.raw("pretrain")
     if isinstance(model, str) and model.strip():
         # start-up: the shared Hub-id / local-folder rule of the HF trainer reader
-        from memlint.adapters.hf_trainer import local_or_hub_model
+        from memlint.adapters.trainer_args import local_or_hub_model
 
         local_or_hub_model(model.strip(), args.prov("pretrain"), args.partial)
     args.put("framework", "deepspeed", "zero_stage")

@@ -22,7 +22,7 @@ from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
                                  make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
-from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root, suppressions
+from memlint.loaders import MAX_FILE_BYTES, inside, read_text, repo_root, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -268,11 +268,6 @@ def _reference(item, partial: Partial) -> tuple[Optional[str], Provenance]:
     return None, default
 
 
-def inside(path: str, root: str) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
-
-
 @lru_cache(maxsize=1024)
 def _real_folder(folder: str) -> str:
     """realpath of a folder, once per run (a memlint.toml listing 20,000 files asked 60,000)."""
@@ -388,6 +383,3 @@ def direct_references(path: str, max_bytes: int = MAX_FILE_BYTES) -> list:
             out.append(_resolve_reference(target, path, root))
     return out
 
-
-def referenced_paths(partials: list) -> set:
-    return {os.path.realpath(p.source) for p in partials}

@@ -32,7 +32,7 @@ from memlint.catalog import presets
 from memlint.catalog import torchtitan as catalog
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import load_toml, read_text, repo_root, suppressions
+from memlint.loaders import inside, load_toml, read_text, repo_root, suppressions
 
 FORMAT = "torchtitan"
 
@@ -377,7 +377,7 @@ def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str
     if assets is not None and base_dir is not None:
         candidate = os.path.normpath(os.path.join(base_dir, str(assets[0]), "config.json"))
         root = _repo_root(os.path.join(base_dir, "_"))
-        if not _within(root, candidate):
+        if not inside(candidate, root):
             partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO,
                 f"hf_assets_path {str(assets[0])!r} points outside this repository; memlint does "
@@ -824,12 +824,6 @@ def _is_count(text: str) -> bool:
     return bool(re.fullmatch(r"\s*[0-9]{1,9}\s*", str(text)))
 
 
-def _within(root: str, path: str) -> bool:
-    root = os.path.realpath(root)
-    path = os.path.realpath(path)
-    return path == root or path.startswith(root + os.sep)
-
-
 def _repo_root(path: str) -> str:
     """The repository root above the file `path` (memlint.loaders.repo_root)."""
     return repo_root(path)
@@ -840,7 +834,7 @@ def _find_referenced(path: str, name: str) -> Optional[str]:
     root = _repo_root(path)
     for base in (os.path.dirname(os.path.abspath(path)), root):
         candidate = os.path.normpath(os.path.join(base, name))
-        if _within(root, candidate) and os.path.isfile(candidate):
+        if inside(candidate, root) and os.path.isfile(candidate):
             return candidate
     return None
 

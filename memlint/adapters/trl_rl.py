@@ -1,5 +1,5 @@
 """TRL's RL and preference trainers (GRPO, RLOO, DPO, KTO, ORPO, CPO/SimPO, reward): which models
-they hold and how they generate, from the arguments memlint/adapters/hf_trainer.py already read.
+they hold and how they generate, from the arguments memlint/adapters/trainer_args.py already read.
 
 Read at huggingface/trl@f2cd5771:
 - GRPOConfig (trainer/grpo_config.py): `use_vllm` (False), `vllm_mode` ("colocate": the engine in
@@ -57,7 +57,7 @@ def apply(args: dict, partial: Partial, anchor: Provenance, path: str, script: s
     kind = trainer_kind(args, path, script)
     if kind is None:
         return
-    from memlint.adapters.hf_trainer import to_bool, to_int  # start-up: already loaded
+    from memlint.adapters.trainer_args import to_bool, to_int  # start-up: already loaded
 
     def value(name, default=None):
         item = args.get(name)

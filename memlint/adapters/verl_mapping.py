@@ -165,7 +165,7 @@ def _model(read: Reader) -> None:
     if entry is not None and isinstance(entry.value, str) and entry.value.strip() \
             and not entry.default:
         # start-up: the HF trainer reader is needed only here (one shared Hub/folder rule)
-        from memlint.adapters.hf_trainer import local_or_hub_model
+        from memlint.adapters.trainer_args import local_or_hub_model
 
         local_or_hub_model(entry.value.strip(), entry.prov, read.partial)
     elif entry is not None and entry.default:

@@ -178,7 +178,7 @@ def _apply(items: dict, partial: Partial, anchor: Provenance) -> None:
                                         model[1], key="model"))
     elif model is not None and str(model[0]).strip():
         # start-up: the shared Hub-id / local-folder rule of the HF trainer reader
-        from memlint.adapters.hf_trainer import local_or_hub_model
+        from memlint.adapters.trainer_args import local_or_hub_model
 
         local_or_hub_model(str(model[0]).strip(), model[1], partial)
     gpus = 1

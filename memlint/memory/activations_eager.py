@@ -53,46 +53,70 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
     are not cached, one per consuming linear), and the bf16 weight copies are kept (counted per
     layer by `autocast_weight_terms`, not per token).
     """
+    w = _widths(run)
+    items = _attention_items(sh, run, w) + _mlp_items(sh, run, w)
+    if run.lora_rank:
+        items += lora_items(sh, run)
+    return items
+
+
+@record(frozen=True)
+class _Widths:
+    """Bytes of the tensors one layer keeps, and which linears keep their input."""
+
+    matmul: int          # dtype of matmul outputs
+    residual: int        # dtype of the residual stream
+    mask: "int | None"   # dropout mask: bool on CUDA, the input's dtype on the CPU (None)
+    attn_saves_input: bool
+    mlp_saves_input: bool
+
+
+def _widths(run: HFRun) -> _Widths:
     c = run.c
-    a = 2 if run.autocast else c          # dtype of matmul outputs
-    r = 4 if run.autocast else c          # dtype of the residual stream
-    mask_bytes = 1 if run.device == "cuda" else None  # dropout mask: bool on CUDA, input dtype on CPU
     lora_attn = run.lora_rank > 0 and bool(run.lora_targets)
     lora_mlp = run.lora_rank > 0 and run.lora_targets.startswith("all-linear")
-    attn_saves_input = run.base_trainable or lora_attn
-    mlp_saves_input = run.base_trainable or lora_mlp
-    items = []
+    return _Widths(matmul=2 if run.autocast else c, residual=4 if run.autocast else c,
+                   mask=1 if run.device == "cuda" else None,
+                   attn_saves_input=run.base_trainable or lora_attn,
+                   mlp_saves_input=run.base_trainable or lora_mlp)
 
-    def norm(name, width, consumers, saves_output, first=False):
-        """RMSNorm (fp32 upcast) or LayerNorm feeding `consumers` linears."""
-        out = []
-        if first:
-            pass  # input needs no grad (frozen embedding): the norm itself keeps nothing
-        elif sh.layernorm:
-            stat = 8 if (run.device == "cuda" or run.autocast) else 2 * c
-            out.append(Item(f"{name}: LayerNorm input, mean, rstd", r * width + stat))
+
+def _norm(sh: Shapes, run: HFRun, w: _Widths, name: str, width: int, consumers: int,
+          saves_output: bool, first: bool = False) -> list:
+    """RMSNorm (fp32 upcast) or LayerNorm feeding `consumers` linears."""
+    c, r = run.c, w.residual
+    out = []
+    if first:
+        pass  # input needs no grad (frozen embedding): the norm itself keeps nothing
+    elif sh.layernorm:
+        stat = 8 if (run.device == "cuda" or run.autocast) else 2 * c
+        out.append(Item(f"{name}: LayerNorm input, mean, rstd", r * width + stat))
+    else:
+        out.append(Item(f"{name}: fp32 input (pow / mul) and rsqrt", 4 * width + 4))
+        if run.base_trainable:
+            out.append(Item(f"{name}: normalized (kept for the weight gradient)", r * width))
+    if saves_output:
+        if run.autocast:
+            out.append(Item(f"{name}: bf16 casts of the output, one per linear ({consumers})",
+                            2 * width * consumers))
         else:
-            out.append(Item(f"{name}: fp32 input (pow / mul) and rsqrt", 4 * width + 4))
-            if run.base_trainable:
-                out.append(Item(f"{name}: normalized (kept for the weight gradient)", r * width))
-        if saves_output:
-            if run.autocast:
-                out.append(Item(f"{name}: bf16 casts of the output, one per linear ({consumers})",
-                                2 * width * consumers))
-            else:
-                out.append(Item(f"{name}: output (input of the next linear)", c * width))
-        return out
+            out.append(Item(f"{name}: output (input of the next linear)", c * width))
+    return out
 
-    # -- attention ----------------------------------------------------------------------------
+
+def _attention_items(sh: Shapes, run: HFRun, w: _Widths) -> list:
+    """The attention block: its norms, then what the attention kernel keeps."""
+    c, a, mask_bytes, attn_saves_input = run.c, w.matmul, w.mask, w.attn_saves_input
+    items = []
     if sh.mla_latent:
         consumers = 2 if sh.mla_q_rank else 1  # q_a_proj (or q_proj) and kv_a_proj_with_mqa
-        items += norm("input norm", sh.d, consumers, attn_saves_input, run.first_frozen_input)
+        items += _norm(sh, run, w, "input norm", sh.d, consumers, attn_saves_input, run.first_frozen_input)
         if sh.mla_q_rank:
-            items += norm("q_a_layernorm", sh.mla_q_rank, 1, attn_saves_input)
-        items += norm("kv_a_layernorm", sh.mla_kv_rank, 1, attn_saves_input)
+            items += _norm(sh, run, w, "q_a_layernorm", sh.mla_q_rank, 1, attn_saves_input)
+        items += _norm(sh, run, w, "kv_a_layernorm", sh.mla_kv_rank, 1, attn_saves_input)
     else:
         consumers = 1 if run.fused_qkv else 3
-        items += norm("input norm", sh.d, consumers, attn_saves_input, run.first_frozen_input)
+        items += _norm(sh, run, w, "input norm", sh.d, consumers, attn_saves_input, run.first_frozen_input)
     kernel = hf_kernel(sh, run)
     full_k = sh.dq if sh.mla_latent else sh.dq       # keys repeated to every query head
     full_v = sh.do                                    # values repeated to every query head
@@ -137,13 +161,18 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
     if run.dropout_hidden > 0:
         items.append(Item("residual dropout masks (attention, MLP)",
                           2 * (mask_bytes or a) * sh.d))
+    return items
 
-    # -- MLP / MoE ----------------------------------------------------------------------------
+
+def _mlp_items(sh: Shapes, run: HFRun, w: _Widths) -> list:
+    """The MLP or MoE block: its norm, the router and experts, or the (gated) MLP."""
+    c, a, mlp_saves_input = run.c, w.matmul, w.mlp_saves_input
+    items = []
     if sh.top_k:
         k = sh.top_k
         e = 4 if run.autocast else c    # grouped_mm is not autocast-enabled (transformers moe.py)
         consumers = 1 + (2 if sh.shared_ffn else 0)
-        items += norm("post-attention norm", sh.d, consumers, True)
+        items += _norm(sh, run, w, "post-attention norm", sh.d, consumers, True)
         if sh.fp32_router:
             items.append(Item("router: fp32 input copy, logits, sigmoid scores",
                               4 * sh.d + 8 * sh.experts))
@@ -161,7 +190,7 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
                               a * (3 + (1 if mlp_saves_input else 0)) * sh.shared_ffn))
     else:
         consumers = 2 if sh.gated else 1
-        items += norm("post-attention norm", sh.d, consumers, mlp_saves_input)
+        items += _norm(sh, run, w, "post-attention norm", sh.d, consumers, mlp_saves_input)
         if sh.gated:
             # gate (kept by silu), up and act(gate) (kept by the product), product (down's input)
             n = 3 + (1 if mlp_saves_input else 0)
@@ -173,8 +202,6 @@ def hf_layer_items(sh: Shapes, run: HFRun) -> list:
             n = 4 + (1 if mlp_saves_input else 0)
             items.append(Item("MLP: c_fc output and gelu_new intermediates"
                               + (", c_proj input" if mlp_saves_input else ""), n * a * sh.ffn))
-    if run.lora_rank:
-        items += lora_items(sh, run)
     return items
 
 

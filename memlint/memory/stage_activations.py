@@ -31,27 +31,9 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
     layers = len(plan.layers)
     seq_local = model.seq_local
     tokens = tr.micro_batch * seq_local
-    terms = []
     if model.assume["activations.model"] == "seed":
-        flash = tr.attention in ("flash", "sdpa")
-        coeff = act.seed_layer_coefficient(model.assume["activations.c_act"],
-                                           model.assume["activations.c_attn_scores"],
-                                           arch.heads, model.seq, arch.hidden, flash)
-        units = act.seed_stage_units(layers, tr.recompute, tr.recompute_every, coeff,
-                                     model.assume["activations.c_act_full_recompute"])
-        tp_div = topo.tp if model.assume["activations.tp_divides"] else 1
-        value = int(round(units * tokens * arch.hidden / tp_div))
-        terms.append(Term(
-            name="activations", component="activations", bytes=value,
-            formula=(f"{units:g} (C_act × layers) × B {tr.micro_batch} × T/cp {seq_local} × "
-                     f"d {arch.hidden}" + (f" / tp {tp_div}" if tp_div > 1 else "")),
-            inputs={"layers": layers, "c_act_sum": units, "micro_batch": tr.micro_batch,
-                    "seq_per_cp": seq_local, "hidden": arch.hidden, "tp": tp_div},
-            source=("seed profile: C_act per B·T·d per layer (Korthikanti et al. 2022: 34 "
-                    "with FlashAttention, sections 4.1-4.2)")))
-        if plan.first and model.arch.vision is not None and tr.images_per_sample:
-            terms += vision_activation_terms(model, 1)
-        return terms
+        return _seed_activation_terms(model, plan)
+    terms = []
     inflight = stage_inflight(model, plan)
     per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False)
     if tr.recompute == "full":
@@ -100,24 +82,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                 inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                 source="activation checkpointing re-runs one layer's forward in its backward"))
     if plan.last and model.mtp_layers and tr.recompute != "full":
-        last = model.arch.layers - 1
-        mtp_plan = StagePlan(plan.stage, (last,), False, True)
-        per_token, _ = layer_bytes_per_token(model, mtp_plan, recompute=False)
-        c = model.dt.compute
-        rep = topo.tp if par.sp else 1
-        # the layer itself, plus the normed embedding and hidden halves and their
-        # concatenation (eh_proj's input): 3 × 2d·c / rep per token
-        extra = 3 * 2 * arch.hidden * c / rep
-        value = int((per_token + extra) * tokens * model.mtp_layers)
-        terms.append(Term(
-            name="activations.mtp", component="activations", bytes=value,
-            formula=(f"{model.mtp_layers} MTP layer(s) × ({per_token:,.1f} B/token (a layer "
-                     f"like the last) + {extra:,.1f} B/token (enorm, hnorm, eh_proj input)) "
-                     f"× {tokens:,} tokens, one micro-batch (the loss runs in the 1F1B "
-                     "steady state)"),
-            inputs={"layers": model.mtp_layers, "bytes_per_token": per_token,
-                    "tokens": tokens},
-            source="megatron/core/transformer/multi_token_prediction.py"))
+        terms.append(_mtp_term(model, plan, tokens))
     if par.offload_activations:
         # activation offload (memory/offload.py): offloaded layers are host memory
         terms, moved = offload.activation_offload(terms, layers,
@@ -134,6 +99,59 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
             else:
                 terms += vision_activation_terms(model, inflight)
     return terms
+
+
+
+
+def _seed_activation_terms(model: Model, plan: StagePlan) -> list:
+    """The articles' C_act per B·T·d per layer (the seed profile)."""
+    tr, topo, arch = model.tr, model.topo, model.arch
+    layers = len(plan.layers)
+    seq_local = model.seq_local
+    tokens = tr.micro_batch * seq_local
+    terms = []
+    flash = tr.attention in ("flash", "sdpa")
+    coeff = act.seed_layer_coefficient(model.assume["activations.c_act"],
+                                       model.assume["activations.c_attn_scores"],
+                                       arch.heads, model.seq, arch.hidden, flash)
+    units = act.seed_stage_units(layers, tr.recompute, tr.recompute_every, coeff,
+                                 model.assume["activations.c_act_full_recompute"])
+    tp_div = topo.tp if model.assume["activations.tp_divides"] else 1
+    value = int(round(units * tokens * arch.hidden / tp_div))
+    terms.append(Term(
+        name="activations", component="activations", bytes=value,
+        formula=(f"{units:g} (C_act × layers) × B {tr.micro_batch} × T/cp {seq_local} × "
+                 f"d {arch.hidden}" + (f" / tp {tp_div}" if tp_div > 1 else "")),
+        inputs={"layers": layers, "c_act_sum": units, "micro_batch": tr.micro_batch,
+                "seq_per_cp": seq_local, "hidden": arch.hidden, "tp": tp_div},
+        source=("seed profile: C_act per B·T·d per layer (Korthikanti et al. 2022: 34 "
+                "with FlashAttention, sections 4.1-4.2)")))
+    if plan.first and model.arch.vision is not None and tr.images_per_sample:
+        terms += vision_activation_terms(model, 1)
+    return terms
+
+
+def _mtp_term(model: Model, plan: StagePlan, tokens: int) -> Term:
+    """Megatron's multi-token-prediction layers on the last stage, one micro-batch."""
+    par, topo, arch = model.par, model.topo, model.arch
+    last = model.arch.layers - 1
+    mtp_plan = StagePlan(plan.stage, (last,), False, True)
+    per_token, _ = layer_bytes_per_token(model, mtp_plan, recompute=False)
+    c = model.dt.compute
+    rep = topo.tp if par.sp else 1
+    # the layer itself, plus the normed embedding and hidden halves and their
+    # concatenation (eh_proj's input): 3 × 2d·c / rep per token
+    extra = 3 * 2 * arch.hidden * c / rep
+    value = int((per_token + extra) * tokens * model.mtp_layers)
+    return Term(
+        name="activations.mtp", component="activations", bytes=value,
+        formula=(f"{model.mtp_layers} MTP layer(s) × ({per_token:,.1f} B/token (a layer "
+                 f"like the last) + {extra:,.1f} B/token (enorm, hnorm, eh_proj input)) "
+                 f"× {tokens:,} tokens, one micro-batch (the loss runs in the 1F1B "
+                 "steady state)"),
+        inputs={"layers": model.mtp_layers, "bytes_per_token": per_token,
+                "tokens": tokens},
+        source="megatron/core/transformer/multi_token_prediction.py")
 
 
 def megatron_vision_terms(model: Model, inflight: float) -> list:

@@ -42,88 +42,13 @@ def state_terms(model: Model, plan: StagePlan):
     if groups_raw["experts"]:
         groups.append(states.ShardedCount("experts", groups_raw["experts"], topo.expert_shard,
                                           split["experts"]))
-    weights, gradients, optimizer, host = [], [], [], []
     if model.lora:
-        trainable_count = sum(model.lora_per_layer[i] for i in plan.layers)
-        trainable = [states.ShardedCount("lora", trainable_count, topo.shard)]
-        saved = model.saved_module_params(plan)
-        if saved:
-            # PEFT modules_to_save: full trainable copies beside the frozen originals
-            trainable.append(states.ShardedCount("modules_to_save", saved, topo.shard))
-        frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
-                  for g in groups]
-        if tr.base_quant != "none" and not model.uniform:
-            # bitsandbytes quantizes the linear layers; embeddings, LM head and norms keep the
-            # loaded dtype (lora.unquantized_params)
-            kept = min(unquantized_params(model, plan), frozen[0].params)
-            frozen[0] = states.ShardedCount("frozen", frozen[0].params - kept, frozen[0].shard)
-            weights += states.weight_terms(
-                [states.ShardedCount("frozen_unquantized", kept, topo.shard)], dt, par.zero,
-                par.fsdp, par.offload_params, frozen_bytes_per_param=dt.param,
-                source=UNQUANTIZED_SOURCE)
-        frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed_states)
-        weights += states.weight_terms(frozen, dt, par.zero,
-            par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
-        adapter = adapter_bytes_per_param(model)
-        weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params,
-                                       frozen_bytes_per_param=adapter,
-                                       source=ADAPTER_SOURCE if adapter else
-                                       states.WEIGHTS_SOURCE)
-        weights += states.weight_terms(trainable[1:], dt, par.zero, par.fsdp, par.offload_params,
-                                       source=SAVED_SOURCE)
-        gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
-        optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
-                                            par.offload_optimizer,
-                                            adafactor_factored=trainable_count + saved)
+        weights, gradients, optimizer = _lora_states(model, plan, groups)
     elif not tr.train_base:
-        # the base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held,
-        # but it has no gradients and no optimizer states; a partial fine-tune (LLaMA-Factory
-        # freeze tuning) still trains some layers, in the trained dtype
-        trained = min(model.trained_layer_params(plan), groups[0].params)
-        frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
-                  for g in groups]
-        if trained:
-            frozen[0] = states.ShardedCount("frozen", frozen[0].params - trained,
-                                            frozen[0].shard)
-        frozen_bytes = DTYPE_BYTES[tr.frozen_dtype] if tr.frozen_dtype else None
-        weights += states.weight_terms(frozen, dt, par.zero, par.fsdp, par.offload_params,
-                                       frozen_bytes_per_param=frozen_bytes)
-        if trained:
-            group = [states.ShardedCount("trained_layers", trained, topo.shard)]
-            weights += states.weight_terms(group, dt, par.zero, par.fsdp, par.offload_params,
-                                           source=PARTIAL_SOURCE)
-            gradients += states.gradient_terms(group, dt, par.zero, par.fsdp)
-            optimizer += states.optimizer_terms(group, dt, tr.optimizer, par.zero, par.fsdp,
-                                                par.offload_optimizer,
-                                                adafactor_factored=trained)
+        weights, gradients, optimizer = _frozen_base_states(model, plan, groups)
     else:
-        # -- Transformer Engine FP8 weights (memory/fp8.py): copies, or FP8 parameters
-        fp8_weights = []
-        weight_groups = groups
-        remainder_bytes = None
-        if (fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states) and not model.uniform
-                and par.zero < 3 and par.fsdp == "none"
-                and not fp8.adapter_fp8_weights(tr)):
-            lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
-            transpose = fp8.needs_transpose(
-                compute_capability(model.scenario.hardware.gpu))
-            if fp8.fp8_params(tr):
-                hp = fp8.high_precision_bytes(dt.param)
-                _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], hp, transpose)
-                weight_groups = [states.ShardedCount(
-                    g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
-                    for g in groups]
-                remainder_bytes = hp  # norms, embeddings, output layer, router
-            else:
-                fp8_weights = fp8.fp8_copy_terms(*lin, transpose=transpose)
-        weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
-                                       par.offload_params,
-                                       frozen_bytes_per_param=remainder_bytes) + fp8_weights
-        gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
-        optimizer += states.optimizer_terms(
-            groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
-            muon_matrix_fraction=model.muon_matrix_fraction(),
-            adafactor_factored=adafactor_factored(model, plan))
+        weights, gradients, optimizer = _trained_states(model, plan, groups)
+    host = []
     if vision:
         vision_terms = vision_state_terms(vision, dt, tr.optimizer, topo.shard,
                                                  par.zero, par.fsdp, model.lora)
@@ -137,6 +62,106 @@ def state_terms(model: Model, plan: StagePlan):
     host += [t for t in optimizer if t.name.startswith("host.")]
     optimizer = [t for t in optimizer if not t.name.startswith("host.")]
     return weights, gradients, optimizer, host
+
+
+
+
+def _lora_states(model: Model, plan: StagePlan, groups: list) -> tuple:
+    """LoRA: the frozen base (quantized or not), the adapters and any modules_to_save."""
+    par, topo, dt, tr = model.par, model.topo, model.dt, model.tr
+    weights, gradients, optimizer = [], [], []
+    trainable_count = sum(model.lora_per_layer[i] for i in plan.layers)
+    trainable = [states.ShardedCount("lora", trainable_count, topo.shard)]
+    saved = model.saved_module_params(plan)
+    if saved:
+        # PEFT modules_to_save: full trainable copies beside the frozen originals
+        trainable.append(states.ShardedCount("modules_to_save", saved, topo.shard))
+    frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
+              for g in groups]
+    if tr.base_quant != "none" and not model.uniform:
+        # bitsandbytes quantizes the linear layers; embeddings, LM head and norms keep the
+        # loaded dtype (lora.unquantized_params)
+        kept = min(unquantized_params(model, plan), frozen[0].params)
+        frozen[0] = states.ShardedCount("frozen", frozen[0].params - kept, frozen[0].shard)
+        weights += states.weight_terms(
+            [states.ShardedCount("frozen_unquantized", kept, topo.shard)], dt, par.zero,
+            par.fsdp, par.offload_params, frozen_bytes_per_param=dt.param,
+            source=UNQUANTIZED_SOURCE)
+    frozen_bytes = frozen_bytes_per_param(tr.base_quant, dt.param, model.seed_states)
+    weights += states.weight_terms(frozen, dt, par.zero,
+        par.fsdp, par.offload_params, frozen_bytes_per_param=frozen_bytes)
+    adapter = adapter_bytes_per_param(model)
+    weights += states.weight_terms(trainable[:1], dt, par.zero, par.fsdp, par.offload_params,
+                                   frozen_bytes_per_param=adapter,
+                                   source=ADAPTER_SOURCE if adapter else
+                                   states.WEIGHTS_SOURCE)
+    weights += states.weight_terms(trainable[1:], dt, par.zero, par.fsdp, par.offload_params,
+                                   source=SAVED_SOURCE)
+    gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
+    optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
+                                        par.offload_optimizer,
+                                        adafactor_factored=trainable_count + saved)
+    return weights, gradients, optimizer
+
+
+def _frozen_base_states(model: Model, plan: StagePlan, groups: list) -> tuple:
+    """The base is frozen (Megatron --freeze-LM, a frozen backbone): its weights are held, but
+    it has no gradients and no optimizer states; a partial fine-tune (LLaMA-Factory freeze
+    tuning) still trains some layers, in the trained dtype."""
+    par, topo, dt, tr = model.par, model.topo, model.dt, model.tr
+    weights, gradients, optimizer = [], [], []
+    trained = min(model.trained_layer_params(plan), groups[0].params)
+    frozen = [states.ShardedCount(_frozen_name(g), g.params, g.shard, g.split)
+              for g in groups]
+    if trained:
+        frozen[0] = states.ShardedCount("frozen", frozen[0].params - trained,
+                                        frozen[0].shard)
+    frozen_bytes = DTYPE_BYTES[tr.frozen_dtype] if tr.frozen_dtype else None
+    weights += states.weight_terms(frozen, dt, par.zero, par.fsdp, par.offload_params,
+                                   frozen_bytes_per_param=frozen_bytes)
+    if trained:
+        group = [states.ShardedCount("trained_layers", trained, topo.shard)]
+        weights += states.weight_terms(group, dt, par.zero, par.fsdp, par.offload_params,
+                                       source=PARTIAL_SOURCE)
+        gradients += states.gradient_terms(group, dt, par.zero, par.fsdp)
+        optimizer += states.optimizer_terms(group, dt, tr.optimizer, par.zero, par.fsdp,
+                                            par.offload_optimizer,
+                                            adafactor_factored=trained)
+    return weights, gradients, optimizer
+
+
+def _trained_states(model: Model, plan: StagePlan, groups: list) -> tuple:
+    """Every parameter trained, with Transformer Engine's FP8 weights (memory/fp8.py): copies,
+    or FP8 parameters."""
+    par, topo, dt, tr = model.par, model.topo, model.dt, model.tr
+    weights, gradients, optimizer = [], [], []
+    fp8_weights = []
+    weight_groups = groups
+    remainder_bytes = None
+    if (fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states) and not model.uniform
+            and par.zero < 3 and par.fsdp == "none"
+            and not fp8.adapter_fp8_weights(tr)):
+        lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
+        transpose = fp8.needs_transpose(
+            compute_capability(model.scenario.hardware.gpu))
+        if fp8.fp8_params(tr):
+            hp = fp8.high_precision_bytes(dt.param)
+            _, fp8_weights = fp8.fp8_param_terms(lin[0], lin[1], hp, transpose)
+            weight_groups = [states.ShardedCount(
+                g.name, g.params - (lin[0] if g.name == "dense" else lin[1]), g.shard)
+                for g in groups]
+            remainder_bytes = hp  # norms, embeddings, output layer, router
+        else:
+            fp8_weights = fp8.fp8_copy_terms(*lin, transpose=transpose)
+    weights += states.weight_terms(weight_groups, dt, par.zero, par.fsdp,
+                                   par.offload_params,
+                                   frozen_bytes_per_param=remainder_bytes) + fp8_weights
+    gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
+    optimizer += states.optimizer_terms(
+        groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
+        muon_matrix_fraction=model.muon_matrix_fraction(),
+        adafactor_factored=adafactor_factored(model, plan))
+    return weights, gradients, optimizer
 
 
 PARTIAL_SOURCE = ("hiyouga/LLaMA-Factory@ff6d4d12 model/adapter.py _setup_freeze_tuning (the "

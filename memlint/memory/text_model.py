@@ -18,6 +18,28 @@ def text_architecture(r: ConfigReader, model_type: str, vision: Optional[Vision]
     fam = model_type
     known = fam in KNOWN_MODEL_TYPES or fam in FRAMEWORK_MODEL_TYPES or fam in (
         "qwen2_vl_text", "qwen2_5_vl_text")
+    arch = _shape(r, fam)
+    if tied is None:
+        tied = r.bool("tie_word_embeddings", default=False)
+    arch.update(model_type=model_type, tied=tied, known=known)
+    arch["attention_dropout"] = r.probability("attention_dropout", "attn_pdrop",
+                                              "attention_probs_dropout_prob")
+    arch["hidden_dropout"] = r.probability("hidden_dropout", "resid_pdrop",
+                                           "hidden_dropout_prob")
+    arch["embedding_dropout"] = r.probability("embd_pdrop", "embedding_dropout")
+    _family_options(r, fam, known, arch)
+    _experts(r, fam, known, arch)
+    mla = _mla(r, fam, known)
+    if mla is not None:
+        arch["mla"] = mla
+    if vision is None and fam == "megatron_gpt" and r.raw("vision_num_layers", required=False):
+        vision = _megatron_vision(r, arch)
+    arch["vision"] = vision
+    return Architecture(**arch)
+
+
+def _shape(r: ConfigReader, fam: str) -> dict:
+    """hidden, layers, heads, kv_heads, head_dim, ffn and vocab, as the family reads them."""
     hidden = r.int("hidden_size", "n_embd", "d_model", minimum=1)
     layers = r.int("num_hidden_layers", "n_layer", "num_layers", minimum=1)
     if layers > MAX_LAYERS:
@@ -38,18 +60,12 @@ def text_architecture(r: ConfigReader, model_type: str, vision: Optional[Vision]
     else:
         ffn = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden,
                     minimum=1)
-    if tied is None:
-        tied = r.bool("tie_word_embeddings", default=False)
+    return dict(hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                head_dim=head_dim, ffn=ffn, vocab=vocab)
 
-    arch: dict = dict(model_type=model_type, hidden=hidden,
-                      layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=ffn,
-                      vocab=vocab, tied=tied, known=known)
-    arch["attention_dropout"] = r.probability("attention_dropout", "attn_pdrop",
-                                              "attention_probs_dropout_prob")
-    arch["hidden_dropout"] = r.probability("hidden_dropout", "resid_pdrop",
-                                           "hidden_dropout_prob")
-    arch["embedding_dropout"] = r.probability("embd_pdrop", "embedding_dropout")
 
+def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
+    """Biases, norms, fused projections and positions the family builds."""
     if fam == "megatron_gpt":
         # Megatron-LM's GPTModel as its arguments describe it (written by the Megatron adapter):
         # every choice explicit, no family defaults (megatron/core/models/gpt/gpt_model.py,
@@ -90,7 +106,10 @@ def text_architecture(r: ConfigReader, model_type: str, vision: Optional[Vision]
     elif fam == "gemma2":
         arch["norms_per_layer"] = 4
 
-    # Mixture of experts
+
+def _experts(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
+    """Mixture of experts: `moe` and which layers are MoE layers (`moe_layers`)."""
+    layers, ffn = arch["layers"], arch["ffn"]
     moe_layers = (False,) * layers
     moe = None
     if fam in ("qwen2_moe", "qwen3_moe"):
@@ -123,22 +142,22 @@ def text_architecture(r: ConfigReader, model_type: str, vision: Optional[Vision]
             moe_layers = (True,) * layers
     arch.update(moe=moe, moe_layers=moe_layers)
 
+
+def _mla(r: ConfigReader, fam: str, known: bool) -> Optional[MLA]:
+    """Multi-head latent attention (DeepSeek-V2/V3, Megatron --multi-latent-attention)."""
     mla_family = fam in ("deepseek_v2", "deepseek_v3") or (
         fam == "megatron_gpt" and r.bool("multi_latent_attention", default=False)) or (
         not known and "kv_lora_rank" in r.data)
-    if mla_family:
-        if "q_lora_rank" in r.data and r.data["q_lora_rank"] is None:
-            q_rank = None  # an explicit null: a plain q_proj (DeepSeek-V2-Lite)
-        else:
-            q_rank = r.int("q_lora_rank", required=False)
-        arch["mla"] = MLA(q_lora_rank=q_rank or 0, kv_lora_rank=r.int("kv_lora_rank", minimum=1),
-                          qk_nope_head_dim=r.int("qk_nope_head_dim"),
-                          qk_rope_head_dim=r.int("qk_rope_head_dim"),
-                          v_head_dim=r.int("v_head_dim", minimum=1))
-    if vision is None and fam == "megatron_gpt" and r.raw("vision_num_layers", required=False):
-        vision = _megatron_vision(r, arch)
-    arch["vision"] = vision
-    return Architecture(**arch)
+    if not mla_family:
+        return None
+    if "q_lora_rank" in r.data and r.data["q_lora_rank"] is None:
+        q_rank = None  # an explicit null: a plain q_proj (DeepSeek-V2-Lite)
+    else:
+        q_rank = r.int("q_lora_rank", required=False)
+    return MLA(q_lora_rank=q_rank or 0, kv_lora_rank=r.int("kv_lora_rank", minimum=1),
+               qk_nope_head_dim=r.int("qk_nope_head_dim"),
+               qk_rope_head_dim=r.int("qk_rope_head_dim"),
+               v_head_dim=r.int("v_head_dim", minimum=1))
 
 
 def _megatron_vision(r: ConfigReader, lm: dict) -> Vision:

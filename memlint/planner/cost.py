@@ -232,55 +232,69 @@ class CostModel:
         """(name, fraction, explanation, source) of each penalty but the offload ones;
         explanations are "" unless `explain`. `tokens`: tokens per optimizer step (global
         batch · T)."""
-        f, seq, vpp, world = self.f, self.seq, self.vpp, self.world
-        flops, intra, hbm = self.flops, self.intra, self.hbm
-        gpus_per_node, seed_layout = self.gpus_per_node, self.seed_layout
         t_c = self._t_c(tokens)
         m = max(1, microbatches)
-        out = []
+        out, re_frac = self._recompute(recompute, recompute_every, explain)
+        if pp > 1:
+            out.append(self._bubble(pp, m, explain))
+        if tp > 1:
+            out.append(self._tensor(tokens, tp, pp, cp, ep, dp, m, re_frac, t_c, explain))
+        out += self._data(tp, pp, cp, ep, etp, dp, expert_dp, zero, fsdp, replicate, recompute,
+                          m, t_c, explain)
+        if ep > 1 and self.f.moe_layers:
+            out.append(self._expert(tokens, tp, pp, ep, etp, m, re_frac, t_c, explain))
+        if cp > 1:
+            out.append(self._context(tp, pp, cp, m, micro_batch, re_frac, t_c, explain))
+        if pp > 1:
+            out += self._pipeline(tp, pp, cp, m, micro_batch, stage_layers, t_c, explain)
+        out.append(self._small_gemm(cp, ep, micro_batch, explain))
+        return out
 
-        # -- recompute
+    @staticmethod
+    def _recompute(recompute: str, recompute_every: int, explain: bool) -> tuple:
+        """([the recompute penalty] or [], the share of the forward run again)."""
         if recompute == "full":
-            re_frac = 1 / 3
-            out.append(("recompute", re_frac,
-                        "full recompute re-runs every forward: +1/3 FLOPs",
-                        "Korthikanti et al. 2022: full recompute +30-40%"))
-        elif recompute == "selective":
+            return [("recompute", 1 / 3, "full recompute re-runs every forward: +1/3 FLOPs",
+                     "Korthikanti et al. 2022: full recompute +30-40%")], 1 / 3
+        if recompute == "selective":
             k = max(1, recompute_every)
             re_frac = (1 / 3) * (k - 1) / k if k > 1 else SELECTIVE_CORE_FRACTION
             what = ((f"selective every {k} layers re-runs {k - 1}/{k} of the forward" if k > 1
                      else "selective (attention core only)") if explain else "")
-            out.append(("recompute", re_frac, what,
-                        "memlint throughput model: selective recompute +15-25%"))
-        else:
-            re_frac = 0.0
+            return [("recompute", re_frac, what,
+                     "memlint throughput model: selective recompute +15-25%")], re_frac
+        return [], 0.0
 
-        # -- pipeline bubble
-        if pp > 1:
-            frac = (pp - 1) / (m * max(1, vpp))
-            what = ""
-            if explain:
-                idle = (pp - 1) / (m * max(1, vpp) + pp - 1)
-                what = (f"(pp-1)/(m+pp-1) = {pp - 1}/({m}+{pp - 1}) = {_fmt(idle)} of the step "
-                        f"idle with m = {m} micro-batches" + (f", vpp {vpp}" if vpp > 1 else ""))
-            out.append(("pipeline_bubble", frac, what, "Narayanan et al. 2021 section 2.2"))
+    def _bubble(self, pp: int, m: int, explain: bool) -> tuple:
+        vpp = self.vpp
+        frac = (pp - 1) / (m * max(1, vpp))
+        what = ""
+        if explain:
+            idle = (pp - 1) / (m * max(1, vpp) + pp - 1)
+            what = (f"(pp-1)/(m+pp-1) = {pp - 1}/({m}+{pp - 1}) = {_fmt(idle)} of the step "
+                    f"idle with m = {m} micro-batches" + (f", vpp {vpp}" if vpp > 1 else ""))
+        return ("pipeline_bubble", frac, what, "Narayanan et al. 2021 section 2.2")
 
+    def _tensor(self, tokens: float, tp: int, pp: int, cp: int, ep: int, dp: int, m: int,
+                re_frac: float, t_c: float, explain: bool) -> tuple:
+        f = self.f
         layers_per_stage = f.layers / pp
-        stage_tokens = tokens / (dp * cp) if not seed_layout else tokens / (dp * cp * ep)
-        # -- tensor parallelism
-        if tp > 1:
-            bw, where = link(tp, gpus_per_node, intra)
-            collectives = 4 + 2 * (re_frac * 3)  # a recomputed forward repeats its 2 all-reduces
-            volume = (layers_per_stage * stage_tokens * collectives * 2 * (tp - 1) / tp
-                      * f.hidden * BF16)
-            lat = layers_per_stage * m * collectives * latency(bw)
-            frac = (volume / bw + lat) / t_c
-            out.append(("tensor_parallel", frac,
-                        f"tp {tp} all-reduces ({collectives:g} per layer) {where} "
-                        f"at {bw / 1e9:.0f} GB/s" if explain else "", "Shoeybi et al. 2019"))
+        stage_tokens = tokens / (dp * cp) if not self.seed_layout else tokens / (dp * cp * ep)
+        bw, where = link(tp, self.gpus_per_node, self.intra)
+        collectives = 4 + 2 * (re_frac * 3)  # a recomputed forward repeats its 2 all-reduces
+        volume = (layers_per_stage * stage_tokens * collectives * 2 * (tp - 1) / tp
+                  * f.hidden * BF16)
+        lat = layers_per_stage * m * collectives * latency(bw)
+        frac = (volume / bw + lat) / t_c
+        return ("tensor_parallel", frac,
+                f"tp {tp} all-reduces ({collectives:g} per layer) {where} "
+                f"at {bw / 1e9:.0f} GB/s" if explain else "", "Shoeybi et al. 2019")
 
-        # -- data parallelism / ZeRO / FSDP
-        param_bytes, grad_bytes = self.param_bytes, self.grad_bytes
+    def _data(self, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, expert_dp: int,
+              zero: int, fsdp: str, replicate: int, recompute: str, m: int, t_c: float,
+              explain: bool) -> list:
+        """Data parallelism / ZeRO / FSDP traffic of the dense and the expert parameters."""
+        f, seed_layout = self.f, self.seed_layout
         dense_local = f.dense_params / (tp * pp)
         expert_local = f.expert_params / ((tp if seed_layout else etp) * ep * pp)
         stride = tp * cp * (ep if seed_layout else 1)
@@ -289,88 +303,101 @@ class CostModel:
         for params, group in ((dense_local, dp), (expert_local, expert_dp)):
             if params <= 0 or group <= 1:
                 continue
-            ring = (group - 1) / group
-            sharded = zero >= 3 or fsdp in ("full", "hybrid")
-            if sharded:
-                shard_group = max(1, group // max(1, replicate))
-                gathers = (2 if self.reshard else 1) + (1 if recompute == "full" else 0)
-                s_ring = (shard_group - 1) / shard_group
-                bw, _ = link(stride * shard_group, gpus_per_node, intra)
-                t = m * (gathers * s_ring * params * param_bytes
-                         + s_ring * params * grad_bytes) / bw
-                if replicate > 1:
-                    bw_r, _ = link(stride * group, gpus_per_node, intra)
-                    t += 2 * (replicate - 1) / replicate * params / shard_group * grad_bytes / bw_r
-                if explain:
-                    parts.append(f"{gathers} param all-gathers + grad reduce-scatter per "
-                                 f"micro-batch over {shard_group}")
-            else:
-                bw, _ = link(stride * group, gpus_per_node, intra)
-                if zero == 2 or fsdp == "shard_grad_op":
-                    t = (m * ring * params * grad_bytes + ring * params * param_bytes) / bw
-                    if explain:
-                        parts.append(f"grad reduce-scatter per micro-batch over {group}")
-                else:
-                    t = 2 * ring * params * grad_bytes / bw
-                    if explain:
-                        parts.append(f"one grad all-reduce per step over {group}")
+            t, part = self._dp_group(params, group, stride, zero, fsdp, replicate, recompute, m,
+                                     explain)
             dp_time += t
-        if dp_time:
-            frac = dp_time * (1 - DP_OVERLAP) / t_c
-            out.append(("data_parallel", frac, "; ".join(parts) +
-                        f" ({_fmt(DP_OVERLAP)} hidden under compute)" if explain else "",
-                        "Rajbhandari et al. 2020"))
+            if explain:
+                parts.append(part)
+        if not dp_time:
+            return []
+        frac = dp_time * (1 - DP_OVERLAP) / t_c
+        return [("data_parallel", frac, "; ".join(parts) +
+                 f" ({_fmt(DP_OVERLAP)} hidden under compute)" if explain else "",
+                 "Rajbhandari et al. 2020")]
 
-        # -- expert parallelism
-        if ep > 1 and f.moe_layers:
-            span = ep * (tp if seed_layout else etp)
-            bw, where = link(span, gpus_per_node, intra)
-            passes = 4 + 2 * (re_frac * 3)
-            volume = ((f.moe_layers / pp) * (tokens * pp / world) * passes * f.top_k * f.hidden
-                      * BF16 * (ep - 1) / ep)
-            lat = (f.moe_layers / pp) * m * passes * latency(bw)
-            frac = (volume / bw + lat) / t_c
-            out.append(("expert_parallel", frac,
-                        f"ep {ep} all-to-all ({passes:g} per MoE layer, top-{f.top_k}) {where}"
-                        if explain else "", "all-to-all per MoE layer, expensive across nodes"))
+    def _dp_group(self, params: float, group: int, stride: int, zero: int, fsdp: str,
+                  replicate: int, recompute: str, m: int, explain: bool) -> tuple:
+        """(seconds per step, what) of one parameter group's data-parallel traffic."""
+        gpus_per_node, intra = self.gpus_per_node, self.intra
+        param_bytes, grad_bytes = self.param_bytes, self.grad_bytes
+        ring = (group - 1) / group
+        if zero >= 3 or fsdp in ("full", "hybrid"):
+            shard_group = max(1, group // max(1, replicate))
+            gathers = (2 if self.reshard else 1) + (1 if recompute == "full" else 0)
+            s_ring = (shard_group - 1) / shard_group
+            bw, _ = link(stride * shard_group, gpus_per_node, intra)
+            t = m * (gathers * s_ring * params * param_bytes
+                     + s_ring * params * grad_bytes) / bw
+            if replicate > 1:
+                bw_r, _ = link(stride * group, gpus_per_node, intra)
+                t += 2 * (replicate - 1) / replicate * params / shard_group * grad_bytes / bw_r
+            return t, (f"{gathers} param all-gathers + grad reduce-scatter per "
+                       f"micro-batch over {shard_group}" if explain else "")
+        bw, _ = link(stride * group, gpus_per_node, intra)
+        if zero == 2 or fsdp == "shard_grad_op":
+            t = (m * ring * params * grad_bytes + ring * params * param_bytes) / bw
+            return t, f"grad reduce-scatter per micro-batch over {group}" if explain else ""
+        t = 2 * ring * params * grad_bytes / bw
+        return t, f"one grad all-reduce per step over {group}" if explain else ""
 
-        # -- context parallelism
-        if cp > 1:
-            bw, where = link(tp * cp, gpus_per_node, intra)
-            local = micro_batch * seq / cp
-            kv = 2 * f.kv_width / tp * BF16
-            hops = (cp - 1) * (1 + 2 + re_frac * 3)  # forward K,V; backward K,V + dK,dV
-            volume = layers_per_stage * m * hops * local * kv
-            lat = layers_per_stage * m * hops * latency(bw)
-            frac = (volume / bw * (1 - CP_OVERLAP) + lat) / t_c
-            out.append(("context_parallel", frac,
-                        f"cp {cp} ring: {cp - 1} serial K/V hops per layer {where}, "
-                        f"{local:,.0f} tokens per chunk" if explain else "",
-                        "Liu et al. 2023, ring attention: P2P ring, latency-bound"))
+    def _expert(self, tokens: float, tp: int, pp: int, ep: int, etp: int, m: int,
+                re_frac: float, t_c: float, explain: bool) -> tuple:
+        f = self.f
+        span = ep * (tp if self.seed_layout else etp)
+        bw, where = link(span, self.gpus_per_node, self.intra)
+        passes = 4 + 2 * (re_frac * 3)
+        volume = ((f.moe_layers / pp) * (tokens * pp / self.world) * passes * f.top_k * f.hidden
+                  * BF16 * (ep - 1) / ep)
+        lat = (f.moe_layers / pp) * m * passes * latency(bw)
+        frac = (volume / bw + lat) / t_c
+        return ("expert_parallel", frac,
+                f"ep {ep} all-to-all ({passes:g} per MoE layer, top-{f.top_k}) {where}"
+                if explain else "", "all-to-all per MoE layer, expensive across nodes")
 
-        # -- pipeline: imbalance and P2P
-        if pp > 1:
-            layer_active = max(1.0, (f.active_params - 2 * f.vocab * f.hidden) / max(1, f.layers))
-            loads = [float(n) for n in (stage_layers or [f.layers / pp] * pp)]
-            loads[-1] += f.vocab * f.hidden / layer_active
-            loads[0] += 0.0  # the embedding lookup costs no GEMM
-            imbalance = max(loads) * pp / sum(loads) - 1
-            if imbalance > 1e-9:
-                out.append(("stage_imbalance", imbalance,
-                            f"slowest stage: {max(loads):.2f} layer-equivalents vs mean "
-                            f"{sum(loads) / pp:.2f} (LM head on the last stage)"
-                            if explain else "",
-                            "Narayanan et al. 2021; Megatron uneven pipeline splits"))
-            bw_p, _ = link(gpus_per_node + 1, gpus_per_node, intra)
-            p2p = 2 * m * micro_batch * (seq / cp) * f.hidden * BF16 / tp
-            t = p2p / bw_p + 2 * m * latency(bw_p)
-            out.append(("pipeline_p2p", t / t_c,
-                        f"activations sent between stages: 2 x {m} micro-batches"
-                        if explain else "", "Narayanan et al. 2021"))
+    def _context(self, tp: int, pp: int, cp: int, m: int, micro_batch: int, re_frac: float,
+                 t_c: float, explain: bool) -> tuple:
+        f = self.f
+        layers_per_stage = f.layers / pp
+        bw, where = link(tp * cp, self.gpus_per_node, self.intra)
+        local = micro_batch * self.seq / cp
+        kv = 2 * f.kv_width / tp * BF16
+        hops = (cp - 1) * (1 + 2 + re_frac * 3)  # forward K,V; backward K,V + dK,dV
+        volume = layers_per_stage * m * hops * local * kv
+        lat = layers_per_stage * m * hops * latency(bw)
+        frac = (volume / bw * (1 - CP_OVERLAP) + lat) / t_c
+        return ("context_parallel", frac,
+                f"cp {cp} ring: {cp - 1} serial K/V hops per layer {where}, "
+                f"{local:,.0f} tokens per chunk" if explain else "",
+                "Liu et al. 2023, ring attention: P2P ring, latency-bound")
 
-        # -- small GEMMs
-        ridge = flops / hbm
-        tokens_mb = micro_batch * seq / cp
+    def _pipeline(self, tp: int, pp: int, cp: int, m: int, micro_batch: int,
+                  stage_layers: tuple, t_c: float, explain: bool) -> list:
+        """Stage imbalance (the LM head on the last stage) and the sends between stages."""
+        f, gpus_per_node = self.f, self.gpus_per_node
+        out = []
+        layer_active = max(1.0, (f.active_params - 2 * f.vocab * f.hidden) / max(1, f.layers))
+        loads = [float(n) for n in (stage_layers or [f.layers / pp] * pp)]
+        loads[-1] += f.vocab * f.hidden / layer_active
+        loads[0] += 0.0  # the embedding lookup costs no GEMM
+        imbalance = max(loads) * pp / sum(loads) - 1
+        if imbalance > 1e-9:
+            out.append(("stage_imbalance", imbalance,
+                        f"slowest stage: {max(loads):.2f} layer-equivalents vs mean "
+                        f"{sum(loads) / pp:.2f} (LM head on the last stage)"
+                        if explain else "",
+                        "Narayanan et al. 2021; Megatron uneven pipeline splits"))
+        bw_p, _ = link(gpus_per_node + 1, gpus_per_node, self.intra)
+        p2p = 2 * m * micro_batch * (self.seq / cp) * f.hidden * BF16 / tp
+        t = p2p / bw_p + 2 * m * latency(bw_p)
+        out.append(("pipeline_p2p", t / t_c,
+                    f"activations sent between stages: 2 x {m} micro-batches"
+                    if explain else "", "Narayanan et al. 2021"))
+        return out
+
+    def _small_gemm(self, cp: int, ep: int, micro_batch: int, explain: bool) -> tuple:
+        f = self.f
+        ridge = self.flops / self.hbm
+        tokens_mb = micro_batch * self.seq / cp
         dense_share = f.dense_params / max(1.0, f.active_params)
         frac = dense_share * ridge / tokens_mb
         why = f"{tokens_mb:,.0f} tokens per micro-batch per GPU" if explain else ""
@@ -379,10 +406,8 @@ class CostModel:
             frac += (1 - dense_share) * ridge / max(1.0, per_expert)
             if explain:
                 why += f", {per_expert:,.0f} per local expert"
-        out.append(("small_gemm", frac, f"{why} (ridge point {ridge:.0f} FLOP/B)"
-                    if explain else "", "roofline: GEMM arithmetic intensity ~ tokens"))
-
-        return out
+        return ("small_gemm", frac, f"{why} (ridge point {ridge:.0f} FLOP/B)"
+                if explain else "", "roofline: GEMM arithmetic intensity ~ tokens")
 
     def _offload(self, tokens: float, tp: int, pp: int, ep: int, etp: int,
                  offload_optimizer: str, offload_params: str, optimizer_shard: int,

@@ -1,6 +1,6 @@
-"""The DeepSpeed adapter validates with its own reader of the schema's keywords (jsonschema costs
-70 ms to import): it must agree with jsonschema exactly, error for error, message for message;
-and its quick `conforms` must never call valid what jsonschema rejects."""
+"""The DeepSpeed adapter clears valid configs with its own quick reader of the schema's keywords
+(`conforms`; jsonschema costs 70 ms to import) and lets jsonschema walk the errors of the rest:
+`conforms` must never call valid what jsonschema rejects."""
 from __future__ import annotations
 
 import json
@@ -61,32 +61,3 @@ def test_fast_path_never_hides_an_error(index, seed, value):
     data = _mutate(random.Random(seed), CONFIGS[index % len(CONFIGS)], value)
     if deepspeed.conforms(data):
         assert not _errors(data), data
-
-
-def _diagnostics(data, native: bool, monkeypatch) -> list:
-    from memlint.loaders import Document
-
-    doc = Document(path="ds_config.json", data=data)
-    with monkeypatch.context() as patch:
-        patch.setattr(deepspeed, "conforms", lambda data: False)
-        if not native:
-            def unsupported(*args, **kwargs):
-                raise deepspeed._Unsupported("forced")
-
-            patch.setattr(deepspeed, "iter_errors", unsupported)
-        found = deepspeed._schema_diagnostics(doc)
-    return sorted((d.code, d.severity, d.message, d.key) for d in found)
-
-
-def test_real_configs_same_diagnostics_as_jsonschema(monkeypatch):
-    for data in CONFIGS:
-        assert _diagnostics(data, True, monkeypatch) == _diagnostics(data, False, monkeypatch)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(index=st.integers(0, 10**6), seed=st.integers(0, 2**32 - 1), value=VALUES)
-def test_mutated_configs_same_diagnostics_as_jsonschema(index, seed, value, monkeypatch):
-    data = _mutate(random.Random(seed), CONFIGS[index % len(CONFIGS)], value)
-    assert _diagnostics(data, True, monkeypatch) == _diagnostics(data, False, monkeypatch), data

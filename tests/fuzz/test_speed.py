@@ -38,10 +38,13 @@ def test_one_deepspeed_json_imports_nothing_heavy(repo):
     assert imported(repo, "check", "--format", "json", "ds_config.json") == []
 
 
-def test_invalid_deepspeed_json_needs_no_jsonschema(repo):
+def test_only_an_invalid_deepspeed_json_loads_jsonschema(repo):
+    """jsonschema walks the errors of a config the quick `conforms` check cannot clear (issue
+    31: no re-implemented walk); a valid config (above) never loads it."""
     (repo / "ds_config.json").write_text(json.dumps(dict(VALID_DS, zero_optimization={
         "stage": 7})))
-    assert imported(repo, "check", "ds_config.json") == []
+    found = imported(repo, "check", "ds_config.json")
+    assert "jsonschema" in found and set(found) <= {"jsonschema", "shutil"}  # jsonschema's own
 
 
 CORPUS = {name: raw.decode("utf-8", "replace") for name, raw in mutate.corpus()}

@@ -13,7 +13,7 @@ from helpers import scenario
 
 import memlint
 from memlint.engine import lint
-from memlint.ir import Model
+from memlint.ir import ModelSpec
 from memlint.memory import params, stages, states, topology
 from memlint.memory.context import Resolved, resolve_context
 from memlint.memory.estimate import estimate
@@ -90,7 +90,7 @@ def test_the_engine_hands_every_rule_the_estimate_context(monkeypatch):
     assert len(seen) > 10 and all(r is est.context for r in seen)
 
 
-MIXTRAL = Model(config={"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+MIXTRAL = ModelSpec(config={"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
                         "num_hidden_layers": 32, "num_attention_heads": 32,
                         "num_key_value_heads": 8, "num_local_experts": 8,
                         "num_experts_per_tok": 2, "vocab_size": 32000}, name="mixtral-8x7b")
@@ -105,7 +105,7 @@ def test_a_scenario_without_model_or_world_size_resolves_without_raising():
 
 
 def test_an_unreadable_model_is_a_problem_not_an_exception():
-    resolved = resolve_context(scenario(model=Model(config={"model_type": "llama"})))
+    resolved = resolve_context(scenario(model=ModelSpec(config={"model_type": "llama"})))
     assert resolved.architecture is None and resolved.counts is None
     assert resolved.schedule is None
     [(message, keys)] = resolved.problems
@@ -133,6 +133,6 @@ def test_a_variant_shares_the_model_but_not_the_layout():
     assert variant.architecture is resolved.architecture
     assert variant.counts is resolved.counts
     assert (resolved.topology.dp, variant.topology.dp) == (16, 8)
-    other = resolved.varied(scenario(model=Model(config=dict(MIXTRAL.config)),
+    other = resolved.varied(scenario(model=ModelSpec(config=dict(MIXTRAL.config)),
                                      parallelism={"world_size": 16}))
     assert other.architecture is not resolved.architecture   # another model: read again

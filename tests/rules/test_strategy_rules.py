@@ -4,13 +4,13 @@ import pytest
 from helpers import GiB, at, estimate, run_rule, scenario, stage
 
 from memlint.diagnostics import Severity
-from memlint.ir import Model
+from memlint.ir import ModelSpec
 from memlint.rules import _support
 from memlint.rules.strategy import (MoeWithoutExpertParallel, OffloadWhenItFits,
                                     SequenceParallelOff, VisionEncoderOnFirstStage,
                                     Zero3WhenZero2Fits)
 
-MIXTRAL = Model(config={"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+MIXTRAL = ModelSpec(config={"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
                         "num_hidden_layers": 32, "num_attention_heads": 32,
                         "num_key_value_heads": 8, "num_local_experts": 8,
                         "num_experts_per_tok": 2, "vocab_size": 32000}, name="mixtral-8x7b")
