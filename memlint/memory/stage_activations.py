@@ -265,7 +265,8 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
                     gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
                     softmax_bytes=softmax_bytes(model, seq_local, arch.heads, flash),
                     modules=recompute_modules(model), moe_layer=moe_layer,
-                    separate_norm1=arch.mla is not None or model.conv.local_spec)
+                    separate_norm1=arch.mla is not None or model.conv.local_spec,
+                    moe_dispatch=model.conv.moe_dispatch)
                 if model.lora:
                     items = items + lora_activation_items(model, sh)
             return items

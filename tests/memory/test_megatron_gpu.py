@@ -78,12 +78,14 @@ def test_workspace_terms_te_and_local():
     # CUBLAS_WORKSPACE_CONFIG :4096:8 (ENV_VARS) = 32 MiB, forward + autograd threads
     assert last.term("buffers.cublas_workspace").bytes == 2 * 4096 * 1024 * 8
     assert last.term("buffers.te_workspace").bytes == 32 * MiB + 256
-    assert last.term("buffers.attention_matmul_buffer") is None
+    assert last.term("buffers.global_memory_buffer") is None   # tp 1: nothing gathered
     _, local = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
     last = local.stages[-1]
     assert last.term("buffers.te_workspace") is None
     # bf16 × B 4 × 8 heads × 1024² (dot_product_attention.py, global memory buffer "mpu")
-    assert last.term("buffers.attention_matmul_buffer").bytes == 2 * 4 * 8 * 1024 * 1024
+    buffer = last.term("buffers.global_memory_buffer")
+    assert buffer.bytes == 2 * 4 * 8 * 1024 * 1024
+    assert buffer.inputs == {"attention baddbmm input": 2 * 4 * 8 * 1024 * 1024}
     assert last.term("buffers.cublaslt_workspace").bytes == 2 * 1024 * 1024  # biased linears
     for stage in local.stages:   # in every phase, they never go away
         for phase in stage.phases:
