@@ -23,21 +23,22 @@ logic it mirrors); everything memlint cannot model is an info or a warning.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Optional
 
 from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
-from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED,
-                                 Severity, make)
+from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKNOWN_MODEL_TYPE,
+                                 UNRESOLVED, Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
-from memlint.records import field, record
+from memlint.records import field, record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -169,7 +170,7 @@ def detect(path: str, text: str) -> bool:
 # Reading
 
 
-@dataclass
+@record
 class _Value:
     value: Any
     doc: Document
@@ -468,7 +469,7 @@ def _zero_schema(view) -> list:
             message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
                 " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
                 "without a dot as text: write the digits)")
-        out.append(dataclasses.replace(
+        out.append(replace(
             found, severity=min(found.severity, Severity.WARNING),
             message=message + "; a warning only: the dict-based DeepSpeed of older "
             "gpt-neox versions ignored it"))
@@ -610,10 +611,14 @@ def _attention_kind(c: _Config, types: set, layers) -> None:
         c.partial.set("attention", "flash" if flash else "eager", c.where("attention_config"))
         other = sorted(types & {"gmlp", "amlp", "rwkv", "mamba"})
         if other:
+            # never counted as transformer layers: no estimate (issue 26)
+            why = f"a gpt-neox model with {', '.join(other)} layers (attention_config)"
+            c.partial.set_extra("gpt_neox.unsupported-architecture", why,
+                                c.where("attention_config"))
             c.partial.diagnostics.append(make(
-                UNRESOLVED, Severity.WARNING, f"attention_config uses {', '.join(other)} "
-                "layers: memlint counts every layer as a transformer layer", c.where(
-                    "attention_config"), key="attention_config"))
+                UNKNOWN_MODEL_TYPE, Severity.WARNING, f"no estimate for this architecture: {why} "
+                "is not counted by memlint's memory model; memory checks are skipped (the "
+                "other checks still run)", c.where("attention_config"), key="attention_config"))
     elif layers is not None:
         c.partial.set("attention", "eager", c.where("attention_config") if "attention_config"
                       in c.cfg else Provenance(c.where("num_layers").file, None, None,
