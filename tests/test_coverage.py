@@ -193,3 +193,62 @@ def test_a_verl_script_setting_a_not_modeled_key_is_found(tmp_path):
     partial = load_file(str(script))
     found = {f.entry.key for f in set_not_modeled(partial.extra)}
     assert found == {"actor_rollout_ref.model.use_liger"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer adapters: every key the adapter reads, and every key of the corpus's files
+
+def _corpus_files(detect) -> list:
+    """The project's own corpus files (fixtures/) a format's detect() claims."""
+    out = []
+    for folder, _dirs, names in os.walk(os.path.join(ROOT, "fixtures")):
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+            except (UnicodeDecodeError, OSError):
+                continue
+            if detect(path, text):
+                out.append((path, text))
+    return out
+
+
+def _literal_reads(module, method_names: tuple) -> list:
+    """The string arguments of every `<name>.<method>("...", ...)` call in an adapter's source:
+    the keys it reads besides its declarative table."""
+    import ast
+    import inspect
+
+    calls = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in method_names and node.args
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                        for a in node.args)):
+            calls.append(tuple(a.value for a in node.args))
+    return calls
+
+
+def test_every_torchtitan_key_has_a_memory_class():
+    from memlint.adapters import torchtitan
+
+    spec = table("torchtitan")
+    keys = {f"{section}.{key}" for sections, key, *_ in torchtitan.TABLE for section in sections}
+    for key, *sections in _literal_reads(torchtitan, ("find",)):
+        keys |= {f"{section}.{key}" for section in sections}
+    files = _corpus_files(torchtitan.detect)
+    assert len(files) > 20
+    for path, text in files:
+        keys |= {k[len("torchtitan."):] for k in torchtitan.load(path, text).extra
+                 if k.startswith("torchtitan.") and k != "torchtitan.config"}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+
+
+def test_a_torchtitan_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import torchtitan
+
+    text = ("[model]\nname = 'llama3'\nflavor = '8B'\n[training]\nlocal_batch_size = 1\n"
+            "dtype = 'bfloat16'\n[checkpoint]\nasync_mode = 'disabled'\n")
+    found = set_not_modeled(torchtitan.load("train.toml", text).extra)
+    assert [(f.entry.key, f.entry.direction) for f in found] == [("training.dtype", "high")]
