@@ -214,9 +214,9 @@ def _corpus_files(detect) -> list:
     return out
 
 
-def _literal_reads(module, method_names: tuple) -> list:
-    """The string arguments of every `<name>.<method>("...", ...)` call in an adapter's source:
-    the keys it reads besides its declarative table."""
+def _literal_reads(module, method_names: tuple, receiver: str = "") -> list:
+    """The string arguments of every `<receiver>.<method>("...", ...)` call in an adapter's
+    source (any receiver when empty): the keys it reads besides its declarative table."""
     import ast
     import inspect
 
@@ -224,6 +224,8 @@ def _literal_reads(module, method_names: tuple) -> list:
     for node in ast.walk(ast.parse(inspect.getsource(module))):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in method_names and node.args
+                and (not receiver or (isinstance(node.func.value, ast.Name)
+                                      and node.func.value.id == receiver))
                 and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
                         for a in node.args)):
             calls.append(tuple(a.value for a in node.args))
@@ -235,7 +237,7 @@ def test_every_torchtitan_key_has_a_memory_class():
 
     spec = table("torchtitan")
     keys = {f"{section}.{key}" for sections, key, *_ in torchtitan.TABLE for section in sections}
-    for key, *sections in _literal_reads(torchtitan, ("find",)):
+    for key, *sections in _literal_reads(torchtitan, ("find",), "facts"):
         keys |= {f"{section}.{key}" for section in sections}
     files = _corpus_files(torchtitan.detect)
     assert len(files) > 20
@@ -252,3 +254,23 @@ def test_a_torchtitan_not_modeled_key_reaches_the_rule():
             "dtype = 'bfloat16'\n[checkpoint]\nasync_mode = 'disabled'\n")
     found = set_not_modeled(torchtitan.load("train.toml", text).extra)
     assert [(f.entry.key, f.entry.direction) for f in found] == [("training.dtype", "high")]
+
+
+def test_every_gpt_neox_key_has_a_memory_class():
+    from memlint.adapters import gpt_neox
+
+    spec = table("gpt_neox")
+    keys = set(gpt_neox.known_keys())
+    keys |= {k for k, *_ in _literal_reads(gpt_neox, ("get", "num", "where", "default"), "c")}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+
+
+def test_a_gpt_neox_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import gpt_neox
+
+    text = ('{"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "seq_length": 512,\n'
+            ' "train_micro_batch_size_per_gpu": 4, "hidden_dropout": 0.1,\n'
+            ' "attention_dropout": 0.0, "z_loss": 0.0}\n')
+    found = set_not_modeled(gpt_neox.load("neox.yml", text).extra)
+    assert [(f.entry.key, f.extra_key) for f in found] == [("hidden_dropout",
+                                                            "gpt_neox.hidden_dropout")]

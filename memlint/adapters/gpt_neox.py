@@ -325,6 +325,7 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
     _types(c)
     partial.set("framework", "deepspeed", Provenance(anchor.file, None, None, "<gpt-neox config>"))
     partial.set_extra("gpt_neox.config", anchor.file, anchor)
+    _record_not_modeled(c)
     mp = _parallelism(c)
     _batch(c)
     _precision_keys(c)
@@ -347,6 +348,17 @@ def _unknown_keys(c: _Config) -> None:
                 UNKNOWN_KEY, Severity.WARNING,
                 f"{item.key} is not a NeoXArgs field at {SOURCE} (gpt-neox of that version stops "
                 "with `unexpected keyword argument`); ignored", item.prov(), key=name))
+
+
+def _record_not_modeled(c: _Config) -> None:
+    """The set keys memlint/facts/coverage/gpt_neox.json says are not modeled, as
+    `gpt_neox.<key>` facts for the not-modeled rule (ML107)."""
+    from memlint.facts import coverage
+
+    for name in coverage.table("gpt_neox").not_modeled:
+        item = c.cfg.get(name)
+        if item is not None and item.value is not None:
+            c.partial.set_extra(f"gpt_neox.{name}", item.value, item.prov())
 
 
 def _types(c: _Config) -> None:
