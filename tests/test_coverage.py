@@ -274,3 +274,45 @@ def test_a_gpt_neox_not_modeled_key_reaches_the_rule():
     found = set_not_modeled(gpt_neox.load("neox.yml", text).extra)
     assert [(f.entry.key, f.extra_key) for f in found] == [("hidden_dropout",
                                                             "gpt_neox.hidden_dropout")]
+
+
+def test_every_accelerate_key_has_a_memory_class():
+    from memlint.adapters import accelerate as A
+
+    spec = table("accelerate")
+    keys = set(A.BASE_KEYS) | set(A.CLUSTER_KEYS) | set(A.SAGEMAKER_KEYS)
+    keys |= {f"fsdp_config.{k}" for k in A.FSDP_KEYS} | {
+        f"fsdp_config.{k[len('fsdp_'):]}" for k in A.FSDP_KEYS}
+    keys |= {f"deepspeed_config.{k}" for k in A.DEEPSPEED_KEYS}
+    keys |= {f"parallelism_config.{k}" for k in (*A.PARALLELISM_KEYS, *A.PARALLELISM_EXTRA)}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+    files = _corpus_files(A.detect)
+    assert len(files) > 20
+    known = set(A.FSDP_KEYS) | {k[len("fsdp_"):] for k in A.FSDP_KEYS}
+    for path, text in files:
+        for extra in A.load(path, text).extra:
+            key = extra[len("accelerate."):] if extra.startswith("accelerate.") else None
+            if key is None or key in ("fsdp_version",):
+                continue
+            block, _, name = key.partition(".")
+            # a key accelerate does not know gets its own unknown-key diagnostic instead
+            if name and block == "fsdp_config" and name not in known:
+                continue
+            if name and block in ("deepspeed_config", "parallelism_config") and name not in (
+                    *A.DEEPSPEED_KEYS, *A.PARALLELISM_KEYS, *A.PARALLELISM_EXTRA):
+                continue
+            if block in ("fp8_config", "dynamo_config", "megatron_lm_config") and name:
+                continue  # their blocks are classed whole
+            if not name and key not in keys:
+                continue
+            assert spec.memory_class(key) is not None, (path, key)
+
+
+def test_an_accelerate_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import accelerate
+
+    text = ("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: bf16\n"
+            "num_processes: 8\nfsdp_config:\n  fsdp_version: 2\n  fsdp_auto_wrap_policy: NO_WRAP\n"
+            "  fsdp_offload_params: false\n")
+    found = set_not_modeled(accelerate.load("fsdp.yaml", text).extra)
+    assert [f.entry.key for f in found] == ["fsdp_config.fsdp_auto_wrap_policy"]
