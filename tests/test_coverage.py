@@ -316,3 +316,24 @@ def test_an_accelerate_not_modeled_key_reaches_the_rule():
             "  fsdp_offload_params: false\n")
     found = set_not_modeled(accelerate.load("fsdp.yaml", text).extra)
     assert [f.entry.key for f in found] == ["fsdp_config.fsdp_auto_wrap_policy"]
+
+
+def test_every_axolotl_key_has_a_memory_class():
+    from memlint.adapters import axolotl
+
+    spec = table("axolotl")
+    keys = {name for name, _ in axolotl._INTS}
+    keys |= {k for k, *_ in _literal_reads(axolotl, ("get",), "data")}
+    keys |= {k for k, *_ in _literal_reads(axolotl, ("prov",), "")}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+    schema = {k for k in spec.neutral | set(spec.modeled) | set(spec.not_modeled)}
+    assert len(schema) > 380   # AxolotlInputConfig's fields at the pinned commit, all classed
+
+
+def test_an_axolotl_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import axolotl
+
+    text = ("base_model: meta-llama/Llama-3.1-8B\nmicro_batch_size: 2\nsequence_len: 4096\n"
+            "tiled_mlp: true\nlearning_rate: 2e-5\n")
+    found = set_not_modeled(axolotl.load("sft.yaml", text).extra)
+    assert [f.entry.key for f in found] == ["tiled_mlp"]
