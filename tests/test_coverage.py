@@ -337,3 +337,48 @@ def test_an_axolotl_not_modeled_key_reaches_the_rule():
             "tiled_mlp: true\nlearning_rate: 2e-5\n")
     found = set_not_modeled(axolotl.load("sft.yaml", text).extra)
     assert [f.entry.key for f in found] == ["tiled_mlp"]
+
+
+def test_every_trainer_argument_has_a_memory_class():
+    """HF TrainingArguments (in the table, three transformers releases) and every name the
+    trainer-argument reader reads for any trainer (HF, TRL, LLaMA-Factory)."""
+    from memlint.adapters import trainer_args as TA
+
+    spec = table("hf_trainer")
+    names = set(TA.INTS) | set(TA.SEQ_LEN_NAMES) | set(TA.MODEL_NAMES) | set(TA.DTYPE_NAMES)
+    names |= {k for k, *_ in _literal_reads(TA, ("get",), "args")}
+    for call in _literal_reads(TA, ("first",)):
+        names |= set(call)
+    assert sorted(k for k in names if spec.memory_class(k) is None) == []
+    listed = set(spec.modeled) | set(spec.not_modeled) | spec.neutral
+    assert {"per_device_train_batch_size", "fsdp_min_num_params", "use_cache"} <= listed
+
+
+def test_a_trainer_not_modeled_argument_reaches_the_rule():
+    from memlint.adapters import hf_trainer
+
+    text = ('{"model_name_or_path": "gpt2", "output_dir": "out", "learning_rate": 1e-5,\n'
+            ' "per_device_train_batch_size": 4, "torch_compile": true, "bf16": true}\n')
+    found = set_not_modeled(hf_trainer.load("args.json", text).extra)
+    assert [f.entry.key for f in found] == ["torch_compile"]
+
+
+def test_every_llamafactory_argument_has_a_memory_class():
+    from memlint.adapters import llamafactory
+
+    spec = table("llamafactory")
+    names = {k for k, *_ in _literal_reads(llamafactory, ("given", "truth", "where"), "args")}
+    names |= {name for name, *_ in llamafactory._OPTIMIZERS}
+    assert sorted(k for k in names if spec.memory_class(k) is None) == []
+    listed = set(spec.modeled) | set(spec.not_modeled) | spec.neutral
+    assert len(listed) > 250   # the hparams fields at the pinned commit, all classed
+
+
+def test_a_llamafactory_not_modeled_argument_reaches_the_rule():
+    from memlint.adapters import llamafactory
+
+    text = ("model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: lora\n"
+            "lora_rank: 8\nuse_dora: true\ncutoff_len: 2048\nper_device_train_batch_size: 1\n"
+            "torch_compile: true\n")
+    found = set_not_modeled(llamafactory.load("sft.yaml", text).extra)
+    assert sorted(f.entry.key for f in found) == ["torch_compile", "use_dora"]

@@ -170,6 +170,18 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
                       args.truth("packing") if packing is not None else stage == "pt",
                       args.where("packing"))
     trainer_args.check_deepspeed(partial, {i.name: i for i in items}, path)
+    _record_not_modeled(args)
+
+
+def _record_not_modeled(args: _Args) -> None:
+    """The set arguments memlint/facts/coverage/llamafactory.json says are not modeled, as
+    `llamafactory.<name>` facts for the not-modeled rule (ML107)."""
+    from memlint.facts import coverage
+
+    for name in coverage.table("llamafactory").not_modeled:
+        item = args.given(name)
+        if item is not None and not item.unresolved:
+            args.partial.set_extra(f"llamafactory.{name}", item.value, item.prov)
 
 
 def _method(args: _Args) -> tuple:
