@@ -660,6 +660,8 @@ _CONVENTION_KEYS = [
         "applied after them, keeping their output)"),
     _convention(M + "unsupported-architecture", to_str,
         "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
+    _convention("gpt_neox.unsupported-architecture", to_str,
+        "why the gpt-neox run's architecture gets no estimate (recorded by the adapter)"),
     _convention(D + "config", to_str,
         "the run's DeepSpeed config file: DeepSpeed runs the training (recorded by the adapter "
         "that read it, also under the HF Trainer and accelerate)"),

@@ -258,7 +258,8 @@ def build(scenario, context) -> Conventions:
         checkpoint_keep=_CHECKPOINT_KEEP.get(framework, _CHECKPOINT_KEEP[None]),
         checkpoint_sources=_CHECKPOINT_SOURCES.get(framework, _CHECKPOINT_SOURCES[None]),
         model_init=_model_init(framework, par),
-        unsupported_architecture=keys.get("megatron.unsupported-architecture"),
+        unsupported_architecture=(keys.get("megatron.unsupported-architecture")
+                                  or keys.get("gpt_neox.unsupported-architecture")),
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=math.ceil(seq / topo.cp),
