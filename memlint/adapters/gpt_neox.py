@@ -411,6 +411,9 @@ def _batch(c: _Config) -> None:
             c.partial.set(key, value, c.where(name))
     if c.num("seq_length") is not None:
         c.partial.set("seq_len", c.num("seq_length"), c.where("seq_length"))
+    keep = c.get("keep_last_n_checkpoints")
+    if _is_int(keep) and keep > 0:   # megatron/checkpointing.py deletes older checkpoints
+        c.partial.set("checkpoint_keep", keep, c.where("keep_last_n_checkpoints"))
 
 
 def _precision_keys(c: _Config) -> None:
