@@ -32,6 +32,7 @@ from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
 from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKNOWN_MODEL_TYPE,
                                  UNRESOLVED, Severity, make)
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
 from memlint.records import field, record, replace
@@ -353,8 +354,6 @@ def _unknown_keys(c: _Config) -> None:
 def _record_not_modeled(c: _Config) -> None:
     """The set keys memlint/facts/coverage/gpt_neox.json says are not modeled, as
     `gpt_neox.<key>` facts for the not-modeled rule (ML107)."""
-    from memlint.facts import coverage
-
     for name in coverage.table("gpt_neox").not_modeled:
         item = c.cfg.get(name)
         if item is not None and item.value is not None:

@@ -23,6 +23,7 @@ from memlint import lazy_re
 from memlint.adapters import trainer_args
 from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml_mapping, suppressions
 from memlint.records import record
@@ -176,8 +177,6 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
 def _record_not_modeled(args: _Args) -> None:
     """The set arguments memlint/facts/coverage/llamafactory.json says are not modeled, as
     `llamafactory.<name>` facts for the not-modeled rule (ML107)."""
-    from memlint.facts import coverage
-
     for name in coverage.table("llamafactory").not_modeled:
         item = args.given(name)
         if item is not None and not item.unresolved:

@@ -17,6 +17,7 @@ from memlint import lazy_re
 from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import _resolve_reference
 from memlint.diagnostics import CONFLICT, INVALID_VALUE, UNRESOLVED, Severity, make
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.keys import MAX_INT
 from memlint.keys import parse_bool
@@ -238,8 +239,6 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
 def _record_not_modeled(run: _Run) -> None:
     """The set arguments memlint/facts/coverage/hf_trainer.json says are not modeled, as
     `hf_trainer.<name>` facts for the not-modeled rule (ML107)."""
-    from memlint.facts import coverage
-
     for name in coverage.table("hf_trainer").not_modeled:
         item = run.args.get(name)
         if item is not None and not item.unresolved:
