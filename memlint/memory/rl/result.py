@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from memlint.memory.result import Estimate
-from memlint.memory.rl import LENGTH_INDEPENDENT
+from memlint.memory.rl.names import LENGTH_INDEPENDENT
 
 
 @dataclass(frozen=True)
