@@ -622,6 +622,15 @@ _CONVENTION_KEYS = [
         "Megatron-LM --pipeline-model-parallel-layout, as its stages ('Et|tt|tL')"),
     _convention(M + "account-for-embedding-in-pipeline-split", to_bool,
         "Megatron-LM: the embedding counts as one layer of the pipeline split"),
+    _convention(M + "deepspeed", to_bool,
+        "Megatron-DeepSpeed's --deepspeed: DeepSpeed's engine, and with pipeline parallelism its "
+        "PipelineModule partitions the layers (deepspeed/runtime/pipe/module.py)"),
+    _convention(M + "untie-embeddings-and-output-weights", to_bool,
+        "Megatron: an output layer of its own (with Megatron-DeepSpeed's PipelineModule, no "
+        "tied EmbeddingPipe at the end)"),
+    _convention(M + "pp-partition-method", to_str,
+        "bigscience Megatron-DeepSpeed --pp-partition-method: DeepSpeed's PipelineModule "
+        "partition method ('type:transformer|embedding' counts the embedding layers as units)"),
     _convention(M + "account-for-loss-in-pipeline-split", to_bool,
         "Megatron-LM: the loss counts as one layer of the pipeline split"),
     _convention(M + "cross-entropy-loss-fusion", to_bool,
@@ -668,6 +677,10 @@ _CONVENTION_KEYS = [
     _convention("gpt_neox.config", to_str,
         "the run's gpt-neox config (recorded by its adapter): Megatron-style vocab-parallel "
         "cross entropy on DeepSpeed, not transformers' loss"),
+    _convention("accelerate.distributed_type", to_str,
+        "accelerate's distributed_type (MULTI_GPU, FSDP, DEEPSPEED, NO, ...): the launcher config "
+        "states the run's sharding, none for data-parallel DDP (recorded by the accelerate "
+        "adapter)"),
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),

@@ -1115,7 +1115,10 @@ def _moved(f: Field, where) -> Field:
 
 def _shell_string(fields: list) -> Optional[tuple]:
     """(index of the shell word, the string field) of `sh -c STRING` anywhere in the command
-    (after `srun ...`, `env`, `exec`, ...), when STRING is known."""
+    (after `srun ...`, `env`, `exec`, ...). A STRING with parts the script cannot know
+    (`$(scontrol ...)`, a variable set elsewhere) is read too: those parts were kept as their
+    source text, so reading the string again marks them unresolved once more (bigscience's
+    `srun ... bash -c "$LAUNCHER ... $CMD"`)."""
     for index in range(len(fields) - 2):
         text = fields[index].text
         if not text.endswith(_SHELLS):
@@ -1124,10 +1127,7 @@ def _shell_string(fields: list) -> Optional[tuple]:
         option = fields[index + 1].text
         if name in _SHELLS and option.startswith("-") and not option.startswith("--") \
                 and "c" in option[1:]:
-            string = fields[index + 2]
-            if string.unresolved:
-                return None
-            return index, string
+            return index, fields[index + 2]
     return None
 
 

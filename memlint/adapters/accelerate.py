@@ -238,6 +238,8 @@ class _Reader:
         framework = {"FSDP": "fsdp2", "DEEPSPEED": "deepspeed"}.get(self.dtype, "hf")
         where = ("distributed_type",) if "distributed_type" in data else ()
         self.partial.set("framework", framework, self.prov(*where))
+        # the launcher states the sharding (none for MULTI_GPU's DDP): conventions read it
+        self.partial.set_extra("accelerate.distributed_type", self.dtype, self.prov(*where))
         if self.dtype == "FSDP":
             self.partial.set_extra("accelerate.fsdp_version", self.version,
                                    self.prov("fsdp_config", "fsdp_version"))

@@ -21,6 +21,8 @@ import os
 import re
 
 from memlint.adapters import llamafactory
+from memlint.adapters._neighbours import ARGUMENT_KEYS
+from memlint.adapters._toplevel import top_level_keys
 from memlint.adapters.trainer_args import Item, apply, check_deepspeed, mapping_items, trainer_of
 # the names other readers took from this module before the mapping moved to trainer_args
 from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int  # noqa: F401
@@ -56,8 +58,6 @@ def _hf_launch(text: str) -> bool:
             return True
     return False
 _MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
-_YAML_KEY = re.compile(r"^(per_device_train_batch_size|gradient_accumulation_steps|"
-                       r"model_name_or_path|learning_rate|num_train_epochs|output_dir):", re.M)
 
 
 def detect(path: str, text: str) -> bool:
@@ -70,9 +70,11 @@ def detect(path: str, text: str) -> bool:
         if "distributed_type:" in head or re.search(r"^(finetuning_type|stage|base_model):", head,
                                                     re.M):
             return False
-        keys = set(_YAML_KEY.findall(head))
+        # top-level keys only, whatever the value's layout (TRL's CLI example puts each value
+        # on the line below its key: examples/cli_configs/example_config.yaml at f2cd577)
+        keys = top_level_keys(head)
         return "per_device_train_batch_size" in keys or (
-            "model_name_or_path" in keys and len(keys) >= 3)
+            "model_name_or_path" in keys and len(keys & ARGUMENT_KEYS) >= 3)
     if name.endswith(".json"):
         return ('"per_device_train_batch_size"' in head and '"zero_optimization"' not in head
                 and '"train_micro_batch_size_per_gpu"' not in head)

@@ -147,6 +147,8 @@ class Conventions:
     pipeline_layout: Optional[tuple]   # --pipeline-model-parallel-layout stages
     embedding_in_split: bool      # the embedding counts as a layer of the pipeline split
     loss_in_split: bool           # the loss counts as a layer of the pipeline split
+    deepspeed_pipeline: bool      # DeepSpeed's PipelineModule partitions the layers
+    #                               (Megatron-DeepSpeed): stages may hold no decoder layer
     microbatch_group_size: Optional[int]  # interleaved schedule's group (None: pp)
     extra_warmup_forwards: int    # one more with overlapped MoE expert-parallel communication
     # -- runtime and inputs
@@ -161,6 +163,15 @@ class Conventions:
     seq_local: int                # per GPU: split over context parallelism
     # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
     rl: Any = None
+
+
+def _partition_counts_embeddings(keys) -> bool:
+    """bigscience Megatron-DeepSpeed `--pp-partition-method 'type:transformer|embedding'`:
+    DeepSpeed's PipelineModule balances the layers whose class name matches, so the first
+    EmbeddingPipe and the tied one at the end each take a stage's share like a decoder layer
+    (deepspeed/runtime/pipe/module.py _partition_layers, `type:` at edaa722)."""
+    method = keys.get("megatron.pp-partition-method")
+    return isinstance(method, str) and method.startswith("type:") and "embedding" in method
 
 
 def build(scenario, context) -> Conventions:
@@ -184,7 +195,9 @@ def build(scenario, context) -> Conventions:
         deepspeed_conventions=framework == DEEPSPEED,
         fsdp_sharded=(not uses_deepspeed and topo.shard > 1
                       and (par.fsdp in ("full", "hybrid") or par.zero >= 3)),
-        states_own_sharding=framework != HF,
+        # an HF recipe's sharding is the launcher's: stated when an accelerate config is part of
+        # the run (MULTI_GPU is DDP, no sharding), else memlint's default none
+        states_own_sharding=framework != HF or "accelerate.distributed_type" in keys,
         megatron_modules=megatron,
         te_spec=megatron and not local,
         local_spec=local,
@@ -215,8 +228,12 @@ def build(scenario, context) -> Conventions:
         else 2 if context.dtypes.compute == 2 else 4,
         zero=_zero_settings(keys),
         pipeline_layout=keys.get("megatron.pipeline-layout-stages"),
-        embedding_in_split=keys.get("megatron.account-for-embedding-in-pipeline-split") is True,
-        loss_in_split=keys.get("megatron.account-for-loss-in-pipeline-split") is True,
+        embedding_in_split=(keys.get("megatron.account-for-embedding-in-pipeline-split") is True
+                            or _partition_counts_embeddings(keys)),
+        loss_in_split=(keys.get("megatron.account-for-loss-in-pipeline-split") is True
+                       or _partition_counts_embeddings(keys) and not keys.get(
+                           "megatron.untie-embeddings-and-output-weights")),
+        deepspeed_pipeline=megatron and keys.get("megatron.deepspeed") is True,
         microbatch_group_size=keys.get("megatron.microbatch-group-size-per-virtual-pipeline-stage"),
         extra_warmup_forwards=1 if keys.get("megatron.overlap-moe-expert-parallel-comm") is True
         else 0,

@@ -84,7 +84,15 @@ class Model:
             raise UnsupportedModel("pp", f"pp = {self.par.pp:,} pipeline stages: memlint "
                                          f"estimates pipelines of up to {MAX_STAGES} stages "
                                          "(each is its own estimate)")
-        if self.par.pp > self.arch.layers:
+        units = self.arch.layers + int(self.conv.embedding_in_split) + int(
+            self.conv.loss_in_split)
+        if self.par.pp > units:
+            if self.conv.deepspeed_pipeline:
+                # DeepSpeed's PipelineModule balances however many layers there are over the
+                # stages; which ones stay empty is its partitioner's choice (a warning, ML008)
+                raise UnsupportedModel("pp", f"pp = {self.par.pp} pipeline stages for "
+                                             f"{units} layers under DeepSpeed's PipelineModule: "
+                                             "memlint does not place the empty stages")
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
         schedule = self.context.require("schedule")

@@ -23,6 +23,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
+from memlint import safe_write
 from memlint.rules import registry
 from memlint.rules.base import DOC_SECTIONS, Rule
 
@@ -241,6 +242,7 @@ def builtin_rules() -> list:
 def write(directory: str) -> list:
     """Write the pages; remove stale ML*.md pages. Returns the files changed."""
     os.makedirs(directory, exist_ok=True)
+    root = safe_write.write_root(directory)
     wanted = pages(builtin_rules())
     changed = []
     for name in sorted(os.listdir(directory)):
@@ -254,8 +256,7 @@ def write(directory: str) -> list:
             with open(path, encoding="utf-8") as handle:
                 current = handle.read()
         if current != text:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            safe_write.write(path, text, root)   # atomic, never through a link
             changed.append(name)
     return changed
 

@@ -132,7 +132,8 @@ class RolloutExceedsGpuMemory(Rule):
                 f"{size(ctx, summary.engine.requested)} and CUDA graphs) beside "
                 f"{size(ctx, trainer)} the trainer keeps; largest terms: {_top(ctx, phase)}; "
                 f"lower the engine's gpu_memory_utilization to at most "
-                f"{max(0.0, (capacity - trainer) / capacity):.2f} or offload the trainer's "
+                f"{max(0.0, (capacity - trainer) / capacity) if capacity > 0 else 0.0:.2f} "
+                "or offload the trainer's "
                 "states")
         severity = None
         version = _version(ctx.scenario.engine.version)

@@ -433,3 +433,41 @@ def test_json_writes_bidi_controls_and_line_separators_as_escapes():
     text = json_safe(json.dumps({"source": "x\u202ey\u2028z\u2066"}, ensure_ascii=False))
     assert text == '{"source": "x\\u202ey\\u2028z\\u2066"}'
     assert json.loads(text) == {"source": "x\u202ey\u2028z\u2066"}
+
+
+def test_the_rule_docs_writer_is_the_safe_writer(tmp_path):
+    # every file memlint writes goes through memlint/safe_write.py: a page that is a symbolic
+    # link is refused, not written through
+    from memlint import safe_write
+    from memlint.rules import docs
+
+    docs.write(str(tmp_path))
+    page = sorted(p for p in os.listdir(tmp_path) if p.startswith("ML"))[0]
+    target = tmp_path / "elsewhere.md"
+    target.write_text("mine\n")
+    os.remove(tmp_path / page)
+    os.symlink(target, tmp_path / page)
+    with pytest.raises(safe_write.WriteError, match="symbolic link"):
+        docs.write(str(tmp_path))
+    assert target.read_text() == "mine\n"
+
+
+# -- found by the 100,000-input fuzz run ------------------------------------------------------
+
+def test_top_level_keys_are_linear_on_long_blank_runs():
+    from memlint.adapters._toplevel import top_level_keys
+
+    with guard():   # a key then 100,000 tabs took 10 s (the lazy key rescanned the blanks)
+        assert top_level_keys("num_machines" + "\t" * 60_000 + "\nmain: 1\n") == {"main"}
+    assert top_level_keys('a : 1\n"b c"  : 2\n\'d\': 3\ne:f: 4\n') == {"a", "b c", "d"}
+
+
+def test_rollout_rule_survives_a_gpu_of_no_memory(repo):
+    script = os.path.join(ROOT, "fixtures", "real-world", "volcengine__verl")
+    found = [os.path.join(folder, n) for folder, _d, names in os.walk(script) for n in names
+             if n.endswith(".sh")]
+    if not found:
+        pytest.skip("no verl script in the corpus")
+    code, _out, err = run("check", "--set", "gpu_memory=1e-300", "--model", "mixtral-8x7b",
+                          sorted(found)[0])
+    assert "internal error" not in err and code in (0, 1)

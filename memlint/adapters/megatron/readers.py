@@ -173,6 +173,10 @@ _LAUNCHERS = {"torchrun", "deepspeed", "srun", "mpirun", "python", "python3", "u
               "time", "nohup", "env", "numactl", "accelerate"}
 
 
+# commands that print their words rather than run them
+_PRINTS = frozenset(("echo", "printf", "cat", "tee", "logger"))
+
+
 def read_script(path: str, text: str) -> Read:
     read = Read()
     try:
@@ -195,6 +199,8 @@ def read_script(path: str, text: str) -> Read:
     best, score = None, 0
     for command in interpreter.run(script):
         texts = [f.text for f in command.fields]
+        if texts and texts[0] in _PRINTS:
+            continue  # `echo $CMD` shows the command; the launch is elsewhere
         entry = _entry_index(texts)
         if entry is None:
             continue
