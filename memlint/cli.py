@@ -453,6 +453,10 @@ COMMANDS = {
                        "Read the memory lines of a training log (Megatron, torchtitan, "
                        "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
                        "with the estimate of the run PATHS describe."),
+    "server": Command("run the Language Server (LSP over stdio) for editors",
+                      "memlint.commands.server",
+                      description="memlint as a Language Server: diagnostics as you type, "
+                      "hovers with memory figures, quick fixes. Needs memlint-llm[lsp]."),
     "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
                       "memlint.commands.schema",
                       description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "
@@ -462,19 +466,43 @@ VERSION_ONLY = ["--version"]
 
 
 def main(argv: list | None = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
+    """The command line. Without `argv` (the `memlint` command, `python -m memlint`: a process
+    of its own) the process ends here, without tearing the interpreter down."""
+    if argv is not None:
+        return _main(list(argv))
+    _fewer_collections()
+    _end_process(_main(sys.argv[1:]))
+
+
+def _end_process(code: int):
+    """For start-up speed: freeing every module and object at interpreter exit costs about a
+    sixth of a one-file check (bench/speed.py). The output is flushed and the process ends with
+    `code`; when something registered an atexit handler, the normal exit runs it instead."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass  # a reader that went away (| head), or a stream already closed: nothing to keep
+    # start-up: atexit is built in; only its count of handlers is read
+    import atexit
+
+    ncallbacks = getattr(atexit, "_ncallbacks", None)
+    if ncallbacks is None or ncallbacks():
+        sys.exit(code)
+    os._exit(code)
+
+
+def _main(words: list) -> int:
     if words == VERSION_ONLY:  # start-up: the answer needs no parser (argparse prints the same)
         sys.stdout.write(f"memlint {__version__}\n")
         return 0
-    if argv is None:  # a process of its own (not a caller's in-process run)
-        _fewer_collections()
     parser = build_parser(words)
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 2
         if code == 2:
-            _sarif_failure("the command line is not valid (see the usage message)", argv)
+            _sarif_failure("the command line is not valid (see the usage message)", words)
         return code
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -487,7 +515,7 @@ def main(argv: list | None = None) -> int:
         from memlint.escape import one_line
 
         sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
-        _sarif_failure(one_line(str(exc)), argv)
+        _sarif_failure(one_line(str(exc)), words)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("memlint: interrupted\n")
@@ -501,7 +529,7 @@ def main(argv: list | None = None) -> int:
 
         if isinstance(exc, SettingsError):
             sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
-            _sarif_failure(one_line(str(exc)), argv)
+            _sarif_failure(one_line(str(exc)), words)
             return 2
         if debug:
             # start-up: `memlint --version` and usage errors load no pipeline
@@ -513,9 +541,8 @@ def main(argv: list | None = None) -> int:
         return 2
 
 
-def _sarif_failure(message: str, argv: list | None) -> None:
+def _sarif_failure(message: str, words: list) -> None:
     """On exit 2 with --format sarif, stdout still gets a valid SARIF log (README's upload)."""
-    words = list(sys.argv[1:] if argv is None else argv)
     wanted = any(w == "--format=sarif" or (w == "--format" and i + 1 < len(words)
                                            and words[i + 1] == "sarif")
                  for i, w in enumerate(words))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from memlint import lazy_re
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -58,7 +59,7 @@ MAX_INT = 2**53
 MAX_BYTES = 2**60
 
 
-_INTEGER = re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
+_INTEGER = lazy_re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
 
 
 def to_int(value: Any) -> int:
@@ -157,8 +158,9 @@ def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str
 
 
 # one way to match each number (no nested or adjacent open repeats): linear on any input
-_SIZE = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*",
-                   re.I)
+_SIZE = lazy_re.compile(
+    r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*",
+    re.I)
 MAX_SIZE_CHARS = 64
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024, "m": 10**6, "mb": 10**6,
           "mi": 1024**2, "mib": 1024**2, "g": 10**9, "gb": 10**9, "gi": 1024**3, "gib": 1024**3,
@@ -230,7 +232,7 @@ def _bad_module(part: Any) -> str:
     raise ValueError(f"expected a module name, got {_short(part)}")
 
 
-_LAYER_SPEC = re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,16})\s*")
+_LAYER_SPEC = lazy_re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,16})\s*")
 
 
 def layer_spec(value: Any) -> str:

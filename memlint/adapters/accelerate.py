@@ -21,13 +21,16 @@ the YAML, never outside its repository) for the DeepSpeed adapter; this adapter 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
 
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.keys import parse_bool, suggest
 from memlint.loaders import inside, load_yaml, repo_root, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "accelerate"
 

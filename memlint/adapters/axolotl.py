@@ -42,7 +42,6 @@ inside each unit (`inside-unit`).
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
 
 from memlint.adapters._lora import target_kind
 from memlint.adapters.registry import find_reference
@@ -50,6 +49,10 @@ from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.keys import parse_bool
 from memlint.loaders import load_yaml_mapping, repo_root, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "axolotl"
 COMMIT = "axolotl-ai-cloud/axolotl@067b021"

@@ -23,13 +23,10 @@ logic it mirrors); everything memlint cannot model is an info or a warning.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Optional
 
 from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
@@ -37,7 +34,11 @@ from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRE
                                  Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
-from memlint.records import field, record
+from memlint.records import field, record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -169,7 +170,7 @@ def detect(path: str, text: str) -> bool:
 # Reading
 
 
-@dataclass
+@record
 class _Value:
     value: Any
     doc: Document
@@ -468,7 +469,7 @@ def _zero_schema(view) -> list:
             message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
                 " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
                 "without a dot as text: write the digits)")
-        out.append(dataclasses.replace(
+        out.append(replace(
             found, severity=min(found.severity, Severity.WARNING),
             message=message + "; a warning only: the dict-based DeepSpeed of older "
             "gpt-neox versions ignored it"))

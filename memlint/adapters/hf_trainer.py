@@ -20,10 +20,12 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.adapters import llamafactory
 from memlint.adapters._neighbours import ARGUMENT_KEYS
 from memlint.adapters._toplevel import top_level_keys
 from memlint.adapters.trainer_args import Item, apply, check_deepspeed, mapping_items, trainer_of
+
 # the names other readers took from this module before the mapping moved to trainer_args
 from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int  # noqa: F401
 from memlint.diagnostics import PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED, Severity, make
@@ -39,14 +41,14 @@ FORMAT = "hf_trainer"
 # -- detection -------------------------------------------------------------------------------
 
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_HF_ARG = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
-                     r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
-                     r"llamafactory-cli\s+train\b")
+_HF_ARG = lazy_re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
+                          r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
+                          r"llamafactory-cli\s+train\b")
 # `torchrun train.py args.yaml`: a launcher word, then on the same line a script given its
 # arguments file. Found from the file back to the launcher: one pattern with `[^\n]*` between
 # them cost the line's length for every launcher word of it (quadratic).
-_ARGUMENTS_FILE = re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
-_LAUNCHER = re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
+_ARGUMENTS_FILE = lazy_re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
+_LAUNCHER = lazy_re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
 
 
 def _hf_launch(text: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.adapters import trainer_args
 from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
@@ -53,8 +54,8 @@ _OPTIMIZERS = (
      "counted as one moment per parameter"),
 )
 
-_SENTINEL = re.compile(r"^(finetuning_type|stage|cutoff_len|template|lora_target|"
-                       r"quantization_bit):", re.M)
+_SENTINEL = lazy_re.compile(r"^(finetuning_type|stage|cutoff_len|template|lora_target|"
+                            r"quantization_bit):", re.M)
 
 
 def _freeze(given, truth, partial: Partial, anchor: Provenance, notes: list) -> None:

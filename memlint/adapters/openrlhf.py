@@ -15,17 +15,19 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import suppressions
 
 FORMAT = "openrlhf"
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_ENTRY = re.compile(r"\bopenrlhf\.cli\.(train_\w+)")
+_ENTRY = lazy_re.compile(r"\bopenrlhf\.cli\.(train_\w+)")
 # the scripts of OpenRLHF's first versions (openrlhf/cli/train_*.py run by path, `--pretrain`)
-_SCRIPT = re.compile(r"(?:^|/)(train_(?:sft|dpo|rm|kto|ppo|ppo_ray|prm|kd))\.py$")
-_HEREDOC = re.compile(r"^[ \t]*read\s+(?:-\w+\s+(?:''|\"\")?\s*)*([A-Za-z_]\w*)\s*<<-?\s*['\"]?(\w+)['\"]?"
-                      r"[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S | re.M)
+_SCRIPT = lazy_re.compile(r"(?:^|/)(train_(?:sft|dpo|rm|kto|ppo|ppo_ray|prm|kd))\.py$")
+_HEREDOC = lazy_re.compile(
+    r"^[ \t]*read\s+(?:-\w+\s+(?:''|\"\")?\s*)*([A-Za-z_]\w*)\s*<<-?\s*['\"]?(\w+)['\"]?"
+    r"[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S | re.M)
 
 
 def detect(path: str, text: str) -> bool:

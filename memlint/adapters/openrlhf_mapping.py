@@ -24,10 +24,13 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from typing import Any, Optional
 
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 # The entry points' argparse definitions at the two pinned tags (tools/openrlhf_args.py).
 _FACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts", "openrlhf_args.json")

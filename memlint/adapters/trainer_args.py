@@ -12,8 +12,8 @@ start-up (`check_deepspeed`).
 from __future__ import annotations
 
 import os
-import re
 
+from memlint import lazy_re
 from memlint.adapters._lora import target_kind
 from memlint.adapters._values import to_bool, to_int
 from memlint.adapters.registry import _resolve_reference
@@ -81,9 +81,10 @@ _FSDP_WORDS = {"full_shard": ("full", True), "shard_grad_op": ("shard_grad_op", 
 
 # Scripts known to be TRL's own (`trl/scripts/*.py`, alignment-handbook's `scripts/*.py`, which
 # parse TRL's configs): TRL's defaults apply to them.
-_TRL_SCRIPTS = re.compile(r"(^|/)(trl/|alignment-handbook|scripts/(run_)?(sft|dpo|orpo|kto|grpo|"
-                          r"reward_modeling|cpt|gkd|ppo|rloo)\.py$|(sft|dpo|grpo|orpo|kto)_?"
-                          r"(trainer|train)?\.py$)")
+_TRL_SCRIPTS = lazy_re.compile(
+    r"(^|/)(trl/|alignment-handbook|scripts/(run_)?(sft|dpo|orpo|kto|grpo|"
+    r"reward_modeling|cpt|gkd|ppo|rloo)\.py$|(sft|dpo|grpo|orpo|kto)_?"
+    r"(trainer|train)?\.py$)")
 # Arguments only TRL's configs have: their presence means TRL parses the command line.
 _TRL_ONLY = ("use_peft", "packing", "dataset_text_field", "completion_only_loss", "beta",
              "loss_type", "max_prompt_length", "num_generations", "lora_target_modules",

@@ -19,9 +19,12 @@ recipe's folder (`recipes/<model>/grpo/`), else recognised by keys only its conf
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 KINDS = ("grpo", "rloo", "online_dpo", "dpo", "kto", "orpo", "cpo", "simpo", "reward", "ppo")
 _GRPO_KEYS = ("num_generations", "use_vllm", "vllm_mode", "reward_funcs",

@@ -30,10 +30,12 @@ Read at volcengine/verl@f9c855f7 (v0.7.0); each rule below names the verl code i
 """
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 A = "actor_rollout_ref."
 SLEEP_SOURCE = ("verl/third_party/vllm/__init__.py VLLM_SLEEP_LEVEL = 2 for vLLM >= 0.8.5 (1 "

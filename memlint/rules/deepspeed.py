@@ -12,11 +12,13 @@ the good one must not.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
-
 from memlint.diagnostics import Severity
 from memlint.facts.deepspeed import AUTO_DROPPED_BLOCKS, STAGE3_ONLY
 from memlint.rules.base import Context, Finding, Rule
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 _TRIPLE = (("global_batch", "train_batch_size"),
            ("micro_batch", "train_micro_batch_size_per_gpu"),

@@ -5,11 +5,13 @@ provenance of the keys each finding names.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
-
 from memlint.diagnostics import Severity
 from memlint.rules.base import Context, Finding, Rule
 from memlint.units import fmt
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 
 def _par(ctx: Context):

@@ -8,11 +8,13 @@ every framework live in memlint.rules.topology.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from memlint.diagnostics import Severity
 from memlint.keys import to_int
 from memlint.rules.base import Context, Finding, Rule
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 M = "megatron."
 

@@ -7,10 +7,12 @@ construction, which fail minutes into a job after the allocation is granted.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from memlint.diagnostics import Severity
 from memlint.rules.base import Context, Finding, Rule
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def _cfg(ctx: Context, *names: str) -> Optional[int]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 
 from memlint.adapters.megatron import entry
 from memlint.adapters.megatron.context import Interp
@@ -19,7 +18,7 @@ from memlint.adapters.megatron.training import batch, memory_flags, pipeline, pr
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
 from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
 from memlint.ir import NO_ESTIMATE, Provenance
-
+from memlint.records import replace
 
 def run(it: Interp) -> None:
     it.collect()

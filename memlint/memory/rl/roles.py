@@ -14,18 +14,21 @@ when the actor is sharded (FSDP, ZeRO-3), else whole on every GPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Optional
 
 from memlint.ir import RL, Assumptions, Engine
 from memlint.memory.rl.engine import EngineShape
 from memlint.memory.terms import Term
+from memlint.records import record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 MODEL_STATE = ("weights", "optimizer")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Role:
     name: str                 # actor | critic | reference | reward
     shape: EngineShape
