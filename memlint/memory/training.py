@@ -48,7 +48,7 @@ from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Phase, StageEstimate, Term
 from memlint.records import replace
 
-__all__ = ["EstimateError", "UnsupportedModel", "Model", "estimate", "fsdp_layer_freed"]
+__all__ = ["EstimateError", "UnsupportedModel", "Model", "training_estimate", "fsdp_layer_freed"]
 
 
 def fsdp_layer_freed(terms: list, layers: int) -> list:
