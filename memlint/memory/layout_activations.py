@@ -13,6 +13,7 @@ MoETransformerLayer), and a Mamba, Gated DeltaNet or short-conv layer its mixer'
 """
 from __future__ import annotations
 
+import re
 
 from memlint.memory import mixer_activations as mix
 from memlint.memory.terms import Item
@@ -35,6 +36,29 @@ def fused_kernels(model) -> bool:
     if setting == "auto":
         return model.scenario.hardware.device != "cpu"
     return setting == "fused"
+
+
+def layout_source(model) -> str:
+    """The activations Term's source for a per-layer plan: the kernels its mixers' items come
+    from (memory/mixer_activations.py)."""
+    layout = model.arch.layout
+    kinds = {x.mixer for x in layout.layers}
+    if any(x.stack == "encoder" for x in layout.layers):
+        return ("Megatron T5 (megatron/core/models/T5/t5_spec.py: encoder layers over T_enc, "
+                "decoder layers over T_dec with CrossAttention) on Korthikanti et al. 2022 "
+                "section 4 (memory/layout_activations.py t5_layer_items)")
+    parts = []
+    if model.conv.eager_modules:
+        which = "fused kernels" if fused_kernels(model) else "torch fallbacks"
+        parts.append(f"transformers modules with the {which} ({KERNELS_SOURCE}) "
+                     "(memory/mixer_activations.py hf_mixer_items)")
+    elif "mamba2" in kinds:
+        parts.append("Megatron MambaLayer through mamba_ssm mamba_split_conv1d_scan_combined "
+                     "(mamba_ssm/ops/triton/ssd_combined.py at state-spaces/mamba@e9594ce; "
+                     "memory/mixer_activations.py megatron_mamba_items)")
+    parts.append("attention and FFN halves of the decoder layer items (memory/activations.py, "
+                 "activations_eager.py)")
+    return "; ".join(parts)
 
 
 def plan_layer_items(model, layer, uniform: Callable[[bool], list], eager: bool) -> list:
@@ -113,6 +137,15 @@ def _fp32_normalized(items: list, c: int) -> list:
             for i in items]
 
 
+def _one_consumer(item):
+    """The norm's autocast copies feed one linear (the mixer's in_proj), not q, k and v."""
+    match = re.search(r"one per linear \((\d+)\)$", item.name)
+    if not match:
+        return item
+    return Item(item.name[:match.start()] + "for the mixer's in_proj",
+                item.per_token / int(match.group(1)))
+
+
 def layer_items(layer, base: Callable[[bool], list], eager: bool, *, d: int, c: int, tp: int,
                 sp: bool, hidden_dropout: bool, fused_kernels: bool = True,
                 gemm: int = 0, model_type: str = "") -> list:
@@ -135,9 +168,8 @@ def layer_items(layer, base: Callable[[bool], list], eager: bool, *, d: int, c: 
             items += mix.megatron_mamba_items(layer.ssm, d, c, tp, sp, hidden_dropout, gemm)
         else:
             if layer.mixer != "parallel":  # the input norm (the attention half has it otherwise)
-                items += [i for i in attention_half if i.name.startswith(("input norm",
-                                                                            "norm1 input",
-                                                                            "qkv input"))]
+                items += [_one_consumer(i) for i in attention_half
+                          if i.name.startswith(("input norm", "norm1 input", "qkv input"))]
             items += mix.hf_mixer_items(layer.mixer if layer.mixer != "parallel" else "mamba2",
                                         layer.ssm, d, c, fused_kernels)
     if layer.ffn.kind != "none":
