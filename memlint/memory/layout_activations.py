@@ -78,7 +78,7 @@ def plan_layer_items(model, layer, uniform: Callable[[bool], list], eager: bool)
     return layer_items(layer, uniform, eager, d=arch.hidden, c=c, tp=topo.tp, sp=par.sp,
                        hidden_dropout=arch.hidden_dropout > 0,
                        fused_kernels=fused_kernels(model), gemm=gemm,
-                       model_type=arch.model_type)
+                       model_type=arch.model_type, autocast=model.dt.autocast)
 
 _DROPOUT_BOTH = "residual dropout masks (attention, MLP)"
 
@@ -148,13 +148,14 @@ def _one_consumer(item):
 
 def layer_items(layer, base: Callable[[bool], list], eager: bool, *, d: int, c: int, tp: int,
                 sp: bool, hidden_dropout: bool, fused_kernels: bool = True,
-                gemm: int = 0, model_type: str = "") -> list:
+                gemm: int = 0, model_type: str = "", autocast: bool = False) -> list:
     """Items of one layer of the plan. `base(moe_layer)` gives the uniform decoder layer's items
     for this layer's attention and FFN shapes (fused or eager, as the run uses)."""
     moe = layer.ffn.kind == "moe"
     split = split_eager if eager else split_fused
     attention_half, ffn_half = split(base(moe))
-    if eager and model_type in FP32_NORM_TYPES and c < 4:
+    if eager and model_type in FP32_NORM_TYPES and c < 4 and not autocast:
+        # (under autocast the norm's tensors are fp32 already)
         attention_half, ffn_half = _fp32_normalized(attention_half, c), _fp32_normalized(
             ffn_half, c)
     items: list = []
