@@ -15,12 +15,11 @@ import os
 
 from memlint import lazy_re
 from memlint.adapters._lora import target_kind
+from memlint.adapters._values import to_bool, to_int
 from memlint.adapters.registry import _resolve_reference
 from memlint.diagnostics import CONFLICT, INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
-from memlint.keys import MAX_INT
-from memlint.keys import parse_bool
 from memlint.loaders import inside, load_json, read_text, repo_root
 from memlint.records import record
 
@@ -44,29 +43,6 @@ class Item:
 
 
 # -- values ---------------------------------------------------------------------------------
-
-def to_bool(value: Any) -> Optional[bool]:
-    """HfArgumentParser's string_to_bool (yes/no, true/false, t/f, y/n, 1/0); a bare flag
-    (`--bf16`) is True. None: not a bool."""
-    if value is None or value == "":
-        return True
-    return parse_bool(value)
-
-
-def to_int(value: Any) -> Optional[int]:
-    """A whole number up to keys.MAX_INT (2**53; larger is a typo or fuzz), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if abs(value) <= MAX_INT else None
-    try:
-        number = float(str(value).strip())
-    except (ValueError, OverflowError):
-        return None
-    if not number.is_integer() or abs(number) > MAX_INT:
-        return None
-    return int(number)
-
 
 # -- the argument table ----------------------------------------------------------------------
 
