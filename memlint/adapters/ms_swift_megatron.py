@@ -13,7 +13,7 @@ memory are mapped here, the others are kept as `ms_swift.<name>` facts.
 from __future__ import annotations
 
 from memlint.adapters.megatron_dests import interpret, megatron_args
-from memlint.adapters.ms_swift import SOURCE, Launch, truthy
+from memlint.adapters.ms_swift_launch import SOURCE, Launch, truthy
 from memlint.adapters.trainer_args import to_int
 from memlint.ir import Partial
 
