@@ -77,6 +77,13 @@ def _check_arguments(parser) -> None:
     parser.add_argument("--require-estimate", action="store_true",
                         help="a file that gets no memory verdict is an error (CI), with the "
                         "reason the summary line gives")
+    parser.add_argument("--fix", action="store_true",
+                        help="apply the safe fixes (a mistyped key with one clear match, a "
+                        "deprecated DeepSpeed key with a documented replacement), then report "
+                        "what is left")
+    parser.add_argument("--diff", action="store_true",
+                        help="print the safe fixes as a unified diff instead of writing them "
+                        "(exit 1 when there is one)")
     parser.add_argument("--sarif-min-severity", choices=("error", "warning", "info"),
                         help="with --format sarif: leave out results below this severity "
                         "(default: warning, or --fail-on's level where it is lower)")
@@ -206,7 +213,13 @@ def cmd_check(args) -> int:
     from memlint.api import check_paths
     from memlint.report import Report
 
-    result = check_paths(list(args.paths), options_from(args))
+    options = options_from(args)
+    result = check_paths(list(args.paths), options)
+    if args.fix or args.diff:
+        fixed = _fix(args, options, result)
+        if args.diff or fixed is None:
+            return fixed if fixed is not None else 1
+        result = check_paths(list(args.paths), options)   # what is left after the fixes
     diagnostics, estimates = result.diagnostics, result.estimates
     _print_tracebacks(diagnostics, args)
     shown = args.format in _SUMMARY_IN_REPORT
@@ -229,6 +242,25 @@ def cmd_check(args) -> int:
         sys.stderr.write(f"memlint: internal error: {where}{one_line(internal.message)} (run "
                          "with --debug for the traceback)\n")
     return code
+
+
+def _fix(args, options, result):
+    """--diff: print the fixes and return the exit code (1: some); --fix: write them and return
+    0 to go on reporting what is left."""
+    # start-up: fixes load only for --fix / --diff
+    from memlint.commands import fix
+
+    changes = fix.plan(result.diagnostics, options)
+    if args.diff:
+        sys.stdout.write(fix.diffs(changes))
+        count = sum(len(kept) for *_rest, kept in changes)
+        sys.stderr.write(f"memlint: {count} fix(es) in {len(changes)} file(s) would be made "
+                         "(--fix makes them)\n")
+        return 1 if changes else 0
+    count = fix.write(changes, options.allow_outside_root)
+    if changes:
+        sys.stderr.write(f"memlint: fixed {count} finding(s) in {len(changes)} file(s)\n")
+    return 0
 
 
 def cmd_estimate(args) -> int:
@@ -453,6 +485,10 @@ COMMANDS = {
                        "Read the memory lines of a training log (Megatron, torchtitan, "
                        "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
                        "with the estimate of the run PATHS describe."),
+    "server": Command("run the Language Server (LSP over stdio) for editors",
+                      "memlint.commands.server",
+                      description="memlint as a Language Server: diagnostics as you type, "
+                      "hovers with memory figures, quick fixes. Needs memlint-llm[lsp]."),
     "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
                       "memlint.commands.schema",
                       description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "
@@ -462,19 +498,43 @@ VERSION_ONLY = ["--version"]
 
 
 def main(argv: list | None = None) -> int:
-    words = sys.argv[1:] if argv is None else list(argv)
+    """The command line. Without `argv` (the `memlint` command, `python -m memlint`: a process
+    of its own) the process ends here, without tearing the interpreter down."""
+    if argv is not None:
+        return _main(list(argv))
+    _fewer_collections()
+    _end_process(_main(sys.argv[1:]))
+
+
+def _end_process(code: int):
+    """For start-up speed: freeing every module and object at interpreter exit costs about a
+    sixth of a one-file check (bench/speed.py). The output is flushed and the process ends with
+    `code`; when something registered an atexit handler, the normal exit runs it instead."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass  # a reader that went away (| head), or a stream already closed: nothing to keep
+    # start-up: atexit is built in; only its count of handlers is read
+    import atexit
+
+    ncallbacks = getattr(atexit, "_ncallbacks", None)
+    if ncallbacks is None or ncallbacks():
+        sys.exit(code)
+    os._exit(code)
+
+
+def _main(words: list) -> int:
     if words == VERSION_ONLY:  # start-up: the answer needs no parser (argparse prints the same)
         sys.stdout.write(f"memlint {__version__}\n")
         return 0
-    if argv is None:  # a process of its own (not a caller's in-process run)
-        _fewer_collections()
     parser = build_parser(words)
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 2
         if code == 2:
-            _sarif_failure("the command line is not valid (see the usage message)", argv)
+            _sarif_failure("the command line is not valid (see the usage message)", words)
         return code
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -487,7 +547,7 @@ def main(argv: list | None = None) -> int:
         from memlint.escape import one_line
 
         sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
-        _sarif_failure(one_line(str(exc)), argv)
+        _sarif_failure(one_line(str(exc)), words)
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("memlint: interrupted\n")
@@ -501,7 +561,7 @@ def main(argv: list | None = None) -> int:
 
         if isinstance(exc, SettingsError):
             sys.stderr.write(f"memlint: error: {one_line(str(exc))}\n")
-            _sarif_failure(one_line(str(exc)), argv)
+            _sarif_failure(one_line(str(exc)), words)
             return 2
         if debug:
             # start-up: `memlint --version` and usage errors load no pipeline
@@ -513,9 +573,8 @@ def main(argv: list | None = None) -> int:
         return 2
 
 
-def _sarif_failure(message: str, argv: list | None) -> None:
+def _sarif_failure(message: str, words: list) -> None:
     """On exit 2 with --format sarif, stdout still gets a valid SARIF log (README's upload)."""
-    words = list(sys.argv[1:] if argv is None else argv)
     wanted = any(w == "--format=sarif" or (w == "--format" and i + 1 < len(words)
                                            and words[i + 1] == "sarif")
                  for i, w in enumerate(words))

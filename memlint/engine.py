@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 
+from memlint import lazy_re
 from memlint.diagnostics import Diagnostic, Severity, make_internal
 from memlint.ir import Provenance
 from memlint.keys import suggest
@@ -33,7 +33,7 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Iterable, Optional
 
-PREFIX_RE = re.compile(r"^ML\d{0,2}$")
+PREFIX_RE = lazy_re.compile(r"^ML\d{0,2}$")
 
 
 class SettingsError(ValueError):

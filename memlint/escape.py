@@ -12,12 +12,17 @@ newline must not forge a second diagnostic line or a GitHub `::error` workflow c
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
-                      "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
-_CONTROL_OR_NEWLINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
-                                 "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+from memlint import lazy_re
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
+_CONTROL = lazy_re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                           "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_CONTROL_OR_NEWLINE = lazy_re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                                      "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
 def _escape(match: re.Match) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from memlint import lazy_re
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -58,7 +59,7 @@ MAX_INT = 2**53
 MAX_BYTES = 2**60
 
 
-_INTEGER = re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
+_INTEGER = lazy_re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
 
 
 def to_int(value: Any) -> int:
@@ -157,8 +158,9 @@ def choice(*options: str, aliases: Optional[dict] = None) -> Callable[[Any], str
 
 
 # one way to match each number (no nested or adjacent open repeats): linear on any input
-_SIZE = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*",
-                   re.I)
+_SIZE = lazy_re.compile(
+    r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)\s*([kmgt]i?b?|b)?\s*",
+    re.I)
 MAX_SIZE_CHARS = 64
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024, "m": 10**6, "mb": 10**6,
           "mi": 1024**2, "mib": 1024**2, "g": 10**9, "gb": 10**9, "gi": 1024**3, "gib": 1024**3,
@@ -230,7 +232,7 @@ def _bad_module(part: Any) -> str:
     raise ValueError(f"expected a module name, got {_short(part)}")
 
 
-_LAYER_SPEC = re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,16})\s*")
+_LAYER_SPEC = lazy_re.compile(r"\s*(last|first|expanded)\s*:\s*([0-9]{1,16})\s*")
 
 
 def layer_spec(value: Any) -> str:
@@ -622,6 +624,15 @@ _CONVENTION_KEYS = [
         "Megatron-LM --pipeline-model-parallel-layout, as its stages ('Et|tt|tL')"),
     _convention(M + "account-for-embedding-in-pipeline-split", to_bool,
         "Megatron-LM: the embedding counts as one layer of the pipeline split"),
+    _convention(M + "deepspeed", to_bool,
+        "Megatron-DeepSpeed's --deepspeed: DeepSpeed's engine, and with pipeline parallelism its "
+        "PipelineModule partitions the layers (deepspeed/runtime/pipe/module.py)"),
+    _convention(M + "untie-embeddings-and-output-weights", to_bool,
+        "Megatron: an output layer of its own (with Megatron-DeepSpeed's PipelineModule, no "
+        "tied EmbeddingPipe at the end)"),
+    _convention(M + "pp-partition-method", to_str,
+        "bigscience Megatron-DeepSpeed --pp-partition-method: DeepSpeed's PipelineModule "
+        "partition method ('type:transformer|embedding' counts the embedding layers as units)"),
     _convention(M + "account-for-loss-in-pipeline-split", to_bool,
         "Megatron-LM: the loss counts as one layer of the pipeline split"),
     _convention(M + "cross-entropy-loss-fusion", to_bool,
@@ -634,8 +645,23 @@ _CONVENTION_KEYS = [
         "Megatron-LM: unfused attention softmax in fp32"),
     _convention(M + "apply-query-key-layer-scaling", to_bool,
         "Megatron-LM: query-key layer scaling (its unfused softmax runs in fp32)"),
+    _convention(M + "moe-token-dispatcher-type", choice("allgather", "alltoall", "flex"),
+        "Megatron-LM MoE token dispatcher (default allgather): what the experts' tokens are "
+        "gathered into and what each MoE layer keeps between steps"),
+    _convention(M + "moe-router-dtype", choice("fp32", "fp64"),
+        "Megatron-LM MoE router dtype: the routing weights the experts keep (default: the "
+        "compute dtype)"),
+    _convention(M + "moe-permute-fusion", to_bool,
+        "Megatron-LM: Transformer Engine's fused token permutation (no int64 index map kept)"),
+    _convention(M + "no-bias-swiglu-fusion", to_bool,
+        "Megatron-LM: no fused (weighted) SwiGLU: the activation's intermediates are saved"),
+    _convention(M + "use-te-activation-func", to_bool,
+        "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
+        "applied after them, keeping their output)"),
     _convention(M + "unsupported-architecture", to_str,
         "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
+    _convention("gpt_neox.unsupported-architecture", to_str,
+        "why the gpt-neox run's architecture gets no estimate (recorded by the adapter)"),
     _convention(D + "config", to_str,
         "the run's DeepSpeed config file: DeepSpeed runs the training (recorded by the adapter "
         "that read it, also under the HF Trainer and accelerate)"),
@@ -668,6 +694,10 @@ _CONVENTION_KEYS = [
     _convention("gpt_neox.config", to_str,
         "the run's gpt-neox config (recorded by its adapter): Megatron-style vocab-parallel "
         "cross entropy on DeepSpeed, not transformers' loss"),
+    _convention("accelerate.distributed_type", to_str,
+        "accelerate's distributed_type (MULTI_GPU, FSDP, DEEPSPEED, NO, ...): the launcher config "
+        "states the run's sharding, none for data-parallel DDP (recorded by the accelerate "
+        "adapter)"),
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),

@@ -20,6 +20,7 @@ import re
 import stat
 from functools import lru_cache
 
+from memlint import lazy_re
 from memlint.diagnostics import (DUPLICATE_KEY, PARSE_ERROR, SCHEMA_ERROR, Severity, make)
 from memlint.ir import Provenance
 from memlint.records import field, record
@@ -71,6 +72,30 @@ class Document:
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
 
+# Editor buffers (memlint server): the text an editor holds for a file, read instead of what is on
+# disk, so that diagnostics follow the unsaved buffer. Empty outside the language server.
+_BUFFERS: dict = {}
+
+
+def use_buffers(texts: dict) -> dict:
+    """Read these {path: text} instead of the files on disk; returns the buffers it replaced
+    (give them back to restore)."""
+    previous = dict(_BUFFERS)
+    _BUFFERS.clear()
+    _BUFFERS.update({os.path.abspath(path): text for path, text in texts.items()})
+    return previous
+
+
+def _buffer(path: str, max_bytes: int):
+    text = _BUFFERS.get(os.path.abspath(path))
+    if text is None:
+        return None
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"file is over the {max_bytes}-byte "
+                           "limit for configs (raise it with --max-file-size)",
+                           Provenance(path, None, None, None))]
+    return text, []
+
 
 def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
               regular: bool = False) -> tuple[Optional[str], list]:
@@ -80,6 +105,10 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
     the read forever or stream without end. The file is opened non-blocking and checked again
     through its descriptor, so a file swapped for a FIFO after the first check is refused too.
     `regular`: the caller's directory listing says it is a regular file (_read_listed)."""
+    if _BUFFERS:
+        held = _buffer(path, max_bytes)
+        if held is not None:
+            return held
     prov = Provenance(path, None, None, None)
     if not regular:
         try:
@@ -239,23 +268,23 @@ class _JSONError(Exception):
         self.offset = offset
 
 
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER = lazy_re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NUMBER_START = frozenset("-0123456789")
 # numbers each followed by a comma (and blanks): the body of a numeric data array
 # integers, commas and blanks (no '+', '_', '.', exponents: those are read one by one)
-_INT_SPAN = re.compile(r"[0-9, \t\r\n-]{1,1000000}")
-_LEADING_ZERO = re.compile(r"(?<![0-9])0[0-9]")
-_PLAIN_RUN = re.compile(r'[^"\\\n]*')
-_WHITESPACE = re.compile(r"[ \t\r\n]+")
+_INT_SPAN = lazy_re.compile(r"[0-9, \t\r\n-]{1,1000000}")
+_LEADING_ZERO = lazy_re.compile(r"(?<![0-9])0[0-9]")
+_PLAIN_RUN = lazy_re.compile(r'[^"\\\n]*')
+_WHITESPACE = lazy_re.compile(r"[ \t\r\n]+")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 # HJSON's quoteless forms (hjson-py 3.1, which DeepSpeedConfig loads files with): a key runs to
 # its ':'; a value that is not a number, true, false or null followed by the end of the line (or
 # a ',', ']', '}' or comment) is a string running to the end of the line, blanks trimmed.
-_HJSON_KEY = re.compile(r"[^,:\[\]{}\s]+")
-_HJSON_LINE = re.compile(r"[^\n]*")
-_HJSON_END = re.compile(r"[ \t]*(?:$|\n|\r|,|\]|\}|#|//|/\*)")
+_HJSON_KEY = lazy_re.compile(r"[^,:\[\]{}\s]+")
+_HJSON_LINE = lazy_re.compile(r"[^\n]*")
+_HJSON_END = lazy_re.compile(r"[ \t]*(?:$|\n|\r|,|\]|\}|#|//|/\*)")
 _HJSON_STRUCTURAL = frozenset(",:[]{}")
 
 
@@ -597,7 +626,7 @@ class _YAMLError(Exception):
 # deep ("[[[[..." or "- - - - ...") overflows the C stack and kills the process. Deeper documents
 # than this bound go through the pure-Python loader, whose recursion ends in a RecursionError.
 _C_YAML_MAX_DEPTH = 1000
-_YAML_COMPACT = re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
+_YAML_COMPACT = lazy_re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
 
 
 def _yaml_depth_bound(text: str) -> int:
@@ -613,8 +642,9 @@ def _yaml_depth_bound(text: str) -> int:
     return flow + block + 1
 
 
-_YAML_FLOW = re.compile(r"""[\[\]{}\n#]|(?:(?<=[\s\[{,:-])|^)(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*")""",
-                        re.M)
+_YAML_FLOW = lazy_re.compile(
+    r"""[\[\]{}\n#]|(?:(?<=[\s\[{,:-])|^)(?:'[^'\n]*'|"(?:[^"\\\n]|\\.)*")""",
+    re.M)
 
 
 def _yaml_flow_depth(text: str) -> int:
@@ -808,9 +838,9 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
 
 # Linear-time patterns (each piece can match a character in one way only): a line of 3,000
 # spaces once took 12 s in a pattern with two adjacent space-matching repeats.
-_TOML_HEADER = re.compile(r"[ \t]*\[\[?([^\]\n]*)\]\]?[ \t]*(?:#.*)?")
+_TOML_HEADER = lazy_re.compile(r"[ \t]*\[\[?([^\]\n]*)\]\]?[ \t]*(?:#.*)?")
 _TOML_PART = r"""(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_\-]+)"""
-_TOML_KEY = re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
+_TOML_KEY = lazy_re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
 
 
 def _toml_key_parts(raw: str) -> tuple:
@@ -826,7 +856,7 @@ def _toml_key_parts(raw: str) -> tuple:
 
 
 MAX_NUMBER_CHARS = 1000
-_LONG_NUMBER = re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
+_LONG_NUMBER = lazy_re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
 
 
 def load_toml(path: str, text: str) -> Document:
@@ -895,16 +925,32 @@ def load_toml(path: str, text: str) -> Document:
     return doc
 
 
+_COMMENT_DIRECTIVE = re.compile(
+    r"#\s*memlint:\s*(disable(?:-file|-next-line)?)\s*=\s*([A-Za-z0-9_,\- ]+)")
+# JSON has no comments: `"memlint": {"disable": ["ML302", "unknown-key"]}` at the top level
+# (DeepSpeed and HF config.json ignore top-level keys they do not know) disables for the file.
+_JSON_DIRECTIVE = re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
+
+
 def suppressions(text: str) -> dict:
     """`# memlint: disable=ML301,name` comments: line -> set of codes/names (lower-case).
 
-    A comment alone on its line applies to the next line too; `disable-file=` applies everywhere
-    (stored under line 0).
+    A comment alone on its line applies to the next line too, and to the lines a backslash
+    continues it onto (a shell command, as ShellCheck's directives do); `disable-file=` applies
+    everywhere (stored under line 0), as does a JSON file's top-level
+    `"memlint": {"disable": [...]}`.
     """
     found: dict = {}
-    pattern = re.compile(r"#\s*memlint:\s*(disable(?:-file|-next-line)?)\s*=\s*([A-Za-z0-9_,\- ]+)")
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = pattern.search(line)
+    if '"memlint"' in text:
+        match = _JSON_DIRECTIVE.search(text)
+        if match:
+            names = {n.strip().strip('"').lower() for n in match.group(1).split(",")}
+            found.setdefault(0, set()).update(n for n in names if n)
+    if "memlint:" not in text:
+        return found
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        match = _COMMENT_DIRECTIVE.search(line)
         if not match:
             continue
         names = {n.strip().lower() for n in match.group(2).split(",") if n.strip()}
@@ -914,7 +960,11 @@ def suppressions(text: str) -> dict:
             continue
         found.setdefault(number, set()).update(names)
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
-            found.setdefault(number + 1, set()).update(names)
+            following = number + 1
+            found.setdefault(following, set()).update(names)
+            while following <= len(lines) and lines[following - 1].rstrip().endswith("\\"):
+                following += 1
+                found.setdefault(following, set()).update(names)
     return found
 
 

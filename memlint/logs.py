@@ -23,8 +23,28 @@ Styles (each a regular expression on one line; nothing in a log is executed):
   unallocated.` form): the process's device memory, its allocator's reserve and, by difference,
   what lies outside the allocator (CUDA context, NCCL, workspaces).
 
+- `verl`: the step metrics verl's trainer logs (`step:N - ... - perf/max_memory_allocated_gb:A -
+  perf/max_memory_reserved_gb:R - perf/cpu_memory_used_gb:C`, console logger
+  verl/utils/logger/aggregate_logger.py, or `{"step": N, "data": {...}}` from its file logger;
+  newer versions prefix them `actor/`, older numpy ones print `np.float64(A)`): the actor worker's
+  `torch.cuda.max_memory_allocated() / 1024**3` and `max_memory_reserved()` (GB = 2**30 bytes,
+  volcengine/verl v0.7.0 workers/fsdp_workers.py:926-928), reduced over the actor's ranks with
+  the max (utils/metric/utils.py reduce_metrics: keys holding "max"), and `psutil`'s used host
+  RAM of the node (`host_used`); and its `log_gpu_memory_usage` lines (`memory allocated (GB): A,
+  memory reserved (GB): R, device memory used/total (GB): U/T`, utils/profiler/performance.py),
+  whose U is `mem_get_info`'s view of the whole device (verl reads it "since vllm's sleep mode
+  works below pytorch").
+- `vllm`: vLLM's start-up lines (vllm-project/vllm v0.12.0): `Model loading took X GiB`
+  (v1/worker/gpu_model_runner.py:3550, `engine_weights`), `Available KV cache memory: X GiB`
+  (v1/worker/gpu_worker.py:360, `engine_kv_cache`), `GPU KV cache size: N tokens`
+  (v1/core/kv_cache_utils.py:1286, `engine_kv_tokens`, a count, not bytes), `Graph capturing
+  finished in S secs, took X GiB` (gpu_model_runner.py:4467, `engine_cuda_graphs`) and sleep
+  mode's `CuMemAllocator: sleep freed X GiB memory in total` (device_allocator/cumem.py,
+  `engine_pool`). Each engine worker logs its own (EngineCore / worker prefixes carry no rank).
+
 Metric names: `allocated` (live tensors when the line was logged), `max_allocated`, `reserved`,
-`max_reserved`, `max_active`, `device` (all the process holds on the GPU), `capacity`.
+`max_reserved`, `max_active`, `device` (all the process holds on the GPU), `capacity`,
+`host_used` (host RAM used on the node), and the `engine_*` metrics of one vLLM engine GPU.
 """
 from __future__ import annotations
 
@@ -40,12 +60,14 @@ GiB = 1024**3
 _UNIT = {"B": 1, "KiB": 1024, "KB": 1024, "MiB": MiB, "MB": MiB, "GiB": GiB, "GB": GiB,
          "TiB": 1024**4}
 
-STYLES = ("megatron", "torchtitan", "deepspeed", "hf", "oom")
+STYLES = ("megatron", "torchtitan", "deepspeed", "hf", "oom", "verl", "vllm")
 #: Every memory line of every style holds one of these (compared lower-cased): the log is scanned
 #: for them in bytes and only the lines holding one are decoded and matched. A new style adds its
 #: own word here.
 KEYWORDS = (b"memory (mb)", b"memory:", b"memory/max_", b"see_memory_usage", b"_mem_gpu",
-            b"out of memory", b"total capacity")
+            b"out of memory", b"total capacity", b"perf/max_memory_", b"perf/cpu_memory_used",
+            b"memory allocated (gb)", b"model loading took", b"kv cache memory:",
+            b"gpu kv cache size:", b"graph capturing finished", b"sleep freed")
 #: A log larger than this is read as its first and its last half: memory lines come early
 #: (Megatron's report_memory once, DeepSpeed's see_memory_usage at init) or late (the HF
 #: Trainer's metrics, an out-of-memory message), or repeat (torchtitan's every log step).
@@ -162,6 +184,25 @@ _OOM_NEW_TAIL = re.compile(r"(?:this process|Process \d+) has\s*" + _NUM + r"\s*
                            re.I)
 
 
+# verl: `perf/max_memory_allocated_gb:45.2`, `actor/perf/...: np.float64(45.2)`, JSON `": 45.2`
+_VERL = re.compile(r"perf/(max_memory_allocated|max_memory_reserved|cpu_memory_used)_gb['\"]?"
+                   r"\s*[:=]\s*(?:np\.float\d*\()?\s*" + _NUM)
+_VERL_METRIC = {"max_memory_allocated": "max_allocated", "max_memory_reserved": "max_reserved",
+                "cpu_memory_used": "host_used"}
+_VERL_STEP = re.compile(r"(?:^|[\s{,)\]])['\"]?step['\"]?\s*[:=]\s*(\d+)\b")
+_VERL_FIELD = re.compile(r"\b(max memory|memory) (allocated|reserved) \(GB\):\s*" + _NUM)
+_VERL_DEVICE = re.compile(r"device memory used/total \(GB\):\s*" + _NUM + r"\s*/\s*" + _NUM)
+_VLLM = (
+    (re.compile(r"Model loading took\s*" + _NUM + r"\s*GiB"), "engine_weights"),
+    (re.compile(r"Available KV cache memory:\s*" + _NUM + r"\s*GiB"), "engine_kv_cache"),
+    (re.compile(r"Graph capturing finished in\s*[\d.]+\s*secs?, took\s*" + _NUM + r"\s*GiB"),
+     "engine_cuda_graphs"),
+    (re.compile(r"CuMemAllocator: sleep freed\s*" + _NUM + r"\s*GiB memory in total"),
+     "engine_pool"),
+)
+_VLLM_TOKENS = re.compile(r"GPU KV cache size:\s*([\d,]+)\s*tokens")
+
+
 def _rank(line: str) -> Optional[int]:
     found = _RANK.search(line)
     return _count(found.group(1), "rank", MAX_RANK) if found else None
@@ -238,6 +279,18 @@ def parse_lines(lines, report: LogReport) -> None:
 
 def _reading(line: str, number: Optional[int], state: dict) -> Optional[Reading]:
     """The reading of one memory line (None: none, or one that continues state)."""
+    if "perf/" in line and ("memory_" in line):
+        found = _verl(line, number)
+        if found is not None:
+            return found
+    if "memory allocated (GB)" in line:
+        found = _verl_usage(line, number)
+        if found is not None:
+            return found
+    if "GiB" in line or "KV cache size" in line:
+        found = _vllm(line, number)
+        if found is not None:
+            return found
     if "memory (MB)" in line:
         found = _MEGATRON.search(line)
         if found:
@@ -297,6 +350,57 @@ def _deepspeed(line: str, number: Optional[int], state: dict) -> Optional[Readin
     text = message.group(1).strip() if message else ""
     if text and not text.startswith(("CPU Virtual", "MA ")):
         state["ds_message"] = text[:_MAX_LABEL]
+    return None
+
+
+def _verl(line: str, number: Optional[int]) -> Optional[Reading]:
+    metrics = {_VERL_METRIC[name]: _bytes(value, "GiB") for name, value in _VERL.findall(line)}
+    if not metrics:
+        return None
+    step = _VERL_STEP.search(line)
+    count = _count(step.group(1), "step", 10**15) if step else None
+    reading = Reading("verl", number, _rank(line), f"step {count}" if count is not None
+                      else "step metrics", metrics, step=count)
+    reading.notes.append("verl logs the largest of the actor's ranks (reduce_metrics); "
+                         "cpu_memory_used_gb is the node's used host RAM (psutil)")
+    return reading
+
+
+def _verl_usage(line: str, number: Optional[int]) -> Optional[Reading]:
+    metrics = {}
+    first = None
+    for found in _VERL_FIELD.finditer(line):
+        first = found.start() if first is None else first
+        name = ("max_" if found.group(1) == "max memory" else "") + found.group(2)
+        metrics[name] = _bytes(found.group(3), "GiB")
+    if not metrics:
+        return None
+    device = _VERL_DEVICE.search(line)
+    if device:
+        metrics["device"] = _bytes(device.group(1), "GiB")
+        metrics["capacity"] = _bytes(device.group(2), "GiB")
+    head = line[:first].rstrip(" ,")
+    for mark in ("=> ", "] ", ") "):
+        head = head.rsplit(mark, 1)[-1]
+    reading = Reading("verl", number, _rank(line), head.strip()[:_MAX_LABEL]
+                      or "log_gpu_memory_usage", metrics)
+    if device:
+        reading.notes.append("device memory used is mem_get_info's view of the whole GPU: "
+                             "below an engine's sleep mode, which PyTorch's counters do not see")
+    return reading
+
+
+def _vllm(line: str, number: Optional[int]) -> Optional[Reading]:
+    for pattern, metric in _VLLM:
+        found = pattern.search(line)
+        if found:
+            return Reading("vllm", number, _rank(line), metric.replace("engine_", "vLLM "),
+                           {metric: _bytes(found.group(1), "GiB")})
+    found = _VLLM_TOKENS.search(line)
+    if found:
+        tokens = found.group(1).replace(",", "")
+        return Reading("vllm", number, _rank(line), "vLLM kv cache size",
+                       {"engine_kv_tokens": _count(tokens, "token count", 10**13)})
     return None
 
 

@@ -25,13 +25,14 @@ import glob
 import os
 import re
 
+from memlint import lazy_re
 from memlint.adapters.registry import (detect_format, direct_references, load_file,
                                        load_with_references)
-from memlint.loaders import inside
 from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
+from memlint.loaders import inside
 from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root
 from memlint.records import field, record
 from memlint.scenario import parse_assignment
@@ -46,7 +47,7 @@ SKIPPED_DIRS = frozenset({"node_modules", "venv", "__pycache__", "__pypackages__
 # File endings some adapter reads (adapters/registry.py CLAIMS); a walk tries only these.
 READABLE_ENDINGS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".bash", ".slurm",
                     ".sbatch", ".args", ".txt", ".py")
-RUN_FILE_NAMES = re.compile(r"^(memlint\.toml|.+\.memlint\.(toml|ya?ml))$", re.I)
+RUN_FILE_NAMES = lazy_re.compile(r"^(memlint\.toml|.+\.memlint\.(toml|ya?ml))$", re.I)
 PROJECT_FORMAT = "project"   # Partial.fmt of [tool.memlint.scenario]: defaults, below every file
 MAX_LISTED_LOADED = 256      # a scenario file listing more is loaded whole only when it may list
 
@@ -215,7 +216,7 @@ def _definer_anchor(partial: Partial) -> Provenance:
     return Provenance(partial.source, 1, 1, None)
 
 
-_RUNS_HEADER = re.compile(r"^\s*\[\[\s*tool\s*\.\s*memlint\s*\.\s*runs\s*\]\]", re.M)
+_RUNS_HEADER = lazy_re.compile(r"^\s*\[\[\s*tool\s*\.\s*memlint\s*\.\s*runs\s*\]\]", re.M)
 
 
 def _group_anchor(config: LintConfig, index: int) -> Provenance:
@@ -232,7 +233,7 @@ def _group_anchor(config: LintConfig, index: int) -> Provenance:
 # ---------------------------------------------------------------------------------------------
 # Project-wide scenario: [tool.memlint.scenario]
 
-_SCENARIO_TABLE = re.compile(r"^\s*\[\s*tool\s*\.\s*memlint\s*\.\s*scenario\s*\]", re.M)
+_SCENARIO_TABLE = lazy_re.compile(r"^\s*\[\s*tool\s*\.\s*memlint\s*\.\s*scenario\s*\]", re.M)
 
 
 def has_project_scenario(config: LintConfig) -> bool:

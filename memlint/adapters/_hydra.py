@@ -14,21 +14,25 @@ unresolved for the caller to report.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Optional
 
+from memlint import lazy_re
 from memlint.ir import Provenance
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 MODES = {"": "set", "+": "add", "++": "force", "~": "delete"}
-_KEY = re.compile(r"(\+\+|\+|~)?([A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+|\[\d+\])*)"
-                  r"(?:(=)(.*))?", re.S)
-_INT = re.compile(r"[+-]?[0-9][0-9_]*")
-_FLOAT = re.compile(r"[+-]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*|[0-9][0-9_]*)"
-                    r"(?:[eE][+-]?[0-9]+)?")
+_KEY = lazy_re.compile(r"(\+\+|\+|~)?([A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+|\[\d+\])*)"
+                       r"(?:(=)(.*))?", re.S)
+_INT = lazy_re.compile(r"[+-]?[0-9][0-9_]*")
+_FLOAT = lazy_re.compile(r"[+-]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*|[0-9][0-9_]*)"
+                         r"(?:[eE][+-]?[0-9]+)?")
 MAX_DEPTH = 16
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Override:
     """One `key=value` word of a Hydra command line."""
 
@@ -169,7 +173,7 @@ def literal(text: str) -> Any:
 
 # -- interpolation ---------------------------------------------------------------------------
 
-_WHOLE = re.compile(r"\$\{([^${}]*(?:\$\{[^{}]*\}[^${}]*)*)\}")
+_WHOLE = lazy_re.compile(r"\$\{([^${}]*(?:\$\{[^{}]*\}[^${}]*)*)\}")
 
 
 class Unresolved(Exception):

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Optional
 
+from memlint import lazy_re
 from memlint.adapters._toplevel import top_level_keys
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # Keys that only a trainer's argument file has at its top level: none is a DeepSpeed config key
 # (deepspeed/runtime/config.py, constants.py) nor an HF PretrainedConfig attribute.
@@ -36,9 +40,9 @@ ARGUMENT_KEYS = frozenset((
 ))
 # (not weight_decay / max_grad_norm / warmup_*: DeepSpeed optimizer and scheduler params; not
 # max_length: old HF config.json files carry it; keys are matched at any depth)
-_KEY = re.compile(r'^[ \t]*"([A-Za-z_][A-Za-z0-9_]*)"\s*:', re.M)
+_KEY = lazy_re.compile(r'^[ \t]*"([A-Za-z_][A-Za-z0-9_]*)"\s*:', re.M)
 # `"deepspeed": "ds_z3.json"` / `"zero2"`: an argument that names a DeepSpeed config
-_NAMES_DEEPSPEED = re.compile(r'"deepspeed"\s*:\s*"')
+_NAMES_DEEPSPEED = lazy_re.compile(r'"deepspeed"\s*:\s*"')
 
 
 def training_arguments(text: str) -> bool:
@@ -54,10 +58,11 @@ def training_arguments(text: str) -> bool:
 # A Hydra launch (verl: `python3 -m verl.trainer.main_ppo ... actor_rollout_ref.actor.megatron.
 # tensor_model_parallel_size=4 ...`) names Megatron in its dotted overrides, but they are the
 # trainer's config tree, not Megatron-LM flags. Megatron's own scripts pass `--flag value`.
-_OVERRIDE = re.compile(r"^[ \t]*\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=", re.M)
-_MEGATRON_FLAG = re.compile(r"--(tensor-model-parallel-size|num-layers|hidden-size|"
-                            r"micro-batch-size|num-attention-heads|pipeline-model-parallel-size)\b")
-_ENTRY = re.compile(r"\bpretrain_[a-z0-9_]+\.py\b")
+_OVERRIDE = lazy_re.compile(r"^[ \t]*\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=", re.M)
+_MEGATRON_FLAG = lazy_re.compile(
+    r"--(tensor-model-parallel-size|num-layers|hidden-size|"
+    r"micro-batch-size|num-attention-heads|pipeline-model-parallel-size)\b")
+_ENTRY = lazy_re.compile(r"\bpretrain_[a-z0-9_]+\.py\b")
 
 
 def hydra_launch(text: str) -> bool:
@@ -76,7 +81,7 @@ def hydra_launch(text: str) -> bool:
 # cited (fixtures/real-world/SOURCES.md lists the real files each was checked on).
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Neighbour:
     """A framework whose config format memlint recognises but does not read."""
 
@@ -105,7 +110,7 @@ _CONTAINER = frozenset((
     "comm_overlap", "mixed_precision", "tensor_inspect", "inprocess_restart"))
 _CONTAINER_ONLY = frozenset(("train", "ddp", "dist", "rng", "scheduler", "rerun_state_machine",
                              "comm_overlap", "mixed_precision", "nvrx_straggler"))
-_TORCHTUNE = re.compile(r"^[ \t]*_component_[ \t]*:[ \t]*torchtune\.", re.M)
+_TORCHTUNE = lazy_re.compile(r"^[ \t]*_component_[ \t]*:[ \t]*torchtune\.", re.M)
 _LITGPT_RUN = frozenset(("checkpoint_dir", "model_name", "initial_checkpoint_dir", "precision",
                          "devices"))
 

@@ -7,10 +7,13 @@ the script and a `prov(offset, key)` that turns an offset into the script into a
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from memlint.diagnostics import PARSE_ERROR, Severity, make
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def parse(path: str, text: str, partial: Partial) -> Optional[tuple]:

@@ -19,11 +19,16 @@ import bisect
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Optional
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
+from memlint import lazy_re
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
+_NAME = lazy_re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = lazy_re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 MAX_FIELDS = 100_000
 
 
@@ -36,9 +41,9 @@ class ShellError(Exception):
 # -- lexing ----------------------------------------------------------------------------------
 
 _RUNS: dict = {}
-_FD_REDIRECT = re.compile(r"\d+[<>]")
-_REDIRECT = re.compile(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?")
-_QUOTED_RUN = re.compile(r'[^"\\$`]+')
+_FD_REDIRECT = lazy_re.compile(r"\d+[<>]")
+_REDIRECT = lazy_re.compile(r"\d*(?:<<<|<<-?|>>|<>|>\||<|>)(&\d*-?)?")
+_QUOTED_RUN = lazy_re.compile(r'[^"\\$`]+')
 
 
 def _following(stop: str):
@@ -57,7 +62,7 @@ def _run(stop: str, special: str = "\\'\"$`"):
                                 re.S)
     return _RUNS[key]
 
-@dataclass(slots=True)
+@record(slots=True)
 class Seg:
     """One piece of a word. kind: lit | var | subst (command/arithmetic substitution)."""
 
@@ -72,7 +77,7 @@ class Seg:
     raw: str = ""                # var/subst: the source text, kept when unresolved
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Word:
     segs: list
     offset: int
@@ -82,7 +87,7 @@ class Word:
     array_append: bool = False
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Command:
     words: list
     offset: int
@@ -413,10 +418,10 @@ class _Lexer:
 MAX_VALUE_CHARS = 1 << 16
 MAX_ITEMS = 4096
 EXPANSION_BUDGET = 1 << 21
-_BLANKS = re.compile(r"[ \t\n]+|[^ \t\n]+")
+_BLANKS = lazy_re.compile(r"[ \t\n]+|[^ \t\n]+")
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Value:
     """A variable's value: characters with their source offsets, or an array of such.
 
@@ -435,7 +440,7 @@ class Value:
         return sum(len(f.text) + 1 for f in self.items)
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Field:
     """One word after expansion: its text, each character's offset, and what it could not know."""
 
@@ -450,7 +455,7 @@ class Field:
         return self.origins[0] if self.origins else self.offset
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Script:
     text: str
     commands: list
@@ -774,8 +779,9 @@ class Expander:
         return items
 
 
-_ARITH_TOKEN = re.compile(r"\s*(?:([0-9]+)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)"
-                          r"|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()])|(\S))")
+_ARITH_TOKEN = lazy_re.compile(
+    r"\s*(?:([0-9]+)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+    r"|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()])|(\S))")
 
 
 def _arith_int(text: str) -> Optional[int]:
@@ -879,7 +885,7 @@ def assignment(word: Word) -> Optional[tuple]:
 
 # -- running a script statically ---------------------------------------------------------------
 
-@dataclass(slots=True)
+@record(slots=True)
 class Simple:
     """A simple command as the shell would run it: its words after expansion (each with the
     file offsets of its characters) and where it starts. Assignments, `export`, `if`/`case`
@@ -1115,7 +1121,10 @@ def _moved(f: Field, where) -> Field:
 
 def _shell_string(fields: list) -> Optional[tuple]:
     """(index of the shell word, the string field) of `sh -c STRING` anywhere in the command
-    (after `srun ...`, `env`, `exec`, ...), when STRING is known."""
+    (after `srun ...`, `env`, `exec`, ...). A STRING with parts the script cannot know
+    (`$(scontrol ...)`, a variable set elsewhere) is read too: those parts were kept as their
+    source text, so reading the string again marks them unresolved once more (bigscience's
+    `srun ... bash -c "$LAUNCHER ... $CMD"`)."""
     for index in range(len(fields) - 2):
         text = fields[index].text
         if not text.endswith(_SHELLS):
@@ -1124,10 +1133,7 @@ def _shell_string(fields: list) -> Optional[tuple]:
         option = fields[index + 1].text
         if name in _SHELLS and option.startswith("-") and not option.startswith("--") \
                 and "c" in option[1:]:
-            string = fields[index + 2]
-            if string.unresolved:
-                return None
-            return index, string
+            return index, fields[index + 2]
     return None
 
 

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import re
 
+from memlint import lazy_re
+
 HEAD = 65536
 
 # Linear: a bare key runs greedily to the first `:` (its trailing blanks are stripped later); a
 # lazy key followed by `[ \t]*:` rescanned the blanks at every step (a line of 100,000 tabs after
 # a key took 10 s)
-_BLOCK_KEY = re.compile(
+_BLOCK_KEY = lazy_re.compile(
     r"""^(?:"((?:[^"\\\n]|\\.)*)"[ \t]*|'([^'\n]*)'[ \t]*|([A-Za-z_$<][^:#\n]*)):(?=[ \t]|$)""",
     re.M)
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\'\n]*\'|//[^\n]*|/\*.*?\*/|#[^\n]*|[{}\[\],:]|'
-                    r'[A-Za-z_$][\w.\-$]*', re.S)
-_LEADING = re.compile(r"\A(?:\ufeff)?(?:[ \t\r\n]+|#[^\n]*|//[^\n]*|/\*.*?\*/|---[^\n]*)*", re.S)
+_TOKEN = lazy_re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\'\n]*\'|//[^\n]*|/\*.*?\*/|#[^\n]*|[{}\[\],:]|'
+                         r'[A-Za-z_$][\w.\-$]*', re.S)
+_LEADING = lazy_re.compile(
+    r"\A(?:\ufeff)?(?:[ \t\r\n]+|#[^\n]*|//[^\n]*|/\*.*?\*/|---[^\n]*)*", re.S)
 
 
 def _flow_keys(text: str) -> frozenset:

@@ -21,13 +21,16 @@ the YAML, never outside its repository) for the DeepSpeed adapter; this adapter 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
 
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.keys import parse_bool, suggest
 from memlint.loaders import inside, load_yaml, repo_root, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "accelerate"
 
@@ -238,6 +241,8 @@ class _Reader:
         framework = {"FSDP": "fsdp2", "DEEPSPEED": "deepspeed"}.get(self.dtype, "hf")
         where = ("distributed_type",) if "distributed_type" in data else ()
         self.partial.set("framework", framework, self.prov(*where))
+        # the launcher states the sharding (none for MULTI_GPU's DDP): conventions read it
+        self.partial.set_extra("accelerate.distributed_type", self.dtype, self.prov(*where))
         if self.dtype == "FSDP":
             self.partial.set_extra("accelerate.fsdp_version", self.version,
                                    self.prov("fsdp_config", "fsdp_version"))

@@ -26,6 +26,7 @@ import json
 import os
 import re
 
+from memlint import lazy_re
 from memlint import keys as K
 from memlint.adapters._neighbours import training_arguments
 from memlint.adapters._toplevel import top_level_keys
@@ -351,7 +352,7 @@ def _curriculum_diagnostics(doc: Document) -> list:
 
 
 # a bare upper-case word an HJSON quoteless string picked up (`"stage": ZERO_STAGE,`)
-_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*,?$")
+_PLACEHOLDER = lazy_re.compile(r"^[A-Z][A-Z0-9_]*,?$")
 
 
 def _neox_file(data) -> bool:

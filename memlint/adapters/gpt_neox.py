@@ -23,21 +23,23 @@ logic it mirrors); everything memlint cannot model is an info or a warning.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Optional
 
 from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
-from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED,
-                                 Severity, make)
+from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKNOWN_MODEL_TYPE,
+                                 UNRESOLVED, Severity, make)
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
-from memlint.records import field, record
+from memlint.records import field, record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "gpt-neox"
 # A file that gives the model but nothing of how it is trained (configs/llama2/7B.yml is launched
@@ -169,7 +171,7 @@ def detect(path: str, text: str) -> bool:
 # Reading
 
 
-@dataclass
+@record
 class _Value:
     value: Any
     doc: Document
@@ -324,6 +326,7 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
     _types(c)
     partial.set("framework", "deepspeed", Provenance(anchor.file, None, None, "<gpt-neox config>"))
     partial.set_extra("gpt_neox.config", anchor.file, anchor)
+    _record_not_modeled(c)
     mp = _parallelism(c)
     _batch(c)
     _precision_keys(c)
@@ -346,6 +349,15 @@ def _unknown_keys(c: _Config) -> None:
                 UNKNOWN_KEY, Severity.WARNING,
                 f"{item.key} is not a NeoXArgs field at {SOURCE} (gpt-neox of that version stops "
                 "with `unexpected keyword argument`); ignored", item.prov(), key=name))
+
+
+def _record_not_modeled(c: _Config) -> None:
+    """The set keys memlint/facts/coverage/gpt_neox.json says are not modeled, as
+    `gpt_neox.<key>` facts for the not-modeled rule (ML107)."""
+    for name in coverage.table("gpt_neox").not_modeled:
+        item = c.cfg.get(name)
+        if item is not None and item.value is not None:
+            c.partial.set_extra(f"gpt_neox.{name}", item.value, item.prov())
 
 
 def _types(c: _Config) -> None:
@@ -398,6 +410,9 @@ def _batch(c: _Config) -> None:
             c.partial.set(key, value, c.where(name))
     if c.num("seq_length") is not None:
         c.partial.set("seq_len", c.num("seq_length"), c.where("seq_length"))
+    keep = c.get("keep_last_n_checkpoints")
+    if _is_int(keep) and keep > 0:   # megatron/checkpointing.py deletes older checkpoints
+        c.partial.set("checkpoint_keep", keep, c.where("keep_last_n_checkpoints"))
 
 
 def _precision_keys(c: _Config) -> None:
@@ -468,7 +483,7 @@ def _zero_schema(view) -> list:
             message = message[:message.index(" (DeepSpeed's pydantic model reads")] + (
                 " (PyYAML, which gpt-neox reads its configs with, takes an exponent "
                 "without a dot as text: write the digits)")
-        out.append(dataclasses.replace(
+        out.append(replace(
             found, severity=min(found.severity, Severity.WARNING),
             message=message + "; a warning only: the dict-based DeepSpeed of older "
             "gpt-neox versions ignored it"))
@@ -610,10 +625,14 @@ def _attention_kind(c: _Config, types: set, layers) -> None:
         c.partial.set("attention", "flash" if flash else "eager", c.where("attention_config"))
         other = sorted(types & {"gmlp", "amlp", "rwkv", "mamba"})
         if other:
+            # never counted as transformer layers: no estimate (issue 26)
+            why = f"a gpt-neox model with {', '.join(other)} layers (attention_config)"
+            c.partial.set_extra("gpt_neox.unsupported-architecture", why,
+                                c.where("attention_config"))
             c.partial.diagnostics.append(make(
-                UNRESOLVED, Severity.WARNING, f"attention_config uses {', '.join(other)} "
-                "layers: memlint counts every layer as a transformer layer", c.where(
-                    "attention_config"), key="attention_config"))
+                UNKNOWN_MODEL_TYPE, Severity.WARNING, f"no estimate for this architecture: {why} "
+                "is not counted by memlint's memory model; memory checks are skipped (the "
+                "other checks still run)", c.where("attention_config"), key="attention_config"))
     elif layers is not None:
         c.partial.set("attention", "eager", c.where("attention_config") if "attention_config"
                       in c.cfg else Provenance(c.where("num_layers").file, None, None,

@@ -8,12 +8,15 @@ script, a torchtitan flavor) go through one reader.
 from __future__ import annotations
 
 import os
-from typing import Iterator
 
 from memlint.adapters._neighbours import training_arguments
 from memlint.adapters._toplevel import top_level_keys
 from memlint.ir import Partial
 from memlint.loaders import MAX_FILE_BYTES, load_json_mapping, read_text
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterator
 
 FORMAT = "hf_config"
 # PretrainedConfig's own top-level keys; nested ones do not count (a trainer config with a

@@ -20,8 +20,12 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.adapters import llamafactory
+from memlint.adapters._neighbours import ARGUMENT_KEYS
+from memlint.adapters._toplevel import top_level_keys
 from memlint.adapters.trainer_args import Item, apply, check_deepspeed, mapping_items, trainer_of
+
 # the names other readers took from this module before the mapping moved to trainer_args
 from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int  # noqa: F401
 from memlint.diagnostics import PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED, Severity, make
@@ -37,14 +41,14 @@ FORMAT = "hf_trainer"
 # -- detection -------------------------------------------------------------------------------
 
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_HF_ARG = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
-                     r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
-                     r"llamafactory-cli\s+train\b")
+_HF_ARG = lazy_re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
+                          r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
+                          r"llamafactory-cli\s+train\b")
 # `torchrun train.py args.yaml`: a launcher word, then on the same line a script given its
 # arguments file. Found from the file back to the launcher: one pattern with `[^\n]*` between
 # them cost the line's length for every launcher word of it (quadratic).
-_ARGUMENTS_FILE = re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
-_LAUNCHER = re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
+_ARGUMENTS_FILE = lazy_re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
+_LAUNCHER = lazy_re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
 
 
 def _hf_launch(text: str) -> bool:
@@ -56,8 +60,6 @@ def _hf_launch(text: str) -> bool:
             return True
     return False
 _MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
-_YAML_KEY = re.compile(r"^(per_device_train_batch_size|gradient_accumulation_steps|"
-                       r"model_name_or_path|learning_rate|num_train_epochs|output_dir):", re.M)
 
 
 def detect(path: str, text: str) -> bool:
@@ -70,9 +72,11 @@ def detect(path: str, text: str) -> bool:
         if "distributed_type:" in head or re.search(r"^(finetuning_type|stage|base_model):", head,
                                                     re.M):
             return False
-        keys = set(_YAML_KEY.findall(head))
+        # top-level keys only, whatever the value's layout (TRL's CLI example puts each value
+        # on the line below its key: examples/cli_configs/example_config.yaml at f2cd577)
+        keys = top_level_keys(head)
         return "per_device_train_batch_size" in keys or (
-            "model_name_or_path" in keys and len(keys) >= 3)
+            "model_name_or_path" in keys and len(keys & ARGUMENT_KEYS) >= 3)
     if name.endswith(".json"):
         return ('"per_device_train_batch_size"' in head and '"zero_optimization"' not in head
                 and '"train_micro_batch_size_per_gpu"' not in head)

@@ -15,14 +15,15 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import lazy_re
 from memlint.diagnostics import PARSE_ERROR, Severity, make
 from memlint.ir import Partial, Provenance, Setting
 from memlint.loaders import load_toml, load_yaml, suppressions
 
 FORMAT = "native"
 
-_YAML_SENTINEL = re.compile(r"^(memlint|scenario)\s*:", re.M)
-_PYPROJECT_SENTINEL = re.compile(r"^[ \t]*\[[ \t]*tool\.memlint\.scenario[ \t]*\]", re.M)
+_YAML_SENTINEL = lazy_re.compile(r"^(memlint|scenario)\s*:", re.M)
+_PYPROJECT_SENTINEL = lazy_re.compile(r"^[ \t]*\[[ \t]*tool\.memlint\.scenario[ \t]*\]", re.M)
 _MODEL_SOURCE_KEYS = ("preset", "path")
 
 

@@ -21,11 +21,37 @@ does with them (openrlhf/cli/train_ppo_ray.py, openrlhf/utils/deepspeed/deepspee
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import json
+import os
+from functools import lru_cache
 
-from memlint.adapters.openrlhf import NEW, OLD, arguments, source
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
+
+# The entry points' argparse definitions at the two pinned tags (tools/openrlhf_args.py).
+_FACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts", "openrlhf_args.json")
+OLD, NEW = "0.9.9", "0.11.0"
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    with open(_FACTS, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def arguments(entry: str, version: str) -> dict:
+    points = facts()["versions"][version]["entry_points"]
+    return points.get(f"openrlhf/cli/{entry}.py", {})
+
+
+def source(entry: str, version: str) -> str:
+    commit = facts()["versions"][version]["commit"]
+    return f"OpenRLHF/OpenRLHF@{commit[:9]} (v{version}) openrlhf/cli/{entry}.py"
+
 
 RENAMES = {
     "vllm.num_engines": "vllm_num_engines", "vllm.tensor_parallel_size": "vllm_tensor_parallel_size",
@@ -49,6 +75,24 @@ RENAMES = {
     "actor.entropy_coef": "entropy_loss_coef", "ref.offload": "ref_reward_offload",
     "reward.offload": "ref_reward_offload", "reward.remote_url": "remote_rm_url",
     "model.model_name_or_path": "pretrain",
+    # v0.11.0's names of v0.9.9 arguments (cli/train_*.py of each version)
+    "rollout.max_new_tokens": "max_new_tokens",
+    "model.gradient_checkpointing_enable": "gradient_checkpointing", "model.beta": "beta",
+    "ds.attn_implementation": "attn_implementation", "ds.load_in_4bit": "load_in_4bit",
+    "ds.lora.alpha": "lora_alpha", "ds.lora.dropout": "lora_dropout",
+    "ds.grad_accum_dtype": "grad_accum_dtype", "ds.overlap_comm": "overlap_comm", "ds.zpg": "zpg",
+    "ds.use_liger_kernel": "use_liger_kernel", "ds.deepcompile": "deepcompile",
+    "vllm.enable_prefix_caching": "enable_prefix_caching",
+    "model.compute_fp32_loss_enable": "compute_fp32_loss", "train.enable_ema": "enable_ema",
+    "train.async_enable": "async_train", "train.async_queue_size": "async_queue_size",
+    "train.partial_rollout_enable": "partial_rollout", "vllm.sync_backend": "vllm_sync_backend",
+    "rollout.vllm_generate_batch_size": "vllm_generate_batch_size",
+    "ds.ring_attn_head_stride": "ring_head_stride", "ckpt.max_mem": "max_ckpt_mem",
+    "ds.use_universal_ckpt": "use_ds_universal_ckpt",
+    "critic.save_value_network": "save_value_network",
+    "model.gradient_checkpointing_reentrant": "gradient_checkpointing_use_reentrant",
+    "actor.gradient_checkpointing_reentrant": "gradient_checkpointing_use_reentrant",
+    "ds.value_head_prefix": "value_head_prefix",
 }
 for _role in ("actor", "critic", "ref", "reward"):
     RENAMES[f"{_role}.num_nodes"] = f"{_role}_num_nodes"
@@ -186,6 +230,12 @@ def _training(args: Args) -> None:
         args.put("seq_len", prompt + generate, "generate_max_len")
     elif total:
         args.put("seq_len", total, "max_len")
+        # v0.9.9+: max_len is prompt + response, max_new_tokens the response (default: what
+        # the prompt leaves of max_len, per sample: cli/train_ppo_ray.py --max_new_tokens)
+        new = args.number("max_new_tokens") if args.given("max_new_tokens") else None
+        if new and 0 < new < total:
+            args.put("rl.prompt_len", total - new, "max_len")
+            args.put("rl.response_len", new, "max_new_tokens")
     lora = args.number("lora_rank", 0)
     if lora:
         args.put("lora_rank", lora, "lora_rank")
@@ -271,10 +321,26 @@ def _placement(args: Args, reference: bool, critic: bool, reward: bool) -> None:
         args.put("rl.reward_gpus", _gpus(args, "reward") or 8, "reward_num_gpus_per_node")
 
 
+# OpenRLHF's start-up assertion on colocated engines: cli/train_ppo_ray.py (v0.9.9 :53-61,
+# v0.11.0 :56-64) "actor_num_nodes * actor_num_gpus_per_node must be equal to vllm_num_engines *
+# vllm_tensor_parallel_size" when every model is colocated and training is synchronous
+COLOCATE_ASSERT = {OLD: "cli/train_ppo_ray.py:53-61", NEW: "cli/train_ppo_ray.py:56-64"}
+
+
 def _engine(args: Args) -> None:
     engines = args.number("vllm_num_engines")
     if not engines:
         return  # no vLLM: the actor generates with transformers (not modeled as an engine)
+    actor, tp = _gpus(args, "actor"), args.number("vllm_tensor_parallel_size", 1) or 1
+    if (args.flag("colocate_all_models") and not args.flag("async_train") and actor
+            and engines * tp != actor):
+        args.partial.diagnostics.append(make(
+            INVALID_VALUE, Severity.ERROR, f"every model is colocated but the actor's {actor} "
+            f"GPUs are not the engines' {engines} x tp {tp} = {engines * tp}: OpenRLHF asserts "
+            "\"actor_num_nodes * actor_num_gpus_per_node must be equal to vllm_num_engines * "
+            f"vllm_tensor_parallel_size\" (OpenRLHF {args.version} "
+            f"{COLOCATE_ASSERT.get(args.version, COLOCATE_ASSERT[OLD])})",
+            args.prov("vllm_num_engines"), key="vllm_num_engines"))
     args.put("engine.name", "vllm", "vllm_num_engines")
     args.put("engine.instances", engines, "vllm_num_engines")
     tp = args.number("vllm_tensor_parallel_size", 1) or 1

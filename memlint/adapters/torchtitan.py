@@ -24,8 +24,8 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Any, Callable, Optional
 
+from memlint import lazy_re
 from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.catalog import presets
@@ -33,6 +33,10 @@ from memlint.catalog import torchtitan as catalog
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import inside, load_toml, read_text, repo_root, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 FORMAT = "torchtitan"
 
@@ -654,7 +658,7 @@ class RegistryReader:
 # ---------------------------------------------------------------------------------------------
 # launch scripts
 
-_OVERRIDE = re.compile(r"^--([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_.\-]+?)(?:=(.*))?$")
+_OVERRIDE = lazy_re.compile(r"^--([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z0-9_.\-]+?)(?:=(.*))?$")
 _LAUNCH_WORDS = ("torchrun", "python", "python3")
 
 

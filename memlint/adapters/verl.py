@@ -19,15 +19,19 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Optional
 
+from memlint import lazy_re
 from memlint.adapters import _hydra
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance
 from memlint.keys import suggest
 from memlint.loaders import load_yaml, read_text, repo_root, suppressions
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FORMAT = "verl"
 _DEFAULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts",
@@ -35,11 +39,11 @@ _DEFAULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 # `python3 -m verl.trainer.main_ppo`, recipes on the same tree (`-m recipe.dapo.main_dapo`),
 # or the file path (`python3 verl/trainer/main_ppo.py`)
-_ENTRY = re.compile(r"(?:-m[ \t]+|[\s/])(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\.main_\w+|"
-                    r"verl\.trainer\.main_\w+|verl/trainer/main_ppo\.py)\b")
-_ENTRY_MODULE = re.compile(r"^(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\.main_\w+|"
-                           r"verl\.trainer\.main_\w+)$")
-_YAML_ROOT = re.compile(r"^actor_rollout_ref:", re.M)
+_ENTRY = lazy_re.compile(r"(?:-m[ \t]+|[\s/])(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\.main_\w+|"
+                         r"verl\.trainer\.main_\w+|verl/trainer/main_ppo\.py)\b")
+_ENTRY_MODULE = lazy_re.compile(r"^(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\.main_\w+|"
+                                r"verl\.trainer\.main_\w+)$")
+_YAML_ROOT = lazy_re.compile(r"^actor_rollout_ref:", re.M)
 # verl entry points that do not run PPO-style training (generation / evaluation / SFT)
 _NOT_RL = ("verl.trainer.main_generation", "verl.trainer.main_eval", "verl.trainer.fsdp_sft_trainer",
            "verl.trainer.sft_trainer", "verl.trainer.main_generation_server")
@@ -83,7 +87,7 @@ def _only_not_rl(head: str) -> bool:
 
 # -- the composed config ---------------------------------------------------------------------
 
-@dataclass
+@record
 class Entry:
     value: Any
     prov: Provenance
@@ -164,7 +168,7 @@ def _flatten(data: dict, prefix: str):
 
 # -- reading a script ------------------------------------------------------------------------
 
-@dataclass
+@record
 class Launch:
     """What the launch command says: the config name and path, and the overrides in order."""
 
@@ -388,8 +392,5 @@ def load(path: str, text: str) -> Partial:
     # start-up: the mapping (and the shared trainer helpers it uses) loads only for verl files
     from memlint.adapters import verl_mapping
 
-    verl_mapping.apply(config, partial, launch.anchor)
+    verl_mapping.apply(config, partial, launch.anchor, version(), source(config.name))
     return partial
-
-
-Converter = Callable[[Any], Any]

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
+from memlint import lazy_re
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml, read_text, suppressions
 
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 FORMAT = "vllm-serve"
 SOURCE = "vllm-project/vllm v0.12.0 (4fd9d6a85) vllm/engine/arg_utils.py"
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_COMMAND = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.openai\.api_server\b")
+_COMMAND = lazy_re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.openai\.api_server\b")
 # flags (without dashes, underscores as dashes) -> (scenario key, kind)
 FLAGS = {
     "tensor-parallel-size": ("engine.tp", int), "tp": ("engine.tp", int),

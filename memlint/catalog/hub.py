@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
+from memlint import lazy_re
 from memlint.records import field, record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -34,7 +34,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 # A Hub repo id: an optional namespace, then a name (huggingface_hub's validate_repo_id: letters,
 # digits, '-', '_', '.', at most 96 characters, no '--' or '..').
-_REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_REPO_ID = lazy_re.compile(
+    r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 # An instruct / chat model has its base model's architecture.
 _SUFFIXES = ("-instruct", "-chat", "-it", "-sft", "-dpo", "-base")
 

@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+from memlint.commands import compare_rl
 from memlint.escape import one_line
 from memlint.logs import LogReport, read
 from memlint.memory.context import context_of
@@ -46,6 +47,7 @@ METRICS = {
     "max_reserved": "peak reserved (allocator)",
     "device": "process memory on the GPU",
     "allocated": "allocated between steps (model states)",
+    **compare_rl.METRICS,
 }
 _PERSISTENT = ("weights", "gradients", "optimizer")
 
@@ -141,7 +143,9 @@ def _no_lines(report: LogReport) -> str:
     return (f"{report.path}: no memory lines found in {report.lines:,} lines (looked for "
             "Megatron `memory (MB) | allocated: ... | max allocated: ...`, torchtitan `memory: "
             "X GiB(Y%)`, DeepSpeed `MA ... Max_MA ... CA ... Max_CA`, HF Trainer "
-            "`train_mem_gpu_peaked_delta`, PyTorch `CUDA out of memory`)")
+            "`train_mem_gpu_peaked_delta`, PyTorch `CUDA out of memory`, verl "
+            "`perf/max_memory_allocated_gb`, vLLM `Model loading took` / `Available KV cache "
+            "memory`)")
 
 
 def estimate_run(scenario):
@@ -180,7 +184,7 @@ def estimate_sides(stage) -> dict:
 
 _SIDE = {"max_allocated": "allocated_bytes", "max_active": "allocated_bytes",
          "max_reserved": "reserved_bytes", "device": "device_bytes",
-         "allocated": "persistent_bytes"}
+         "allocated": "persistent_bytes", **compare_rl.SIDE}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,13 +303,21 @@ def compare(scenario, estimate, report: LogReport) -> Comparison:
         sides = sides_of.get(stage_index)
         if sides is None:
             sides = sides_of[stage_index] = estimate_sides(stages[stage_index])
+            if getattr(estimate, "rl", None) is not None:
+                sides = sides_of[stage_index] = compare_rl.sides(estimate, stages[stage_index],
+                                                                 sides)
+        rl_notes = []
+        if getattr(estimate, "rl", None) is not None:
+            rl_notes = compare_rl.rank_notes(measured, sides)
+            measured = {m: v for m, v in measured.items() if m not in compare_rl.NOT_COMPARED}
         rows = [Row(metric, value, sides[_SIDE[metric]], reading.line, reading.label)
                 for metric, (value, reading) in sorted(
-                    ((m, v) for m, v in measured.items() if m in _SIDE),
+                    ((m, v) for m, v in measured.items() if m in _SIDE and _SIDE[m] in sides),
                     key=lambda kv: list(_SIDE).index(kv[0]))]
         styles = sorted({r.style for r in by_rank[rank]})
         comparison = RankComparison(rank, stage_index, "+".join(styles), rows,
                                     attribute(measured, sides))
+        comparison.notes.extend(rl_notes)
         _rank_notes(comparison, measured, by_rank[rank], estimate)
         ranks.append(comparison)
     if not ranks:

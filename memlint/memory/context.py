@@ -176,10 +176,14 @@ class Resolved:
 
         arch = self.require("architecture")
         par = self.scenario.parallelism
-        if arch is None or par.pp > MAX_STAGES or par.pp > arch.layers:
+        if arch is None or par.pp > MAX_STAGES:
+            return None
+        conv = self.require("conventions")
+        # the embedding and the loss may be units of the split (stages without a decoder layer)
+        if par.pp > arch.layers + int(conv.embedding_in_split) + int(conv.loss_in_split):
             return None
         even = assumed(self.scenario.assumptions, "states.model") == "seed"
-        chunks = virtual_chunks(self.require("conventions"), par, arch.layers, even)
+        chunks = virtual_chunks(conv, par, arch.layers, even)
         return Schedule(chunks, stage_plans(arch.layers, par, chunks),
                         microbatches(self.scenario.training, self.topology.dp))
 
@@ -204,3 +208,9 @@ def context_of(scenario, estimate=None) -> Resolved:
     """The context `estimate` carries (an Estimate of `scenario`), else a new one."""
     found = getattr(estimate, "context", None)
     return found if found is not None else Resolved(scenario)
+
+
+def conventions_of(scenario, estimate=None):
+    """The Conventions record (memory/conventions.py) of `scenario`, from the context `estimate`
+    carries, else a new one."""
+    return context_of(scenario, estimate).conventions

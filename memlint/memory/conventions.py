@@ -103,6 +103,20 @@ class ZeroSettings:
 
 
 @record(frozen=True)
+class MoeDispatch:
+    """How Megatron-Core's MoE layers move tokens and apply the routing weights (read at
+    NVIDIA/Megatron-LM@d98e8a64: megatron/core/transformer/moe/token_dispatcher.py, experts.py,
+    moe_utils.py): the experts multiply their activation output by the routing weights
+    (permute/unpermute carry no weights since "Memory efficient token permutation", 2659630721),
+    and the expert-tensor-parallel group gathers its tokens."""
+
+    dispatcher: str               # allgather (TransformerConfig default), alltoall, flex
+    fused_activation: bool        # weighted_bias_swiglu: the gated activation keeps only its input
+    router_bytes: int             # bytes of a routing weight (--moe-router-dtype, else compute)
+    permute_fused: bool           # TE's fused permutation (--moe-permute-fusion)
+
+
+@record(frozen=True)
 class Conventions:
     """The conventions of one run (module docstring). Every field is plain data."""
 
@@ -135,6 +149,7 @@ class Conventions:
     wgrad_deferral_limit: int     # micro-batches deferred (0: all)
     softmax_in_fp32: bool         # Megatron's unfused softmax in fp32 (TE, or a flag says so)
     recompute_modules: Optional[frozenset]  # Megatron selective recompute; None outside it
+    moe_dispatch: Optional[MoeDispatch]     # Megatron-Core MoE layers; None: the generic count
     grouped_gemm: bool            # TE grouped GEMMs for the experts
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
@@ -147,6 +162,8 @@ class Conventions:
     pipeline_layout: Optional[tuple]   # --pipeline-model-parallel-layout stages
     embedding_in_split: bool      # the embedding counts as a layer of the pipeline split
     loss_in_split: bool           # the loss counts as a layer of the pipeline split
+    deepspeed_pipeline: bool      # DeepSpeed's PipelineModule partitions the layers
+    #                               (Megatron-DeepSpeed): stages may hold no decoder layer
     microbatch_group_size: Optional[int]  # interleaved schedule's group (None: pp)
     extra_warmup_forwards: int    # one more with overlapped MoE expert-parallel communication
     # -- runtime and inputs
@@ -161,6 +178,15 @@ class Conventions:
     seq_local: int                # per GPU: split over context parallelism
     # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
     rl: Any = None
+
+
+def _partition_counts_embeddings(keys) -> bool:
+    """bigscience Megatron-DeepSpeed `--pp-partition-method 'type:transformer|embedding'`:
+    DeepSpeed's PipelineModule balances the layers whose class name matches, so the first
+    EmbeddingPipe and the tied one at the end each take a stage's share like a decoder layer
+    (deepspeed/runtime/pipe/module.py _partition_layers, `type:` at edaa722)."""
+    method = keys.get("megatron.pp-partition-method")
+    return isinstance(method, str) and method.startswith("type:") and "embedding" in method
 
 
 def build(scenario, context) -> Conventions:
@@ -184,7 +210,9 @@ def build(scenario, context) -> Conventions:
         deepspeed_conventions=framework == DEEPSPEED,
         fsdp_sharded=(not uses_deepspeed and topo.shard > 1
                       and (par.fsdp in ("full", "hybrid") or par.zero >= 3)),
-        states_own_sharding=framework != HF,
+        # an HF recipe's sharding is the launcher's: stated when an accelerate config is part of
+        # the run (MULTI_GPU is DDP, no sharding), else memlint's default none
+        states_own_sharding=framework != HF or "accelerate.distributed_type" in keys,
         megatron_modules=megatron,
         te_spec=megatron and not local,
         local_spec=local,
@@ -207,6 +235,7 @@ def build(scenario, context) -> Conventions:
         softmax_in_fp32=(not local or any(keys.get("megatron." + f) is not None for f in (
             "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))),
         recompute_modules=_recompute_modules(tr, keys) if megatron else None,
+        moe_dispatch=_moe_dispatch(keys, context.dtypes.compute) if megatron else None,
         grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
@@ -215,8 +244,12 @@ def build(scenario, context) -> Conventions:
         else 2 if context.dtypes.compute == 2 else 4,
         zero=_zero_settings(keys),
         pipeline_layout=keys.get("megatron.pipeline-layout-stages"),
-        embedding_in_split=keys.get("megatron.account-for-embedding-in-pipeline-split") is True,
-        loss_in_split=keys.get("megatron.account-for-loss-in-pipeline-split") is True,
+        embedding_in_split=(keys.get("megatron.account-for-embedding-in-pipeline-split") is True
+                            or _partition_counts_embeddings(keys)),
+        loss_in_split=(keys.get("megatron.account-for-loss-in-pipeline-split") is True
+                       or _partition_counts_embeddings(keys) and not keys.get(
+                           "megatron.untie-embeddings-and-output-weights")),
+        deepspeed_pipeline=megatron and keys.get("megatron.deepspeed") is True,
         microbatch_group_size=keys.get("megatron.microbatch-group-size-per-virtual-pipeline-stage"),
         extra_warmup_forwards=1 if keys.get("megatron.overlap-moe-expert-parallel-comm") is True
         else 0,
@@ -225,7 +258,8 @@ def build(scenario, context) -> Conventions:
         checkpoint_keep=_CHECKPOINT_KEEP.get(framework, _CHECKPOINT_KEEP[None]),
         checkpoint_sources=_CHECKPOINT_SOURCES.get(framework, _CHECKPOINT_SOURCES[None]),
         model_init=_model_init(framework, par),
-        unsupported_architecture=keys.get("megatron.unsupported-architecture"),
+        unsupported_architecture=(keys.get("megatron.unsupported-architecture")
+                                  or keys.get("gpt_neox.unsupported-architecture")),
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=math.ceil(seq / topo.cp),
@@ -261,6 +295,22 @@ def _recompute_modules(tr, keys) -> Optional[frozenset]:
         return None
     names = frozenset(keys.get("megatron.recompute-modules", ()))
     return names or frozenset({"core_attn"})
+
+
+_ROUTER_BYTES = {"fp32": 4, "fp64": 8}
+
+
+def _moe_dispatch(keys, compute_bytes: int) -> MoeDispatch:
+    """Megatron's MoE dispatch settings: the dispatcher (default allgather,
+    TransformerConfig.moe_token_dispatcher_type), the fused weighted SwiGLU (bias_swiglu_fusion,
+    default on, unless Transformer Engine's activation modules run it: arguments.py,
+    argument_utils.py), the router dtype and the fused permutation."""
+    return MoeDispatch(
+        dispatcher=keys.get("megatron.moe-token-dispatcher-type", "allgather"),
+        fused_activation=not (keys.get("megatron.no-bias-swiglu-fusion") is True
+                              or keys.get("megatron.use-te-activation-func") is True),
+        router_bytes=_ROUTER_BYTES.get(keys.get("megatron.moe-router-dtype"), compute_bytes),
+        permute_fused=keys.get("megatron.moe-permute-fusion") is True)
 
 
 def _zero_settings(keys) -> ZeroSettings:
@@ -313,11 +363,3 @@ def _model_init(framework: str, par) -> tuple:
                              "deepspeed.zero.Init when ZeRO-3 is enabled")
     return "cpu", ("transformers from_pretrained materializes the whole model on the CPU of "
                    "every rank before it is moved to the GPU")
-
-
-def conventions_of(scenario, estimate=None) -> Conventions:
-    """The record of `scenario` (from the context `estimate` carries, else a new one)."""
-    # start-up: the context module loads with the memory model, not with this module
-    from memlint.memory.context import context_of
-
-    return context_of(scenario, estimate).conventions

@@ -74,6 +74,8 @@ class Model:
             # the vocabulary as the framework builds it for this run's tp (memlint/facts/vocab.py)
             self.arch = self.context.require("architecture")
         except ConfigError as exc:
+            if exc.severity == "warning":  # a model type memlint does not count (model_types.py)
+                raise UnsupportedModel(f"model.{exc.key}", str(exc)) from None
             raise EstimateError(f"model.{exc.key}", str(exc)) from None
         self.counts: ParamCounts = self.context.require("counts")
         self.dt = self.context.require("dtypes")
@@ -84,7 +86,15 @@ class Model:
             raise UnsupportedModel("pp", f"pp = {self.par.pp:,} pipeline stages: memlint "
                                          f"estimates pipelines of up to {MAX_STAGES} stages "
                                          "(each is its own estimate)")
-        if self.par.pp > self.arch.layers:
+        units = self.arch.layers + int(self.conv.embedding_in_split) + int(
+            self.conv.loss_in_split)
+        if self.par.pp > units:
+            if self.conv.deepspeed_pipeline:
+                # DeepSpeed's PipelineModule balances however many layers there are over the
+                # stages; which ones stay empty is its partitioner's choice (a warning, ML008)
+                raise UnsupportedModel("pp", f"pp = {self.par.pp} pipeline stages for "
+                                             f"{units} layers under DeepSpeed's PipelineModule: "
+                                             "memlint does not place the empty stages")
             raise EstimateError("pp", f"pp = {self.par.pp} pipeline stages for "
                                       f"{self.arch.layers} layers: a stage would hold none")
         schedule = self.context.require("schedule")

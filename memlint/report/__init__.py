@@ -49,6 +49,16 @@ class Report:
         return display_path(path, self.root)
 
 
+def blocking_errors(report, estimate) -> list:
+    """The error diagnostics of the files an estimate is for (or of no file): with any of them
+    the run does not launch, whatever its memory, so a report never says "fits" beside them."""
+    sources = {os.path.abspath(s) for s in getattr(estimate, "sources", ()) or ()
+               if s and not s.startswith("<")}
+    return [d for d in report.diagnostics if d.severity.label == "error"
+            and not d.code.startswith("ML1")  # memory verdicts: "does not fit" says it
+            and (d.path is None or os.path.abspath(d.path) in sources)]
+
+
 def _clean(d):
     message, path = one_line(d.message), one_line(d.path)
     if message is d.message and path is d.path:

@@ -13,7 +13,7 @@ import html
 
 from memlint import __version__
 from memlint.memory.terms import COMPONENTS
-from memlint.report import Report, phases
+from memlint.report import Report, blocking_errors, phases
 from memlint.units import UNITS, fmt
 
 #: One colour per component (colour-blind-safe Okabe-Ito order, then greys).
@@ -211,7 +211,10 @@ def stage_table(estimate, units: str) -> str:
             f'<th class="num">of GPU</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
-def _verdict(peak: int, capacity: int) -> str:
+def _verdict(peak: int, capacity: int, errors: int = 0) -> str:
+    if errors:
+        return (f'<span class="verdict bad">does not launch: {errors} '
+                f'error{"s" if errors != 1 else ""} (see the diagnostics)</span>')
     if peak > capacity:
         return f'<span class="verdict bad">does not fit: {peak / capacity:.0%} of the GPU</span>'
     if peak > capacity * (1 - MARGIN):
@@ -222,6 +225,7 @@ def _verdict(peak: int, capacity: int) -> str:
 
 def estimate_section(estimate, report) -> list:
     units = report.units
+    errors = len(blocking_errors(report, estimate))
     sources = ", ".join(report.path(s) or s for s in estimate.sources) or "command line"
     params = estimate.params or {}
     out = [f'<section class="estimate"><h2>Estimate for {_e(sources)}</h2>',
@@ -229,7 +233,7 @@ def estimate_section(estimate, report) -> list:
            f'({_e(fmt(estimate.capacity_bytes, units))}) · parameters '
            f'{params.get("total", 0) / 1e9:.2f}B · peak '
            f'<b>{_e(fmt(estimate.peak_bytes, units, 2))}</b> '
-           f'{_verdict(estimate.peak_bytes, estimate.capacity_bytes)}</p>',
+           f'{_verdict(estimate.peak_bytes, estimate.capacity_bytes, errors)}</p>',
            "<h3>Per stage, at its peak, against the GPU</h3>",
            _legend(_present(estimate)),
            stage_bars(estimate, units), stage_table(estimate, units),

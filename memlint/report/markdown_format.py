@@ -7,7 +7,7 @@ gradients, optimizer, activations and other as the text report, with the share o
 from __future__ import annotations
 
 from memlint.diagnostics import Severity
-from memlint.report import location
+from memlint.report import blocking_errors, location
 from memlint.report.text_format import grouped
 from memlint.units import UNITS, fmt
 
@@ -74,7 +74,12 @@ def estimate_table(estimate, report) -> list:
     units = report.units
     capacity = estimate.capacity_bytes
     sources = ", ".join(_code(report.path(s) or s) for s in estimate.sources) or "command line"
-    fits = "✅ fits" if estimate.peak_bytes <= capacity else "❌ does not fit"
+    errors = blocking_errors(report, estimate)
+    if errors:
+        fits = (f"❌ does not launch ({len(errors)} error{'s' if len(errors) != 1 else ''}, "
+                "see the diagnostics)")
+    else:
+        fits = "✅ fits" if estimate.peak_bytes <= capacity else "❌ does not fit"
     lines = [f"### Memory per GPU: {sources}", "",
              f"{fits}: peak **{fmt(estimate.peak_bytes, units, 2)}** of "
              f"{fmt(capacity, units, 2)} on {_cell(estimate.gpu_name)} "

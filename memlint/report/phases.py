@@ -8,14 +8,13 @@ rows (`rows`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from memlint.records import record
 from memlint.units import fmt
 
 COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "engine", "other")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Row:
     name: str
     parts: dict

@@ -13,8 +13,8 @@ before any rule runs (`memlint.diagnostics`, ML0xx) are registered as pseudo-rul
 from __future__ import annotations
 
 import importlib
-import re
 
+from memlint import lazy_re
 from memlint import plugins as _plugins
 from memlint.diagnostics import INTERNAL_ERROR, Severity, make
 from memlint.ir import Provenance
@@ -41,8 +41,8 @@ ENTRY_POINT_GROUP = "memlint.rules"
 # and `memlint explain`. `{code}` and `{name}` are filled in.
 HELP_PATH = "docs/rules/{code}.md"
 
-CODE_RE = re.compile(r"^ML\d{3}$")
-NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+CODE_RE = lazy_re.compile(r"^ML\d{3}$")
+NAME_RE = lazy_re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 OPTION_TYPES = (int, float, str, bool)
 
 
@@ -50,8 +50,10 @@ class RegistryError(ValueError):
     """A rule breaks a registry invariant (bad or duplicate code/name, missing doc section)."""
 
 
-def validate_rule(rule: Rule) -> None:
-    """Raise RegistryError unless `rule` keeps the registry's invariants (alone)."""
+def validate_rule(rule: Rule, docs: bool = True) -> None:
+    """Raise RegistryError unless `rule` keeps the registry's invariants (alone). `docs=False`
+    leaves out the docstring's sections: built-in rules' are checked by tests/test_registry.py,
+    and reading every docstring (inspect.cleandoc) on every run costs start-up."""
     label = f"{type(rule).__module__}.{type(rule).__name__}"
     if not isinstance(rule, Rule):
         raise RegistryError(f"{label}: not a memlint.rules.base.Rule instance")
@@ -61,8 +63,7 @@ def validate_rule(rule: Rule) -> None:
         raise RegistryError(f"{label}: name {rule.name!r} is not kebab-case")
     if not isinstance(rule.severity, Severity):
         raise RegistryError(f"{rule.code}: severity must be a memlint.diagnostics.Severity")
-    sections = rule.sections()
-    missing = [title for title in DOC_SECTIONS if not sections.get(title)]
+    missing = [title for title in DOC_SECTIONS if not rule.sections().get(title)] if docs else []
     if missing:
         raise RegistryError(f"{rule.code} {rule.name}: docstring lacks section(s) "
                             f"{', '.join(missing)}")
@@ -105,8 +106,8 @@ class Registry:
         self.by_name: dict = {}
         self.diagnostics: list = []
 
-    def add(self, rule: Rule) -> None:
-        validate_rule(rule)
+    def add(self, rule: Rule, docs: bool = True) -> None:
+        validate_rule(rule, docs)
         if rule.code in self.rules:
             raise RegistryError(f"duplicate rule code {rule.code} ({rule.name} and "
                                 f"{self.rules[rule.code].name})")
@@ -116,7 +117,7 @@ class Registry:
         self.rules[rule.code] = rule
         self.by_name[rule.name] = rule
 
-    def add_all(self, rules: Iterable, origin: str) -> None:
+    def add_all(self, rules: Iterable, origin: str, docs: bool = True) -> None:
         for rule in rules:
             if isinstance(rule, type) and issubclass(rule, Rule):
                 try:
@@ -125,7 +126,7 @@ class Registry:
                     self._problem(f"rule {rule.__name__} from {origin} cannot be created: {exc}")
                     continue
             try:
-                self.add(rule)
+                self.add(rule, docs)
             except RegistryError as exc:
                 self._problem(f"rule from {origin} not registered: {exc}")
 
@@ -159,7 +160,7 @@ class Registry:
         if not isinstance(rules, (list, tuple)):
             self._problem(f"rule module {module_name} has no RULES list")
             return
-        self.add_all(rules, module_name)
+        self.add_all(rules, module_name, docs=not builtin)
 
     def load_plugins(self) -> None:
         try:

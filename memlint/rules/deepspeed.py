@@ -12,11 +12,13 @@ the good one must not.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
-
 from memlint.diagnostics import Severity
 from memlint.facts.deepspeed import AUTO_DROPPED_BLOCKS, STAGE3_ONLY
 from memlint.rules.base import Context, Finding, Rule
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 _TRIPLE = (("global_batch", "train_batch_size"),
            ("micro_batch", "train_micro_batch_size_per_gpu"),
@@ -145,8 +147,6 @@ class BatchSizeMismatch(Rule):
         64 GPUs lost to a one-line arithmetic error. Derived values round down silently:
         train_batch_size 256 with micro batch 3 on 8 GPUs derives 10 accumulation steps, 240
         samples, and fails.
-        A config written for DeepSpeed 0.8 with `cpu_offload: true` still starts on 0.19, but
-    1 removal in a later release turns it into a launch failure.
 
     How to fix:
         Make the product match, or give only two of the three and let DeepSpeed derive the

@@ -5,11 +5,13 @@ provenance of the keys each finding names.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
-
 from memlint.diagnostics import Severity
 from memlint.rules.base import Context, Finding, Rule
 from memlint.units import fmt
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Iterable, Optional
 
 
 def _par(ctx: Context):
@@ -59,7 +61,6 @@ class FullRecomputeDoubleAllgather(Rule):
         the layer's forward hooks again gathers them a third time: 50% more all-gather traffic.
         For Llama-3-8B in bf16 (7.0B decoder-layer parameters) sharded over 8 GPUs that is
         about 11.4 GiB more received per GPU per step, exposed on slower links.
-        A torchtitan job asking for 8 x 4 = 32 ranks on 16 GPUs fails at start-up.
 
     How to fix:
         Under FSDP use the framework's checkpoint wrapper inside the unit (axolotl/accelerate:

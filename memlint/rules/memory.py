@@ -4,12 +4,13 @@ Every rule here reads the Estimate (terms and components per stage) and the Scen
 memory maths of its own.
 
 A verdict that rests on a value no file gave (memory/inputs.py: `Estimate.assumed` entries whose
-source is memlint's own default) says so and is at most a warning: it rests on such a value when
-a plausible other value could flip it, i.e. the sequence-proportional memory (activations and
-logits) is what puts the stage over for seq_len / micro_batch / recompute, the GPU is one a
-larger catalogued GPU would hold, or the precision or the sharded world size is unknown. A file
-the run refers to that was not found (a DeepSpeed config named by a trainer YAML) counts the same
-way: its ZeRO stage or offload could flip the verdict.
+source is memlint's own default) says so. The out-of-memory verdict is bounded (rules/bounds.py):
+re-estimated with every such value at its most memory-friendly plausible setting at once (micro
+batch 1, the states alone, full recompute, pure bf16, ZeRO-3 over the known GPUs, the largest
+GPU), it is an error when it still does not fit there and otherwise a warning naming the values
+that would flip it. A file the run refers to that was not found (a DeepSpeed config named by a
+trainer YAML) cannot be bounded: its ZeRO stage or offload could flip the verdict. The other
+verdicts (headroom, context parallelism) keep the per-key test of `resting_defaults`.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from memlint.ir import UNREAD_REFERENCE
 from memlint.rules._support import (component, largest_terms, size, stage_label, try_estimate,
                                     with_parallelism, with_training)
 from memlint.rules.base import Finding, Rule
+from memlint.rules.bounds import bound, bound_note, resting_on
 
 # Keys to point at, by what dominates the stage: the setting a user would change first.
 _KEYS_BY_COMPONENT = {
@@ -119,14 +121,19 @@ def _fits_as(ctx, stage, **training) -> bool:
     return bool(other) and other[0].total_bytes <= variant.capacity_bytes
 
 
+# the scenario key that gives a verdict input (memory/inputs.py names the sharding as one input)
+_SET_KEY = {"sharding": "zero"}
+
+
 def defaults_note(found: list) -> str:
     defaults = [(key, value) for key, value in found if key != UNREAD_REFERENCE]
     unread = [value for key, value in found if key == UNREAD_REFERENCE]
     note = ""
     if defaults:
         listed = ", ".join(f"{key} {value}" for key, value in defaults)
+        key = _SET_KEY.get(defaults[0][0], defaults[0][0])
         note += (f"; this rests on memlint defaults no file gave ({listed}): give the real values "
-                 f"(e.g. --set {defaults[0][0]}=...) for a firm verdict")
+                 f"(e.g. --set {key}=...) for a firm verdict")
     if unread:
         listed = ", ".join(repr(path) for path in unread)
         note += (f"; the run refers to {listed}, which was not found, so its settings (a ZeRO "
@@ -197,16 +204,23 @@ class ExceedsGpuMemory(Rule):
         terms = ", ".join(f"{t.name} {size(ctx, t.bytes)}" for t in largest_terms(stage))
         count = (f" ({len(over)} of {len(estimate.stages)} stages exceed it)"
                  if len(estimate.stages) > 1 else "")
-        defaults = resting_defaults(ctx, stage)
         unmodeled = flipping_settings(ctx, oom=True)
+        unread = unread_references(ctx.scenario)
+        # the verdict at the friendliest value of every default (rules/bounds.py): an error only
+        # when it still holds there
+        limits = bound(ctx, stage, ((None, "a file the run refers to was not found"),) if unread
+                       else ())
+        defaults = resting_on(ctx, limits) + unread if limits.could_fit else []
+        soft = bool(defaults) or any(f.entry.direction == "high" for f in unmodeled)
         yield Finding(
             f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
             f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
             f"{estimate.gpu_name}{count}; largest terms: {terms}"
-            + (defaults_note(defaults) if defaults else "") + not_modeled_note(unmodeled),
+            + (defaults_note(defaults) if defaults else "")
+            + (bound_note(ctx, limits, size) if defaults or limits.firm else "")
+            + not_modeled_note(unmodeled),
             keys=keys_for(stage),
-            severity=Severity.WARNING if defaults or any(
-                f.entry.direction == "high" for f in unmodeled) else None,
+            severity=Severity.WARNING if soft else None,
             data={"stage": stage.stage, "total_bytes": total, "capacity_bytes": capacity,
                   "excess_bytes": total - capacity,
                   "rests_on_defaults": [key for key, _ in defaults if key != UNREAD_REFERENCE],

@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
+from memlint import lazy_re
 from memlint.adapters import _shell
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_DEST, FLAG_BY_NAME, FLAGS,
@@ -63,6 +63,10 @@ from memlint.adapters.megatron.yaml_reader import read_yaml
 from memlint.diagnostics import PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import read_text, suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 FORMAT = "megatron"
 
@@ -145,9 +149,9 @@ def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None
 
 # A node count taken from a scheduler variable's default (`NNODES=${SLURM_NNODES:-1}`) is what the
 # script does when run by hand, not what it does under the scheduler it was written for.
-_NODE_DEFAULT = re.compile(
-    r"\$\{(?:SLURM_NNODES|SLURM_JOB_NUM_NODES|NNODES|NUM_NODES|NODES|PET_NNODES|WORLD_SIZE|"
-    r"NODE_COUNT)\s*:?-", re.I)
+_NODE_DEFAULT = lazy_re.compile(
+         r"\$\{(?:SLURM_NNODES|SLURM_JOB_NUM_NODES|NNODES|NUM_NODES|NODES|PET_NNODES|WORLD_SIZE|"
+         r"NODE_COUNT)\s*:?-", re.I)
 
 
 def _mark_default_world_size(partial: Partial, text: str) -> None:

@@ -6,8 +6,6 @@ a value that does not convert) and `Interp.extras` keeps every flag as a `megatr
 """
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from memlint import keys as K
 from memlint.adapters.megatron.flags import (_ALL_FLAGS, FLAG_BY_NAME, FORK_CHOICES, FORK_MARKERS,
                                              KNOWN_FLAGS, MAX_HINTS, MAX_UNKNOWN_LISTED,
@@ -15,6 +13,10 @@ from memlint.adapters.megatron.flags import (_ALL_FLAGS, FLAG_BY_NAME, FORK_CHOI
 from memlint.adapters.megatron.readers import Arg, Read, describe
 from memlint.diagnostics import INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 
 class Interp:

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
+
+from memlint import lazy_re
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # Entry-point file names (basename, without .py) of Megatron-LM, Megatron-DeepSpeed and their
 # examples that do not train, by what they do.
@@ -32,7 +37,7 @@ _KINDS = (
     ("quantization or pruning", re.compile(r"(^quantize$|^prune$|offline_feature_extract)")),
 )
 # Entry points that train whatever their name says (finetuning on a task is training).
-_TRAINING = re.compile(r"^(pretrain_.*|train.*|finetune.*|.*_train(ing)?(_.*)?|main)$")
+_TRAINING = lazy_re.compile(r"^(pretrain_.*|train.*|finetune.*|.*_train(ing)?(_.*)?|main)$")
 
 # Model-shape flags such jobs may leave as placeholders for the checkpoint's values.
 SHAPE_FLAGS = frozenset(("--num-layers", "--hidden-size", "--num-attention-heads",

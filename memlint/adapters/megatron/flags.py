@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
 
 from memlint import keys as K
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 MEGATRON_VERSION = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22)"
 
@@ -49,7 +52,7 @@ def _choice(*options: str) -> Callable[[Any], str]:
     return convert
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Flag:
     """One Megatron flag: how many values it takes, where it goes, how its value is read.
 

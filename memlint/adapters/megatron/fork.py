@@ -19,12 +19,15 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Optional
 
 from memlint import keys as K
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import FORK_MARKERS
 from memlint.diagnostics import INVALID_VALUE, Severity
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 DEFAULT_INTERVAL = 2
 DEFAULT_TOPK = 1

@@ -3,7 +3,10 @@ expression such as `[0]*3+[1]*58`) and `--pipeline-model-parallel-layout` (`Et*2
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 
 MAX_PATTERN = 100_000  # layers in a --moe-layer-freq list; no model has more

@@ -4,14 +4,17 @@ Megatron's LLaVA."""
 from __future__ import annotations
 
 import re
-from typing import Optional
 
+from memlint.adapters.megatron import fork
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_NAME, SCRIPT_TOKENIZER,
                                              TOKENIZER_VOCAB)
-from memlint.adapters.megatron import fork
 from memlint.adapters.megatron.layouts import parse_layer_freq
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def model(it: Interp) -> None:

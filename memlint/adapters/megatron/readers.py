@@ -7,17 +7,21 @@ the running script knows (`$(...)`, a variable never set) is kept with what coul
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Optional
 
+from memlint import lazy_re
 from memlint.adapters import _shell
 from memlint.adapters.megatron.flags import (FLAG_BY_NAME, KNOWN_FLAGS, MAX_UNKNOWN_LISTED,
                                              MEMORY_ENV)
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Provenance
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Arg:
     flag: str
     values: list
@@ -26,7 +30,7 @@ class Arg:
     unresolved: tuple = ()           # what could not be known in the values
 
 
-@dataclass
+@record
 class Read:
     args: list = field(default_factory=list)
     launcher: dict = field(default_factory=dict)   # option -> (value text, prov, unresolved)
@@ -40,7 +44,7 @@ class Read:
     anchor: Optional[Provenance] = None   # the launch command (where the run is defined)
 
 
-_NUMBER = re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
+_NUMBER = lazy_re.compile(r"^-?[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?$")
 
 
 def _is_flag(text: str) -> bool:
@@ -108,7 +112,7 @@ def describe(unresolved: tuple) -> str:
 
 # -- argument files --------------------------------------------------------------------------
 
-_LAUNCHER_LINE = re.compile(r"^\s*#\s*launcher:\s*(.*)$", re.I)
+_LAUNCHER_LINE = lazy_re.compile(r"^\s*#\s*launcher:\s*(.*)$", re.I)
 
 
 def read_args_file(path: str, text: str) -> Read:
@@ -130,8 +134,8 @@ def read_args_file(path: str, text: str) -> Read:
     return read
 
 
-_SPECIAL = re.compile(r"[\\'\"$`#]")
-_BLANK_SEPARATED = re.compile(r"[^ \t\r\n]+")
+_SPECIAL = lazy_re.compile(r"[\\'\"$`#]")
+_BLANK_SEPARATED = lazy_re.compile(r"[^ \t\r\n]+")
 
 
 def _line_words(path: str, line: str, number: int, col0: int, read: Optional[Read] = None,
@@ -168,9 +172,13 @@ def dollar_refs(text: str) -> tuple:
 
 # -- scripts ---------------------------------------------------------------------------------
 
-_SBATCH = re.compile(r"^[ \t]*#SBATCH[ \t]+(.*)$", re.M)
+_SBATCH = lazy_re.compile(r"^[ \t]*#SBATCH[ \t]+(.*)$", re.M)
 _LAUNCHERS = {"torchrun", "deepspeed", "srun", "mpirun", "python", "python3", "uv", "exec",
               "time", "nohup", "env", "numactl", "accelerate"}
+
+
+# commands that print their words rather than run them
+_PRINTS = frozenset(("echo", "printf", "cat", "tee", "logger"))
 
 
 def read_script(path: str, text: str) -> Read:
@@ -195,6 +203,8 @@ def read_script(path: str, text: str) -> Read:
     best, score = None, 0
     for command in interpreter.run(script):
         texts = [f.text for f in command.fields]
+        if texts and texts[0] in _PRINTS:
+            continue  # `echo $CMD` shows the command; the launch is elsewhere
         entry = _entry_index(texts)
         if entry is None:
             continue

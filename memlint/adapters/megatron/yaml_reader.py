@@ -3,14 +3,16 @@
 sections) and verl's Megatron engine config -> the same `Arg`s as a launch script."""
 from __future__ import annotations
 
-from typing import Any
-
 from memlint.adapters.megatron.flags import (FLAG_BY_DEST, KNOWN_DESTS, MEGATRON_VERSION,
                                              MEMORY_ENV, _YAML_ALIASES)
 from memlint.adapters.megatron.readers import Arg, Read, dollar_refs
 from memlint.diagnostics import PARSE_ERROR, UNKNOWN_KEY, Severity, make
 from memlint.ir import Provenance
 from memlint.loaders import load_yaml_mapping
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 _YAML_SECTIONS = ("language_model", "model_parallel", "override_transformer_config",

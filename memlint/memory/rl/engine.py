@@ -28,11 +28,13 @@ assumptions (`engine.*` in memlint/assumptions.py), each with the measurements i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
-
 from memlint.assumptions import assumed
 from memlint.memory.terms import Term
+from memlint.records import record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 SOURCE = "vllm-project/vllm v0.12.0 (4fd9d6a85)"
 BLOCK_TOKENS = 16                      # vLLM's default block size on CUDA (config/cache.py)
@@ -49,7 +51,7 @@ _QUANT_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fbgemm_fp8": 1, "awq": 0.5, "awq_marli
                 "compressed-tensors": None}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EngineShape:
     """What the engine model needs of a model: dimensions and parameter counts."""
 
@@ -79,7 +81,7 @@ class EngineShape:
     shared_ffn: int = 0        # MoE models: the shared experts' width
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EngineSettings:
     name: str = "vllm"
     tp: int = 1
@@ -96,7 +98,7 @@ class EngineSettings:
     dtype: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EngineBudget:
     """One engine GPU: the budget's terms (they add up to `requested`), what lies outside it, and
     what the KV pool holds."""

@@ -5,14 +5,14 @@ The phase model (memory/rl/phases.py) reads only these records and the scenario'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from memlint.records import record
 
 VERL = "volcengine/verl@f9c855f7 (v0.7.0)"
 OPENRLHF = "OpenRLHF/OpenRLHF@3c3be62"
 TRL = "huggingface/trl@f2cd5771"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RLConventions:
     name: str
     # bytes per logit element [tokens, vocab] alive at the peak of an update micro-batch's

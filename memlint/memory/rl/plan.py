@@ -8,21 +8,23 @@ padding removal can only make them shorter, so the estimate is the worst micro-b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
-
-from memlint.memory.rl.frameworks import RLConventions
 from memlint.memory.rl.engine import EngineBudget, EngineSettings, budget
+from memlint.memory.rl.frameworks import RLConventions
 from memlint.memory.rl.roles import Role, derived, frozen_role, trained_role
 from memlint.memory.rl.shape import engine_shape
 from memlint.memory.terms import Term
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 # the defaults of an engine a scenario names without its settings (vLLM 0.12.0 engine args on a
 # GPU of >= 70 GiB: vllm/engine/arg_utils.py:1827-1835, LLM_CLASS usage: 16384 tokens, 1024 seqs)
 ENGINE_TOKENS, ENGINE_SEQS = 16384, 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Group:
     """GPUs that hold the same roles (and maybe the engine): one stage of the RL estimate."""
 
@@ -38,7 +40,7 @@ class Group:
         return f"{' + '.join(held)}{count}"
 
 
-@dataclass
+@record
 class Plan:
     conv: RLConventions
     actor: Role

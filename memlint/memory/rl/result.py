@@ -8,14 +8,16 @@ say up to which average sequence length it fits instead of crying out-of-memory.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
-
 from memlint.memory.result import Estimate
-from memlint.memory.rl import LENGTH_INDEPENDENT
+from memlint.memory.rl.names import LENGTH_INDEPENDENT
+from memlint.records import field, record
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RLSummary:
     framework: str
     placement: str
@@ -52,6 +54,6 @@ class RLSummary:
         return self.fits_up_to.get((stage, phase.name))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RLEstimate(Estimate):
     rl: Optional[RLSummary] = None

@@ -14,18 +14,21 @@ when the actor is sharded (FSDP, ZeRO-3), else whole on every GPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Optional
 
 from memlint.ir import RL, Assumptions, Engine
 from memlint.memory.rl.engine import EngineShape
 from memlint.memory.terms import Term
+from memlint.records import record, replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 MODEL_STATE = ("weights", "optimizer")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Role:
     name: str                 # actor | critic | reference | reward
     shape: EngineShape
@@ -76,9 +79,9 @@ def trained_role(name: str, scenario, shape: EngineShape, param_offload: bool,
                  optimizer_offload: bool, value_head: bool = False) -> Role:
     """A trained role from memlint's training estimate of `scenario` (already derived)."""
     # start-up: the training model loads only when an RL run is estimated
-    from memlint.memory.estimate import estimate
+    from memlint.memory.training import training_estimate
 
-    est = estimate(scenario)
+    est = training_estimate(scenario)
     ctx = est.context
     dt, topo = ctx.require("dtypes"), ctx.topology
     peaks = tuple(next(p for p in s.phases if p.name == s.phase) for s in est.stages)

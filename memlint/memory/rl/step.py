@@ -8,8 +8,6 @@ sequence each fits at is found by bisection (memory/rl/result.py).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from memlint.memory import inputs
 from memlint.memory.context import resolve_context
 from memlint.memory.model import EstimateError, Model
@@ -19,6 +17,7 @@ from memlint.memory.rl.shape import engine_shape
 from memlint.memory.rl.result import RLEstimate, RLSummary
 from memlint.memory.runtime import allocator_terms, runtime_terms
 from memlint.memory.terms import Phase, StageEstimate, Term
+from memlint.records import replace
 
 
 def rl_estimate(scenario, context=None):
