@@ -5,12 +5,14 @@ The public API (memlint.api, imported on first use so that `memlint --version` s
     memlint.check(paths, *, model=None, select=(), ignore=(), fail_on=None, **scenario)
     memlint.estimate(paths=(), *, model=None, **scenario)
     memlint.plan(paths=(), *, model=None, gpus=None, top=10, headroom=0.10, **scenario)
+    memlint.fit(paths=(), *, model=None, headroom=None, questions=(), planner=False, **scenario)
+    memlint.compare(log, paths=(), *, model=None, **scenario)
 """
 
 __version__ = "0.2.0"
 DISTRIBUTION = "memlint-llm"        # the name on the package index (`pip install memlint-llm`)
 
-_API = ("check", "estimate", "plan", "CheckResult", "MemlintError", "Options")
+_API = ("check", "estimate", "plan", "fit", "compare", "CheckResult", "MemlintError", "Options")
 
 
 def __getattr__(name):  # PEP 562: the API's imports cost nothing until it is used

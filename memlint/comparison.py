@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.commands import compare_rl
+from memlint import comparison_rl as compare_rl
 from memlint.escape import one_line
 from memlint.logs import LogReport, read
 from memlint.memory.context import context_of
