@@ -54,7 +54,10 @@ if TYPE_CHECKING:
     from typing import Iterable, Mapping, Optional
 
     from memlint.comparison import Comparison
+    from memlint.diagnostics import Diagnostic
     from memlint.fitting import FitResult
+    from memlint.memory.result import Estimate
+    from memlint.planner import PlanResult
 
 MODEL_ONLY_FORMATS = ("hf_config", "preset", "gpt-neox-model")  # adapters/gpt_neox.py
 
@@ -81,8 +84,8 @@ class Options:
 class CheckResult:
     """What a check found: diagnostics (sorted per run), estimates, and the exit code."""
 
-    diagnostics: list = field(default_factory=list)
-    estimates: list = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    estimates: list[Estimate] = field(default_factory=list)
     fail_on: Severity = Severity.ERROR
     registry: object = None
     summary: Optional[verdicts.Summary] = None   # which files got a memory verdict, and why not
@@ -92,7 +95,7 @@ class CheckResult:
         return engine.exit_code(self.diagnostics, self.fail_on)
 
     @property
-    def internal_error(self):
+    def internal_error(self) -> Optional[Diagnostic]:
         return next((d for d in self.diagnostics if d.data.get("internal")), None)
 
 
@@ -445,7 +448,8 @@ def _options(model, settings, select, ignore, fail_on, scenario) -> Options:
 
 def check(paths: Iterable[str] = (), *, model: Optional[str] = None,
           settings: Optional[Mapping[str, object]] = None, select: Iterable[str] = (),
-          ignore: Iterable[str] = (), fail_on=None, **scenario) -> CheckResult:
+          ignore: Iterable[str] = (), fail_on: Optional[str] = None,
+          **scenario: object) -> CheckResult:
     """Lint config files (or directories) as `memlint check` does, from Python.
 
     `model` is a config.json path or a preset name; other scenario keys are keyword arguments
@@ -460,7 +464,7 @@ def check(paths: Iterable[str] = (), *, model: Optional[str] = None,
 
 
 def estimate(paths: Iterable[str] = (), *, model: Optional[str] = None,
-             settings: Optional[Mapping[str, object]] = None, **scenario):
+             settings: Optional[Mapping[str, object]] = None, **scenario: object) -> Estimate:
     """The per-GPU memory Estimate of one run (`memlint estimate`), from Python.
 
     Returns a memlint.memory Estimate: `.peak_bytes`, `.fits`, `.stages` (each with `.terms`,
@@ -514,7 +518,7 @@ def plan(paths: Iterable[str] = (), *, model: Optional[str] = None, gpus: Option
          gpus_per_node: Optional[int] = None, top: Optional[int] = 10,
          headroom: float = PLAN_HEADROOM, settings: Optional[Mapping[str, object]] = None,
          cross_node_tp: bool = False, max_pp: Optional[int] = None, allow_bubble: bool = False,
-         **scenario):
+         **scenario: object) -> PlanResult:
     """The parallel configurations that fit a GPU budget, ranked (`memlint plan`), from Python.
 
     Returns a memlint.planner PlanResult: `.plans` best first, each with `.settings` (scenario
