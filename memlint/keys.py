@@ -645,6 +645,9 @@ _CONVENTION_KEYS = [
         "Megatron-LM: unfused attention softmax in fp32"),
     _convention(M + "apply-query-key-layer-scaling", to_bool,
         "Megatron-LM: query-key layer scaling (its unfused softmax runs in fp32)"),
+    _convention(M + "num-distributed-optimizer-instances", positive_int,
+        "Megatron-LM distributed-optimizer instances: each shards the optimizer over dp·cp / N "
+        "ranks (the expert states over expert-dp / N); the instances all-reduce gradients"),
     _convention(M + "moe-token-dispatcher-type", choice("allgather", "alltoall", "flex"),
         "Megatron-LM MoE token dispatcher (default allgather): what the experts' tokens are "
         "gathered into and what each MoE layer keeps between steps"),

@@ -81,6 +81,18 @@ def optimizer_shards_over_cp(training) -> bool:
     return training.framework == MEGATRON
 
 
+def optimizer_instances(scenario) -> int:
+    """Megatron's `--num-distributed-optimizer-instances` (default 1): the distributed optimizer
+    shards over the intra-instance group of dp·cp / N ranks, and the expert states over
+    expert-dp / N (parallel_state.py initialize_model_parallel, intra_partial_data_parallel_size,
+    intra_partial_expert_data_parallel_size; optimizer/__init__.py, NVIDIA/Megatron-LM@d98e8a64).
+    1 outside Megatron's distributed optimizer."""
+    if scenario.training.framework != MEGATRON or scenario.parallelism.zero < 1:
+        return 1
+    value = scenario.convention_keys.get("megatron.num-distributed-optimizer-instances", 1)
+    return value if isinstance(value, int) and value > 1 else 1
+
+
 @record(frozen=True)
 class ZeroSettings:
     """DeepSpeed's ZeRO and offload settings as the config gives them (None: not given; sizes may

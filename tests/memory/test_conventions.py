@@ -129,6 +129,7 @@ SAMPLES = {
     "gpt_neox.config": "neox.yml", "accelerate.fsdp_version": "2",
     "fsdp.allgather_dtype_bytes": "1",
     "megatron.moe-token-dispatcher-type": "alltoall", "megatron.moe-router-dtype": "fp32",
+    "megatron.num-distributed-optimizer-instances": "2",
 }
 
 

@@ -1,0 +1,51 @@
+"""The Megatron-LM CI cases of the features issue 26 models (bench/data/calibration/
+gpu-megatron-ci-features: byte copies of their model_config.yaml at NVIDIA/Megatron-LM@d98e8a64dd,
+measured peaks from golden_values_dev_dgx_h100.json; built by tools/megatron_ci_features.py)."""
+from __future__ import annotations
+
+import json
+import os
+
+from memlint.adapters import megatron as M
+from memlint.facts.coverage import set_not_modeled
+from memlint.memory.estimate import estimate
+from memlint.scenario import build, overrides_partial
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SET = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci-features")
+
+
+def case(name: str):
+    with open(os.path.join(SET, "records.json"), encoding="utf-8") as handle:
+        rec = next(r for r in json.load(handle) if r["case"] == name)
+    partial = M.load_path(os.path.join(SET, rec["config_file"]), entry=rec["training_script"])
+    scenario, diagnostics = build([partial, overrides_partial(["world_size=8",
+                                                               "gpu=H100-80GB"])])
+    assert not [d for d in diagnostics if d.severity.label == "error"]
+    return rec, scenario, estimate(scenario)
+
+
+def persistent(stage) -> int:
+    optimizer = next(p for p in stage.phases if p.name == "optimizer")
+    return sum(t.bytes for t in optimizer.terms if t.component != "runtime")
+
+
+def test_distributed_optimizer_instances_shard_within_an_instance():
+    """tp 2, dp 4, 2 instances: the dense states over 2 ranks; with ep 2 (expert dp 2) the expert
+    states over 1 (parallel_state.py intra_partial_*_data_parallel_size). Measured
+    allocated_after_step of the last rank within 1%."""
+    for name, expert_shard in (
+            ("gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances", None),
+            ("gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_"
+             "multi_dist_optimizer_instances", 1)):
+        rec, scenario, result = case(name)
+        assert result.context.topology.shard == 2
+        if expert_shard is not None:
+            assert result.context.topology.expert_shard == expert_shard
+        last = result.stages[-1]
+        assert last.term("optimizer.master").inputs["shard"] == 2
+        after = rec["allocated_after_step_bytes"]
+        assert abs(persistent(last) - after) / after < 0.01
+        assert "--num-distributed-optimizer-instances" not in {
+            f.entry.key for f in set_not_modeled(scenario.extra)}
+        assert any("distributed-optimizer instances" in n for n in result.notes)
