@@ -49,3 +49,18 @@ def test_distributed_optimizer_instances_shard_within_an_instance():
         assert "--num-distributed-optimizer-instances" not in {
             f.entry.key for f in set_not_modeled(scenario.extra)}
         assert any("distributed-optimizer instances" in n for n in result.notes)
+
+
+def test_muon_keeps_momentum_on_matrices_and_adam_elsewhere():
+    """--optimizer muon (ep 8, no distributed optimizer): Megatron-Core routes embeddings, the
+    output layer and 1-D parameters to Adam (emerging_optimizers.py _is_nonlinear_or_embedding)
+    and keeps Muon's one momentum on the 2-D hidden matrices; the word and position embeddings
+    are most of the dense parameters here, every routed expert weight is a matrix. Megatron's
+    allocated_after_step of the last rank within 0.5%."""
+    rec, _, result = case("gpt3_moe_mcore_te_ep8_resume_torch_dist_muon")
+    last = result.stages[-1]
+    dense, experts = last.term("optimizer.moments"), last.term("optimizer.moments.experts")
+    assert "2-D share 0.324" in dense.formula          # 12.6M matrices of 38.9M dense
+    assert "2-D share 1.000" in experts.formula
+    after = rec["allocated_after_step_bytes"]
+    assert abs(persistent(last) - after) / after < 0.005
