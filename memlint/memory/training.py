@@ -128,7 +128,8 @@ def training_estimate(scenario, context=None) -> Estimate:
             stages.append(replace(done, stage=plan.stage))
             continue
         weights, gradients, optimizer, host = state_terms(model, plan)
-        if model.par.offload_activations and model.assume["activations.model"] != "seed":
+        if ((model.par.offload_activations or model.conv.fine_offload is not None)
+                and model.assume["activations.model"] != "seed"):
             # the host side of activation offload (memory/offload.py), at the end of forward
             moved: list = []
             activation_terms(model, plan, "forward_end", host_out=moved)
