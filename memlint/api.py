@@ -231,6 +231,8 @@ def _model_config_errors(scenario, anchor, resolved) -> list:
         if unknown is not None:
             return [unknown]
         prov = scenario.where(key) or scenario.where("model") or anchor
+        if getattr(exc, "severity", "error") == "warning":
+            return []  # a model type memlint does not count: _model_type_warnings said so
         return [make(INVALID_VALUE, Severity.ERROR, f"model config: {exc}", prov, key=key,
                      no_estimate=verdicts.CONFIG_ERROR)]
     return []
@@ -252,15 +254,29 @@ def _model_type_warnings(scenario, resolved) -> list:
     """ML008: a model_type memlint does not count exactly is read through the generic keys."""
     arch = resolved.architecture
     if arch is None:
+        exc = resolved.error("architecture")
+        if getattr(exc, "severity", "error") == "warning":
+            # a model_type memlint does not count: no estimate, said once as a warning here
+            # (the estimate adds its info note)
+            key = "model.model_type" if scenario.where("model.model_type") else "model"
+            return [make(UNKNOWN_MODEL_TYPE, Severity.WARNING, f"no memory estimate: {exc}",
+                         scenario.where(key) or scenario.where("model"), key=key,
+                         no_estimate=verdicts.ARCHITECTURE)]
         return []  # the estimate reports it, at the key
     if getattr(arch, "known", True):
         return []
+    # start-up: the model-type tables load with the architecture they describe
+    from memlint.memory.model_types import APPROXIMATE_MODEL_TYPES
+
     key = "model.model_type" if scenario.where("model.model_type") else "model"
+    left_out = APPROXIMATE_MODEL_TYPES.get(arch.model_type)
+    how = (f"its count leaves out {left_out}" if left_out else
+           "it is read as the transformers class its `architectures` names")
     return [make(UNKNOWN_MODEL_TYPE, Severity.WARNING,
                  f"model_type {arch.model_type!r} is not one memlint counts exactly: parameters "
                  "are read through the generic llama-style keys (hidden_size, "
-                 "num_hidden_layers, intermediate_size, ...), so counts may be approximate",
-                 scenario.where(key), key=key)]
+                 f"num_hidden_layers, intermediate_size, ...); {how}, so counts may be "
+                 "approximate", scenario.where(key), key=key)]
 
 
 def _estimate(scenario, anchor, resolved):

@@ -95,6 +95,13 @@ _LIST = [
                "pinned host buffers are rounded up to a power of two (PyTorch's caching host "
                "allocator); false where PyTorch is configured not to round",
                "aten/src/ATen/core/CachingHostAllocator.h; pytorch/pytorch#95823"),
+    Assumption("ssm.kernels", lambda v: _choice(v, ("auto", "fused", "torch")),
+               "the kernels transformers' Mamba / Gated DeltaNet / short-conv layers run: fused "
+               "(mamba_ssm, causal-conv1d, flash-linear-attention installed), torch (the "
+               "modules' fallbacks, which keep the chunked scan's fp32 intermediates), auto "
+               "(fused on CUDA, torch on a CPU)",
+               "transformers integrations/hub_kernels.py use_kernel_func_from_hub_with_fallback; "
+               "memory/mixer_activations.py"),
     Assumption("engine.non_torch_bytes", non_negative_int,
                "an inference engine's memory outside PyTorch that its profile run adds at tensor "
                "parallel size 1 (cuBLAS workspaces, allocator metadata)",
@@ -145,6 +152,7 @@ PROFILES: dict = {
         "moe.routing_imbalance": 1.0,
         "compile.loss_saved": "eager",
         "host.pinned_pow2_rounding": True,
+        "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
         "engine.non_torch_tp_bytes": 2150 * MiB,
         "engine.cuda_graph_bytes": 1024 * MiB,
@@ -168,6 +176,7 @@ PROFILES: dict = {
         "moe.routing_imbalance": 1.0,
         "compile.loss_saved": "logits",
         "host.pinned_pow2_rounding": True,
+        "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
         "engine.non_torch_tp_bytes": 2150 * MiB,
         "engine.cuda_graph_bytes": 1024 * MiB,

@@ -453,6 +453,10 @@ COMMANDS = {
                        "Read the memory lines of a training log (Megatron, torchtitan, "
                        "DeepSpeed, HF Trainer, CUDA out-of-memory) and compare them rank by rank "
                        "with the estimate of the run PATHS describe."),
+    "server": Command("run the Language Server (LSP over stdio) for editors",
+                      "memlint.commands.server",
+                      description="memlint as a Language Server: diagnostics as you type, "
+                      "hovers with memory figures, quick fixes. Needs memlint-llm[lsp]."),
     "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
                       "memlint.commands.schema",
                       description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "

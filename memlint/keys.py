@@ -645,8 +645,23 @@ _CONVENTION_KEYS = [
         "Megatron-LM: unfused attention softmax in fp32"),
     _convention(M + "apply-query-key-layer-scaling", to_bool,
         "Megatron-LM: query-key layer scaling (its unfused softmax runs in fp32)"),
+    _convention(M + "moe-token-dispatcher-type", choice("allgather", "alltoall", "flex"),
+        "Megatron-LM MoE token dispatcher (default allgather): what the experts' tokens are "
+        "gathered into and what each MoE layer keeps between steps"),
+    _convention(M + "moe-router-dtype", choice("fp32", "fp64"),
+        "Megatron-LM MoE router dtype: the routing weights the experts keep (default: the "
+        "compute dtype)"),
+    _convention(M + "moe-permute-fusion", to_bool,
+        "Megatron-LM: Transformer Engine's fused token permutation (no int64 index map kept)"),
+    _convention(M + "no-bias-swiglu-fusion", to_bool,
+        "Megatron-LM: no fused (weighted) SwiGLU: the activation's intermediates are saved"),
+    _convention(M + "use-te-activation-func", to_bool,
+        "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
+        "applied after them, keeping their output)"),
     _convention(M + "unsupported-architecture", to_str,
         "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
+    _convention("gpt_neox.unsupported-architecture", to_str,
+        "why the gpt-neox run's architecture gets no estimate (recorded by the adapter)"),
     _convention(D + "config", to_str,
         "the run's DeepSpeed config file: DeepSpeed runs the training (recorded by the adapter "
         "that read it, also under the HF Trainer and accelerate)"),

@@ -72,6 +72,30 @@ class Document:
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
 
+# Editor buffers (memlint server): the text an editor holds for a file, read instead of what is on
+# disk, so that diagnostics follow the unsaved buffer. Empty outside the language server.
+_BUFFERS: dict = {}
+
+
+def use_buffers(texts: dict) -> dict:
+    """Read these {path: text} instead of the files on disk; returns the buffers it replaced
+    (give them back to restore)."""
+    previous = dict(_BUFFERS)
+    _BUFFERS.clear()
+    _BUFFERS.update({os.path.abspath(path): text for path, text in texts.items()})
+    return previous
+
+
+def _buffer(path: str, max_bytes: int):
+    text = _BUFFERS.get(os.path.abspath(path))
+    if text is None:
+        return None
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"file is over the {max_bytes}-byte "
+                           "limit for configs (raise it with --max-file-size)",
+                           Provenance(path, None, None, None))]
+    return text, []
+
 
 def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
               regular: bool = False) -> tuple[Optional[str], list]:
@@ -81,6 +105,10 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
     the read forever or stream without end. The file is opened non-blocking and checked again
     through its descriptor, so a file swapped for a FIFO after the first check is refused too.
     `regular`: the caller's directory listing says it is a regular file (_read_listed)."""
+    if _BUFFERS:
+        held = _buffer(path, max_bytes)
+        if held is not None:
+            return held
     prov = Provenance(path, None, None, None)
     if not regular:
         try:
@@ -897,16 +925,32 @@ def load_toml(path: str, text: str) -> Document:
     return doc
 
 
+_COMMENT_DIRECTIVE = re.compile(
+    r"#\s*memlint:\s*(disable(?:-file|-next-line)?)\s*=\s*([A-Za-z0-9_,\- ]+)")
+# JSON has no comments: `"memlint": {"disable": ["ML302", "unknown-key"]}` at the top level
+# (DeepSpeed and HF config.json ignore top-level keys they do not know) disables for the file.
+_JSON_DIRECTIVE = re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
+
+
 def suppressions(text: str) -> dict:
     """`# memlint: disable=ML301,name` comments: line -> set of codes/names (lower-case).
 
-    A comment alone on its line applies to the next line too; `disable-file=` applies everywhere
-    (stored under line 0).
+    A comment alone on its line applies to the next line too, and to the lines a backslash
+    continues it onto (a shell command, as ShellCheck's directives do); `disable-file=` applies
+    everywhere (stored under line 0), as does a JSON file's top-level
+    `"memlint": {"disable": [...]}`.
     """
     found: dict = {}
-    pattern = re.compile(r"#\s*memlint:\s*(disable(?:-file|-next-line)?)\s*=\s*([A-Za-z0-9_,\- ]+)")
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = pattern.search(line)
+    if '"memlint"' in text:
+        match = _JSON_DIRECTIVE.search(text)
+        if match:
+            names = {n.strip().strip('"').lower() for n in match.group(1).split(",")}
+            found.setdefault(0, set()).update(n for n in names if n)
+    if "memlint:" not in text:
+        return found
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        match = _COMMENT_DIRECTIVE.search(line)
         if not match:
             continue
         names = {n.strip().lower() for n in match.group(2).split(",") if n.strip()}
@@ -916,7 +960,11 @@ def suppressions(text: str) -> dict:
             continue
         found.setdefault(number, set()).update(names)
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
-            found.setdefault(number + 1, set()).update(names)
+            following = number + 1
+            found.setdefault(following, set()).update(names)
+            while following <= len(lines) and lines[following - 1].rstrip().endswith("\\"):
+                following += 1
+                found.setdefault(following, set()).update(names)
     return found
 
 

@@ -86,10 +86,12 @@ def test_set_not_modeled_reads_values_when_and_off():
                                             "--tp-comm-overlap"]
     found = set_not_modeled(_extra(**{"num-distributed-optimizer-instances": "1",
                                       "cuda-graph-impl": "transformer_engine",
-                                      "moe-token-dispatcher-type": "allgather",
+                                      "moe-token-dispatcher-type": "flex",
                                       "optimizer": "dist_muon"}))
     assert sorted(f.entry.key for f in found) == ["--cuda-graph-impl",
                                                   "--moe-token-dispatcher-type", "--optimizer"]
+    # allgather and alltoall are modeled (memory/moe_activations.py), flex is not
+    assert set_not_modeled(_extra(**{"moe-token-dispatcher-type": "allgather"})) == []
 
 
 def _schema_keys() -> set:
@@ -145,3 +147,49 @@ def test_a_deepspeed_not_modeled_key_reaches_the_rule(tmp_path):
                                                   "zero_optimization.zero_hpz_partition_size"]
     where = {f.entry.key: partial.extra[f.extra_key].prov.line for f in found}
     assert where == {"hybrid_engine": 4, "zero_optimization.zero_hpz_partition_size": 3}
+
+
+# ---------------------------------------------------------------------------------------------
+# The RL readers (tables written by tools/rl_coverage.py)
+
+def test_every_verl_key_has_a_memory_class():
+    from memlint.adapters import verl
+
+    spec = table("verl")
+    keys = set()
+    for config in verl.defaults()["configs"].values():
+        keys |= set(config["keys"])
+    missing = sorted(k for k in keys if spec.memory_class(k) is None)
+    assert missing == [], f"run tools/rl_coverage.py and class: {missing[:20]}"
+
+
+def test_every_openrlhf_argument_has_a_memory_class():
+    from memlint.adapters.openrlhf_mapping import RENAMES
+
+    with open(os.path.join(ROOT, "memlint", "facts", "openrlhf_args.json"),
+              encoding="utf-8") as handle:
+        data = json.load(handle)
+    spec = table("openrlhf")
+    names = {RENAMES.get(name, name) for version in data["versions"].values()
+             for args in version["entry_points"].values() for name in args}
+    missing = sorted(n for n in names if spec.memory_class(n) is None)
+    assert missing == [], f"run tools/rl_coverage.py and class: {missing[:20]}"
+
+
+def test_every_trl_argument_the_reader_records_has_a_memory_class():
+    from memlint.adapters.trl_rl import COVERED
+
+    spec = table("trl")
+    assert sorted(n for n in COVERED if spec.memory_class(n) is None) == []
+
+
+def test_a_verl_script_setting_a_not_modeled_key_is_found(tmp_path):
+    from memlint.adapters.registry import load_file
+
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen2-7B "
+                      "actor_rollout_ref.model.use_liger=True "
+                      "actor_rollout_ref.actor.optim.lr=1e-6\n")
+    partial = load_file(str(script))
+    found = {f.entry.key for f in set_not_modeled(partial.extra)}
+    assert found == {"actor_rollout_ref.model.use_liger"}

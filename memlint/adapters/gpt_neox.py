@@ -29,8 +29,8 @@ import os
 
 from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
-from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED,
-                                 Severity, make)
+from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKNOWN_MODEL_TYPE,
+                                 UNRESOLVED, Severity, make)
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
 from memlint.records import field, record, replace
@@ -610,10 +610,14 @@ def _attention_kind(c: _Config, types: set, layers) -> None:
         c.partial.set("attention", "flash" if flash else "eager", c.where("attention_config"))
         other = sorted(types & {"gmlp", "amlp", "rwkv", "mamba"})
         if other:
+            # never counted as transformer layers: no estimate (issue 26)
+            why = f"a gpt-neox model with {', '.join(other)} layers (attention_config)"
+            c.partial.set_extra("gpt_neox.unsupported-architecture", why,
+                                c.where("attention_config"))
             c.partial.diagnostics.append(make(
-                UNRESOLVED, Severity.WARNING, f"attention_config uses {', '.join(other)} "
-                "layers: memlint counts every layer as a transformer layer", c.where(
-                    "attention_config"), key="attention_config"))
+                UNKNOWN_MODEL_TYPE, Severity.WARNING, f"no estimate for this architecture: {why} "
+                "is not counted by memlint's memory model; memory checks are skipped (the "
+                "other checks still run)", c.where("attention_config"), key="attention_config"))
     elif layers is not None:
         c.partial.set("attention", "eager", c.where("attention_config") if "attention_config"
                       in c.cfg else Provenance(c.where("num_layers").file, None, None,

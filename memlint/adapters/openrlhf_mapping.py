@@ -51,6 +51,24 @@ RENAMES = {
     "actor.entropy_coef": "entropy_loss_coef", "ref.offload": "ref_reward_offload",
     "reward.offload": "ref_reward_offload", "reward.remote_url": "remote_rm_url",
     "model.model_name_or_path": "pretrain",
+    # v0.11.0's names of v0.9.9 arguments (cli/train_*.py of each version)
+    "rollout.max_new_tokens": "max_new_tokens",
+    "model.gradient_checkpointing_enable": "gradient_checkpointing", "model.beta": "beta",
+    "ds.attn_implementation": "attn_implementation", "ds.load_in_4bit": "load_in_4bit",
+    "ds.lora.alpha": "lora_alpha", "ds.lora.dropout": "lora_dropout",
+    "ds.grad_accum_dtype": "grad_accum_dtype", "ds.overlap_comm": "overlap_comm", "ds.zpg": "zpg",
+    "ds.use_liger_kernel": "use_liger_kernel", "ds.deepcompile": "deepcompile",
+    "vllm.enable_prefix_caching": "enable_prefix_caching",
+    "model.compute_fp32_loss_enable": "compute_fp32_loss", "train.enable_ema": "enable_ema",
+    "train.async_enable": "async_train", "train.async_queue_size": "async_queue_size",
+    "train.partial_rollout_enable": "partial_rollout", "vllm.sync_backend": "vllm_sync_backend",
+    "rollout.vllm_generate_batch_size": "vllm_generate_batch_size",
+    "ds.ring_attn_head_stride": "ring_head_stride", "ckpt.max_mem": "max_ckpt_mem",
+    "ds.use_universal_ckpt": "use_ds_universal_ckpt",
+    "critic.save_value_network": "save_value_network",
+    "model.gradient_checkpointing_reentrant": "gradient_checkpointing_use_reentrant",
+    "actor.gradient_checkpointing_reentrant": "gradient_checkpointing_use_reentrant",
+    "ds.value_head_prefix": "value_head_prefix",
 }
 for _role in ("actor", "critic", "ref", "reward"):
     RENAMES[f"{_role}.num_nodes"] = f"{_role}_num_nodes"
@@ -188,6 +206,12 @@ def _training(args: Args) -> None:
         args.put("seq_len", prompt + generate, "generate_max_len")
     elif total:
         args.put("seq_len", total, "max_len")
+        # v0.9.9+: max_len is prompt + response, max_new_tokens the response (default: what
+        # the prompt leaves of max_len, per sample: cli/train_ppo_ray.py --max_new_tokens)
+        new = args.number("max_new_tokens") if args.given("max_new_tokens") else None
+        if new and 0 < new < total:
+            args.put("rl.prompt_len", total - new, "max_len")
+            args.put("rl.response_len", new, "max_new_tokens")
     lora = args.number("lora_rank", 0)
     if lora:
         args.put("lora_rank", lora, "lora_rank")

@@ -36,6 +36,13 @@ SOURCE = "huggingface/trl@f2cd5771"
 RESTS_ON = "rl.rests_on:"
 # TRL's default max_prompt_length before it was removed from GRPOConfig/DPOConfig (TRL <= 0.2x)
 PROMPT_DEFAULT = 512
+# the arguments memlint/facts/coverage/trl.json classes, recorded as extra trl.<name> when set
+COVERED = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size",
+           "vllm_max_model_length", "vllm_enable_sleep_mode", "num_generations",
+           "max_completion_length", "max_prompt_length", "steps_per_generation", "beta",
+           "precompute_ref_log_probs", "reference_free", "loss_type", "padding_free",
+           "ds3_gather_for_generation", "vllm_model_impl", "vllm_kv_cache_dtype", "use_liger_loss",
+           "generation_batch_size", "sync_ref_model")
 
 
 def trainer_kind(args: dict, path: str, script: str) -> Optional[str]:
@@ -72,6 +79,10 @@ def apply(args: dict, partial: Partial, anchor: Provenance, path: str, script: s
 
     peft = "lora_rank" in partial.settings
     partial.set("rl.framework", "trl", anchor)
+    for name in COVERED:
+        item = args.get(name)
+        if item is not None and not item.unresolved:
+            partial.set_extra(f"trl.{name}", item.value, item.prov)   # coverage/trl.json
     partial.set("rl.algorithm", "simpo" if kind == "cpo" and str(value("loss_type", "")) ==
                 "simpo" else kind, anchor)
     if kind in ("grpo", "rloo", "online_dpo"):

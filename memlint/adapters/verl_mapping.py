@@ -139,6 +139,9 @@ def apply(config, partial: Partial, anchor: Provenance) -> None:
     read = Reader(config, partial, anchor)
     partial.set_extra("verl.version", read.version, anchor)
     partial.set("rl.framework", "verl", anchor)
+    for key, entry in config.entries.items():
+        if not entry.default:   # what the file set: memlint/facts/coverage/verl.json classes it
+            partial.set_extra(f"verl.{key}", entry.value, entry.prov)
     world = _topology(read)
     strategy = str(read.value(A + "actor.strategy", "fsdp"))
     _model(read)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from memlint.memory import moe_activations
 from memlint.memory.terms import Item
 from memlint.records import record
 
@@ -96,7 +97,7 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
                       attention_dropout: bool, selective: bool, gemm: Optional[int] = None,
                       etp: Optional[int] = None, softmax_bytes: Optional[float] = None,
                       modules: Optional[frozenset] = None, moe_layer: bool = False,
-                      separate_norm1: bool = False) -> list:
+                      separate_norm1: bool = False, moe_dispatch=None) -> list:
     """Korthikanti et al. 2022 section 4.1, tensor by tensor (c bytes per element; masks 1 byte).
 
     Tensor-parallel region tensors divide by tp; LayerNorm/dropout-region tensors divide by tp only
@@ -108,6 +109,8 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     softmax kernel keeps its output; the fp32 fallback keeps 4 + c).
     `modules`: Megatron's selective recompute (`--recompute-modules`, default core_attn) —
     what each recomputed module no longer keeps is dropped by `drop_recomputed`.
+    `moe_dispatch`: Megatron-Core's MoE layers (memory/moe_activations.py routed_items) instead
+    of the generic routed-expert count.
     """
     if modules is not None:
         selective = "core_attn" in modules
@@ -136,7 +139,12 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
         items.append(Item("attention dropout mask", sh.d / rep))
     items.append(Item("norm2 input", c * sh.d / rep))
     items.append(Item("mlp input (norm2 output)", g * sh.d / rep))
-    if sh.top_k:
+    if sh.top_k and moe_dispatch is not None:
+        items += moe_activations.routed_items(sh, c, g, rep, etp or tp, moe_dispatch)
+        if sh.shared_ffn:
+            items.append(Item("shared expert fc1 output", c * (2 if sh.gated else 1) * sh.shared_ffn / tp))
+            items.append(Item("shared expert fc2 input", g * sh.shared_ffn / tp))
+    elif sh.top_k:
         k = sh.top_k
         width = (2 if sh.gated else 1) * sh.moe_ffn
         items.append(Item("router logits and probabilities (fp32)", 8 * sh.experts / rep))
@@ -156,6 +164,11 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     if modules:
         items = drop_recomputed(items, modules, moe_layer, separate_norm1)
     return items
+
+
+# what the recomputed expert activation no longer keeps (experts.py: CheckpointWithoutOutput over
+# the activation and the routing-weight multiply, its output discarded after fc2)
+MOE_ACT_OUTPUTS = ("experts fc2 input", "experts activation output", "experts gate activation")
 
 
 def drop_recomputed(items: list, modules: frozenset, moe_layer: bool, separate_norm1: bool
@@ -186,7 +199,7 @@ def drop_recomputed(items: list, modules: frozenset, moe_layer: bool, separate_n
         if moe_layer and "moe" in modules and (name.startswith(("router", "routed", "experts",
                                                                  "shared expert"))):
             continue
-        if moe_layer and "moe_act" in modules and name.startswith("experts fc2 input"):
+        if moe_layer and "moe_act" in modules and name.startswith(MOE_ACT_OUTPUTS):
             continue
         if moe_layer and "shared_experts" in modules and name.startswith("shared expert"):
             continue

@@ -16,9 +16,18 @@ if TYPE_CHECKING:
 class ConfigError(ValueError):
     """A required key is missing or has an unusable value. `key` names it (HF spelling)."""
 
+    severity = "error"
+
     def __init__(self, key: str, message: str):
         super().__init__(message)
         self.key = key
+
+
+class UnknownModelType(ConfigError):
+    """A model_type memlint does not count: no estimate (a warning), never another family's
+    count."""
+
+    severity = "warning"
 
 
 #: model_type values whose counts are exact (tested against transformers).
@@ -127,6 +136,9 @@ class Architecture:
     # was padded to a multiple of, times tp; 0: `vocab` as the config gives it
     vocab_unpadded: int = 0
     vocab_multiple: int = 0
+    # a per-layer plan (memory/hybrid_model.py Layout: hybrids, linear attention, T5), None for
+    # the uniform decoder-only families above
+    layout: Optional[object] = None
 
     @property
     def is_moe(self) -> bool:

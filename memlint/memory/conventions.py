@@ -103,6 +103,20 @@ class ZeroSettings:
 
 
 @record(frozen=True)
+class MoeDispatch:
+    """How Megatron-Core's MoE layers move tokens and apply the routing weights (read at
+    NVIDIA/Megatron-LM@d98e8a64: megatron/core/transformer/moe/token_dispatcher.py, experts.py,
+    moe_utils.py): the experts multiply their activation output by the routing weights
+    (permute/unpermute carry no weights since "Memory efficient token permutation", 2659630721),
+    and the expert-tensor-parallel group gathers its tokens."""
+
+    dispatcher: str               # allgather (TransformerConfig default), alltoall, flex
+    fused_activation: bool        # weighted_bias_swiglu: the gated activation keeps only its input
+    router_bytes: int             # bytes of a routing weight (--moe-router-dtype, else compute)
+    permute_fused: bool           # TE's fused permutation (--moe-permute-fusion)
+
+
+@record(frozen=True)
 class Conventions:
     """The conventions of one run (module docstring). Every field is plain data."""
 
@@ -135,6 +149,7 @@ class Conventions:
     wgrad_deferral_limit: int     # micro-batches deferred (0: all)
     softmax_in_fp32: bool         # Megatron's unfused softmax in fp32 (TE, or a flag says so)
     recompute_modules: Optional[frozenset]  # Megatron selective recompute; None outside it
+    moe_dispatch: Optional[MoeDispatch]     # Megatron-Core MoE layers; None: the generic count
     grouped_gemm: bool            # TE grouped GEMMs for the experts
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
@@ -220,6 +235,7 @@ def build(scenario, context) -> Conventions:
         softmax_in_fp32=(not local or any(keys.get("megatron." + f) is not None for f in (
             "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))),
         recompute_modules=_recompute_modules(tr, keys) if megatron else None,
+        moe_dispatch=_moe_dispatch(keys, context.dtypes.compute) if megatron else None,
         grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
@@ -242,7 +258,8 @@ def build(scenario, context) -> Conventions:
         checkpoint_keep=_CHECKPOINT_KEEP.get(framework, _CHECKPOINT_KEEP[None]),
         checkpoint_sources=_CHECKPOINT_SOURCES.get(framework, _CHECKPOINT_SOURCES[None]),
         model_init=_model_init(framework, par),
-        unsupported_architecture=keys.get("megatron.unsupported-architecture"),
+        unsupported_architecture=(keys.get("megatron.unsupported-architecture")
+                                  or keys.get("gpt_neox.unsupported-architecture")),
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=math.ceil(seq / topo.cp),
@@ -278,6 +295,22 @@ def _recompute_modules(tr, keys) -> Optional[frozenset]:
         return None
     names = frozenset(keys.get("megatron.recompute-modules", ()))
     return names or frozenset({"core_attn"})
+
+
+_ROUTER_BYTES = {"fp32": 4, "fp64": 8}
+
+
+def _moe_dispatch(keys, compute_bytes: int) -> MoeDispatch:
+    """Megatron's MoE dispatch settings: the dispatcher (default allgather,
+    TransformerConfig.moe_token_dispatcher_type), the fused weighted SwiGLU (bias_swiglu_fusion,
+    default on, unless Transformer Engine's activation modules run it: arguments.py,
+    argument_utils.py), the router dtype and the fused permutation."""
+    return MoeDispatch(
+        dispatcher=keys.get("megatron.moe-token-dispatcher-type", "allgather"),
+        fused_activation=not (keys.get("megatron.no-bias-swiglu-fusion") is True
+                              or keys.get("megatron.use-te-activation-func") is True),
+        router_bytes=_ROUTER_BYTES.get(keys.get("megatron.moe-router-dtype"), compute_bytes),
+        permute_fused=keys.get("megatron.moe-permute-fusion") is True)
 
 
 def _zero_settings(keys) -> ZeroSettings:

@@ -39,6 +39,7 @@ from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
 from memlint.memory.result import Estimate
 from memlint.memory.rl import is_rl, rl_estimate
+from memlint.memory.global_buffer import global_buffer_terms
 from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
 from memlint.memory.softmax import softmax_peak_terms
 from memlint.memory.stage_activations import activation_terms, stage_inflight
@@ -143,9 +144,9 @@ def estimate(scenario, context=None) -> Estimate:
             elif model.fsdp_sharded:
                 names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
         phases = []
+        kept = workspaces + global_buffer_terms(model, plan)
         for name in names:
-            terms = _phase_terms(model, plan, name, weights, gradients, optimizer,
-                                 workspaces)
+            terms = _phase_terms(model, plan, name, weights, gradients, optimizer, kept)
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
             if name == "forward_end":
                 # the last layer's unfused softmax (memory/softmax.py), a moment of its own

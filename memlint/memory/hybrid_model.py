@@ -87,6 +87,7 @@ class FFN:
     shared_ffn: int = 0       # total intermediate of the shared expert(s)
     shared_gate: bool = False  # sigmoid Linear(d, 1) on the shared expert
     latent: int = 0           # nemotron_h moe_latent_size: experts work in this width
+    act: str = "silu"         # the activation (nemotron_h: relu2)
 
     def parts(self, d: int) -> dict:
         mats = 3 if self.gated else 2
@@ -122,6 +123,7 @@ class Layout:
     tied: bool
     layers: tuple            # HybridLayer per decoder layer
     counts: ParamCounts
+    decoder_seq: int = 0     # T5: the decoder's sequence length (0: not given)
 
     @property
     def mixers(self) -> dict:
@@ -181,7 +183,7 @@ def _build(r: ConfigReader, fam: str, tied: Optional[bool]) -> Layout:
 def _mamba2(r: ConfigReader, d: int, *, heads: str, head_dim: str, groups: str, state: str,
             conv: str, d_inner: Optional[int] = None, conv_bias: str = "use_conv_bias",
             proj_bias: str = "use_bias", out_bias: Optional[str] = None,
-            gated_norm: bool = True) -> Mamba2:
+            gated_norm: bool = True, chunk: str = "chunk_size", chunk_default: int = 256) -> Mamba2:
     h = r.int(*heads.split("|"), minimum=1)
     p = r.int(*head_dim.split("|"), minimum=1)
     proj = r.bool(*proj_bias.split("|"), default=False)
@@ -191,7 +193,8 @@ def _mamba2(r: ConfigReader, d: int, *, heads: str, head_dim: str, groups: str, 
                   conv_kernel=r.int(*conv.split("|"), minimum=1),
                   conv_bias=r.bool(*conv_bias.split("|"), default=True), proj_bias=proj,
                   out_bias=r.bool(out_bias, default=False) if out_bias else proj,
-                  gated_norm=gated_norm)
+                  gated_norm=gated_norm,
+                  chunk=r.int(*chunk.split("|"), default=chunk_default, minimum=1))
 
 
 def _attention(r: ConfigReader, d: int, head_dim_default: Optional[int] = None, **kw) -> Attention:
@@ -222,7 +225,8 @@ def _nemotron_h(r: ConfigReader, d: int):
     mixer = _mamba2(r, d, heads="mamba_num_heads", head_dim="mamba_head_dim",
                     groups="n_groups|mamba_n_groups", state="ssm_state_size",
                     conv="conv_kernel|mamba_d_conv", conv_bias="use_conv_bias|mamba_conv_bias",
-                    proj_bias="use_bias")
+                    proj_bias="use_bias", chunk="chunk_size|mamba_chunk_size", chunk_default=128)
+    act = r.str("mlp_hidden_act", default="relu2")
     heads = r.int("num_attention_heads", minimum=1)
     hd = r.int("head_dim", "attention_head_dim", default=128, minimum=1)
     attn = Attention(heads=heads, kv_heads=r.int("num_key_value_heads", default=heads, minimum=1),
@@ -236,11 +240,11 @@ def _nemotron_h(r: ConfigReader, d: int):
             layers.append(HybridLayer("attention", FFN("none"), attention=attn))
         elif kind == "mlp":
             layers.append(HybridLayer("none", FFN("dense", ffn=r.int("intermediate_size", minimum=1),
-                                                  gated=False, bias=mlp_bias)))
+                                                  gated=False, bias=mlp_bias, act=act)))
         else:
             n_shared = r.int("n_shared_experts", default=1)
             layers.append(HybridLayer("none", FFN(
-                "moe", gated=False, experts=r.int("n_routed_experts", "num_local_experts",
+                "moe", gated=False, act=act, experts=r.int("n_routed_experts", "num_local_experts",
                                                    minimum=1),
                 top_k=r.int("num_experts_per_tok", minimum=1),
                 expert_ffn=r.int("moe_intermediate_size", minimum=1),
@@ -291,7 +295,8 @@ def _zamba2(r: ConfigReader, d: int):
                    groups=r.int("mamba_ngroups", default=1, minimum=1),
                    state=r.int("mamba_d_state", "state_size", default=64, minimum=1),
                    conv_kernel=r.int("mamba_d_conv", default=4, minimum=1),
-                   conv_bias=r.bool("use_conv_bias", default=True), proj_bias=bias, out_bias=bias)
+                   conv_bias=r.bool("use_conv_bias", default=True), proj_bias=bias, out_bias=bias,
+                   chunk=r.int("chunk_size", default=256, minimum=1))
     n_heads = r.int("num_attention_heads", minimum=1)
     width = 2 * d
     attn = Attention(heads=n_heads, kv_heads=r.int("num_key_value_heads", default=n_heads,
@@ -329,7 +334,8 @@ def _falcon_h1(r: ConfigReader, d: int):
                     groups="mamba_n_groups", state="mamba_d_state", conv="mamba_d_conv",
                     d_inner=d_inner, conv_bias="mamba_conv_bias", proj_bias="mamba_proj_bias",
                     out_bias="projectors_bias",
-                    gated_norm=r.bool("mamba_rms_norm", default=False))
+                    gated_norm=r.bool("mamba_rms_norm", default=False),
+                    chunk="mamba_chunk_size", chunk_default=256)
     attn = _attention(r, d)
     ffn = FFN("dense", ffn=r.int("intermediate_size", minimum=1),
               bias=r.bool("mlp_bias", default=False))
@@ -342,7 +348,8 @@ def _bamba(r: ConfigReader, d: int):
     attn_at = set(r.int_list("attn_layer_indices")) if r.data.get("attn_layer_indices") else set()
     mixer = _mamba2(r, d, heads="mamba_n_heads", head_dim="mamba_d_head",
                     groups="mamba_n_groups", state="mamba_d_state", conv="mamba_d_conv",
-                    conv_bias="mamba_conv_bias", proj_bias="mamba_proj_bias")
+                    conv_bias="mamba_conv_bias", proj_bias="mamba_proj_bias",
+                    chunk="mamba_chunk_size")
     mixer = Mamba2(**{**mixer.__dict__, "d_inner": r.int("mamba_expand", default=2) * d})
     attn = _attention(r, d)
     ffn = FFN("dense", ffn=r.int("intermediate_size", minimum=1),
@@ -356,7 +363,8 @@ def _granitemoehybrid(r: ConfigReader, d: int):
         raise ConfigError(r.key("layer_types"), "layer_types must list mamba / attention layers")
     mixer = _mamba2(r, d, heads="mamba_n_heads", head_dim="mamba_d_head",
                     groups="mamba_n_groups", state="mamba_d_state", conv="mamba_d_conv",
-                    conv_bias="mamba_conv_bias", proj_bias="mamba_proj_bias")
+                    conv_bias="mamba_conv_bias", proj_bias="mamba_proj_bias",
+                    chunk="mamba_chunk_size")
     mixer = Mamba2(**{**mixer.__dict__, "d_inner": r.int("mamba_expand", default=2) * d})
     attn = _attention(r, d)
     experts = r.int("num_local_experts", default=0)

@@ -8,6 +8,7 @@ import math
 
 from memlint.facts import vocab as vocab_facts
 from memlint.memory.compile import SRC_PARTITIONER
+from memlint.memory.layout_arch import decoder_seq
 from memlint.memory.model import Model
 from memlint.memory.params import vocab_formula
 from memlint.memory.terms import Term
@@ -37,7 +38,9 @@ def _logits_terms(model: Model, phase: str) -> list:
     (megatron/core/tensor_parallel/cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py).
     """
     arch, tr, topo = model.arch, model.tr, model.topo
-    tokens = tr.micro_batch * model.seq_local
+    # an encoder-decoder's logits are over the decoder's tokens (T5: --decoder-seq-length)
+    dec = decoder_seq(arch)
+    tokens = tr.micro_batch * (math.ceil(dec / topo.cp) if dec else model.seq_local)
     vocab = math.ceil(arch.vocab / topo.tp)
     v_text = vocab_formula(arch, topo.tp)
     c = model.dt.compute

@@ -48,7 +48,8 @@ def megatron_hybrid_layout(config: Mapping) -> Layout:
     d_inner = heads * head_dim if heads else r.int("mamba_expand", default=2, minimum=1) * d
     mixer = Mamba2(d_inner=d_inner, heads=heads or d_inner // head_dim, head_dim=head_dim,
                    groups=r.int("mamba_num_groups", default=8, minimum=1),
-                   state=r.int("mamba_state_dim", default=128, minimum=1), conv_kernel=4)
+                   state=r.int("mamba_state_dim", default=128, minimum=1), conv_kernel=4,
+                   chunk=128)
     n_heads = r.int("num_attention_heads", minimum=1)
     attn = Attention(heads=n_heads, kv_heads=r.int("num_key_value_heads", default=n_heads,
                                                    minimum=1),

@@ -89,21 +89,34 @@ def hf_mixer_items(kind: str, mixer, d: int, c: int, fused: bool) -> list:
 
 def _hf_mamba2(m: Mamba2, c: int, fused: bool) -> list:
     if fused:
-        return [Item("zxBCdt: in_proj output, kept by mamba_split_conv1d_scan_combined",
-                     c * m.in_proj_out),
-                Item("SSM scan output before the gated norm (out_x)", c * m.d_inner),
-                Item("gated RMSNorm rstd (fp32 per group)", 4 * m.groups)]
+        items = [Item("zxBCdt: in_proj output, kept by mamba_split_conv1d_scan_combined",
+                      c * m.in_proj_out),
+                 Item("SSM scan output before the gate (out_x)", c * m.d_inner)]
+        if m.gated_norm:
+            items.append(Item("gated RMSNorm rstd (fp32 per group)", 4 * m.groups))
+        return items
     h, p, n = m.heads, m.head_dim, m.state
-    chunk = 256  # transformers' Mamba2 chunk_size default; the per-chunk terms scale with it
+    k = m.chunk
     return [
         Item("in_proj output (z, xBC, dt)", c * m.in_proj_out),
-        Item("conv1d output and SiLU (x, B, C)", 2 * c * m.conv_dim),
-        Item("torch SSD: x, dt·x and the D residual in fp32", 3 * 4 * h * p),
-        Item("torch SSD: B and C repeated to every head (fp32)", 2 * 4 * h * n),
-        Item("torch SSD: L, G = C·Bᵀ, M = G·L per chunk (fp32)", 3 * 4 * h * chunk),
-        Item("torch SSD: B·decay, C·states, Y_off (fp32)", 4 * (h * n + 2 * h * p)),
-        Item("torch SSD: chunk states (fp32, H·P·N per chunk)", 2 * 4 * h * p * n / chunk),
-        Item("gated RMSNorm: fp32 input, gate, normalized", 3 * 4 * m.d_inner),
+        Item("conv1d output (x, B, C)", c * m.conv_dim),
+        # x.float(): a copy below fp32; in an fp32 model x stays a view of the SiLU output, which
+        # it keeps whole
+        Item("x after SiLU in fp32", 4 * h * p if c < 4 else c * m.conv_dim),
+        Item("dt: biased, softplus, clamped, broadcast (fp32)", 4 * 4 * h),
+        Item("torch SSD: x padded for the D residual (fp32)", 4 * h * p),
+        Item("torch SSD: L = exp(segment_sum(A)) per chunk (fp32)", 4 * h * k),
+        Item("torch SSD: G = C·Bᵀ and M = G·L per chunk (fp32)", 2 * 4 * h * k),
+        Item("torch SSD: B and C repeated to every head, their chunked layouts, B·decay (fp32)",
+             5 * 4 * h * n),
+        Item("torch SSD: x·dt and its layout for the state einsum (fp32)", 2 * 4 * h * p),
+        Item("torch SSD: chunk states and the inter-chunk recurrence (fp32, H·P·N per chunk)",
+             2 * 4 * h * p * n / k),
+        Item("torch SSD: C·states (fp32)", 4 * h * p),
+        Item("gated RMSNorm: SiLU(z), gated input, grouped view, normalized (fp32), rstd",
+             4 * 4 * m.d_inner + (4 * m.d_inner if c < 4 else 0) + 4 * m.groups)
+        if m.gated_norm else
+        Item("gate: SiLU(z) and the fp32 SSM output", c * m.d_inner + 4 * m.d_inner),
         Item("out_proj input", c * m.d_inner),
     ]
 
@@ -119,36 +132,47 @@ def _hf_mamba1(m: Mamba1, c: int, fused: bool) -> list:
         # D, z and the chunk states x (fp32, 2·N per channel per 2048 positions)
         items.append(Item("selective scan: u, delta, z, output", 4 * c * e))
     else:
-        items.append(Item("torch scan: discretized A and B·x per state (fp32)", 2 * 4 * e * n))
-        items.append(Item("torch scan: the state after each position (fp32)", 4 * e * n))
+        # JambaMambaMixer.slow_forward: discretize, then a loop over positions whose every
+        # state (fp32) and its cast for the C·state product are kept
+        items += [
+            Item("torch scan: dt softplus (fp32), broadcast", 2 * 4 * e + c * e),
+            Item("torch scan: discretized A and B·x per state (fp32)", 2 * 4 * e * n),
+            Item("torch scan: the state after each position (fp32)", 4 * e * n),
+            Item("torch scan: each state cast for C·state", c * e * n if c < 4 else 0),
+            Item("gate: SiLU(z), gated output", 2 * c * e),
+        ]
     items.append(Item("out_proj input", c * e))
     return items
 
 
 def _hf_gdn(g: GatedDeltaNet, d: int, c: int, fused: bool) -> list:
     hk, hv, qk, v = g.key_heads, g.value_heads, g.qk_width, g.v_width
-    items = [Item("in_proj outputs (q, k, v, z, b, a)", c * (g.conv_dim + v + 2 * hv)),
-             Item("beta = sigmoid(b), decay softplus (fp32)", c * hv + 3 * 4 * hv)]
+    k, dk, dv = GDN_CHUNK, g.key_dim, g.value_dim
+    items = [Item("conv input: q, k, v concatenated", c * g.conv_dim),
+             Item("conv1d output (q, k, v)", c * g.conv_dim),
+             Item("beta = sigmoid(b); decay: a + dt_bias, softplus (fp32)", 4 * 4 * hv)]
     if fused:
         items += [
-            Item("causal_conv1d output (q, k, v)", c * g.conv_dim),
             Item("fla: l2-normalized q, k and their rstd", c * 2 * qk + 2 * 4 * hk),
-            Item("fla: gate cumsum g (fp32)", 4 * hv),
-            Item(f"fla: WY matrix A ({GDN_CHUNK} per value head)", c * hv * GDN_CHUNK),
+            Item("fla: gate cumsum g (fp32) and beta", (4 + c) * hv),
+            Item(f"fla: WY matrix A ({k} per value head)", c * hv * k),
         ]
     else:
-        chunk = GDN_CHUNK
         items += [
-            Item("conv1d output and SiLU", 2 * c * g.conv_dim),
-            Item("torch rule: q, k repeated to value heads, v, l2norm (fp32)",
-                 4 * (3 * 2 * hv * g.key_dim + v)),
-            Item("torch rule: pairwise decay, UT system, intra-chunk attention (fp32)",
-                 3 * 4 * hv * chunk),
-            Item("torch rule: solved values and decayed keys (fp32)", 4 * (v + hv * g.key_dim)),
-            Item("torch rule: recurrent state per chunk (fp32)",
-                 4 * hv * g.key_dim * g.value_dim / chunk),
+            Item("torch rule: q, k repeated to the value heads, l2-normalized (fp32), rstd",
+                 2 * (4 * hv * dk + 4 * hv)),
+            Item("torch rule: padded v and k·beta, beta (fp32)", 4 * (hv * dv + hv * dk + hv)),
+            # (an fp32 model keeps two more of each: its reshapes are copies, not views)
+            Item("torch rule: chunked k·beta, k, q for the matmuls (fp32)",
+                 (4 if c == 4 else 2) * 4 * hv * dk),
+            Item(f"torch rule: pairwise decay, UT system, intra-chunk attention, their "
+                 f"solves ({k} per head, fp32)", (8 if c == 4 else 6) * 4 * hv * k),
+            Item(f"torch rule: recurrent states and chunk slices (fp32, per {k}-token chunk)",
+                 4 * 4 * hv * dk * dv / k),
+            Item("torch rule: output (fp32)", 4 * v),
         ]
-    items += [Item("gated RMSNorm: input, fp32 copy, gate", c * v + 2 * 4 * v),
+    items += [Item("gated RMSNorm: fp32 input, z and SiLU(z); normalized, product; rstd",
+                   3 * 4 * v + 2 * c * v + 4 * hv),
               Item("out_proj input", c * v)]
     return items
 

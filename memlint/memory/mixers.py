@@ -43,6 +43,7 @@ class Mamba2:
     proj_bias: bool = False      # in_proj (and out_proj unless out_bias says otherwise)
     out_bias: bool = False
     gated_norm: bool = True      # RMSNormGated over d_inner (FalconH1: mamba_rms_norm)
+    chunk: int = 256             # the SSD chunk length (chunk_size / mamba_chunk_size)
 
     @property
     def conv_dim(self) -> int:

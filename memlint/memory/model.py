@@ -74,6 +74,8 @@ class Model:
             # the vocabulary as the framework builds it for this run's tp (memlint/facts/vocab.py)
             self.arch = self.context.require("architecture")
         except ConfigError as exc:
+            if exc.severity == "warning":  # a model type memlint does not count (model_types.py)
+                raise UnsupportedModel(f"model.{exc.key}", str(exc)) from None
             raise EstimateError(f"model.{exc.key}", str(exc)) from None
         self.counts: ParamCounts = self.context.require("counts")
         self.dt = self.context.require("dtypes")

@@ -25,9 +25,12 @@ follow from that definition:
   i >= first_k_dense_replace and i % moe_layer_freq == 0; transformers' native classes ignore
   `moe_layer_freq`. Every published config has 1, where both agree; memlint follows DeepSeek.
 
-An unknown `model_type` is read through the generic llama-style keys (plus the aliases `n_embd`,
-`n_layer`, `n_head`, MoE and MLA keys when present); the caller should warn that the count is an
-estimate. Anything unusable raises `ConfigError(key, message)`, never another exception type.
+A `model_type` memlint does not know raises `UnknownModelType` (a ConfigError whose severity is
+"warning": no estimate), unless memory/model_types.py lists it as approximated through the generic
+llama-style keys (the caller warns that the count is approximate) or its `architectures` names a
+transformers class memlint counts. A config without a model_type is read through the generic
+keys (plus the aliases `n_embd`, `n_layer`, `n_head`, MoE and MLA keys when present). Anything
+unusable raises `ConfigError(key, message)`, never another exception type.
 
 Where components live: q/k norms and the MLA latent norms are counted in `attention` (they sit in
 the attention module); Qwen2-MoE's `shared_expert_gate` is counted in `shared_experts`.
@@ -43,6 +46,8 @@ from memlint.memory.architecture import (FRAMEWORK_MODEL_TYPES, KNOWN_MODEL_TYPE
                                          Vision, mlp_params)
 from memlint.memory.config_reader import (MAX_CONFIG_INT, MAX_CONFIG_NUMBER, ConfigReader,
                                           model_type_of)
+from memlint.memory.layout_arch import LAYOUT_MODEL_TYPES, layout_architecture, layout_counts
+from memlint.memory.model_types import counted_as
 from memlint.memory.text_model import text_architecture
 from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, text_reader, vlm_tied
 from memlint.records import replace
@@ -87,6 +92,10 @@ def architecture(config: Mapping) -> Architecture:
 
 def _architecture(config: Mapping) -> Architecture:
     model_type = model_type_of(config)
+    if model_type in LAYOUT_MODEL_TYPES:
+        return layout_architecture(config, model_type)
+    # raises UnknownModelType for a model type memlint does not count (memory/model_types.py)
+    family, exact = counted_as(config, model_type)
     if model_type == "llava":
         return llava_architecture(config)
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
@@ -100,7 +109,8 @@ def _architecture(config: Mapping) -> Architecture:
         text_type = model_type_of(config["text_config"], "text_config") or model_type
         arch = text_architecture(text, text_type, tied=vlm_tied(config, text))
         return replace(arch, model_type=model_type, known=False)
-    return text_architecture(ConfigReader(config, model_type), model_type)
+    arch = text_architecture(ConfigReader(config, family), family)
+    return arch if exact else replace(arch, model_type=model_type, known=False)
 
 
 def _attention_params(arch: Architecture) -> int:
@@ -135,6 +145,8 @@ def _attention_params(arch: Architecture) -> int:
 
 def count_params(arch: Architecture) -> ParamCounts:
     """Exact counts by component (see the module docstring for what "exact" means)."""
+    if arch.layout is not None:
+        return layout_counts(arch)
     d = arch.hidden
     per_norm = 2 * d if arch.norm == "layernorm" else d
     attention = _attention_params(arch)

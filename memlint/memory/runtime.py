@@ -4,7 +4,6 @@ Engine's code per GPU generation).
 """
 from __future__ import annotations
 
-import math
 import re
 
 from memlint.memory.model import Model
@@ -95,13 +94,11 @@ def workspace_terms(model: Model) -> list:
     - Transformer Engine's GEMM workspace (transformer_engine/pytorch/module/base.py
       `get_cublas_workspace_size_bytes`: 32 MiB + 256 B from sm90, 4 MiB before), and for
       grouped GEMMs (MoE experts) one per cuBLAS stream (`get_num_cublas_streams()` = 4).
-    - Megatron's local (non-TE) attention keeps its baddbmm input in the global memory buffer
-      ("mpu", B · heads/tp · T² in the compute dtype; megatron/core/transformer/
-      dot_product_attention.py, megatron/core/utils.py GlobalMemoryBuffer).
+    Megatron's global memory buffer is a stage's own (memory/global_buffer.py).
     """
     if model.scenario.hardware.device == "cpu" or not model.assume["buffers.enabled"]:
         return []
-    tr, arch, topo = model.tr, model.arch, model.topo
+    arch = model.arch
     cc = compute_capability(model.scenario.hardware.gpu)
     if cc is None:
         return []  # ROCm: hipBLAS/hipBLASLt sizes are not modelled
@@ -130,15 +127,6 @@ def workspace_terms(model: Model) -> list:
                           {"bytes_each": one, "count": count},
                           "transformer_engine/pytorch/module/base.py get_workspace, "
                           "get_multi_stream_cublas_workspace"))
-    if local and tr.attention == "eager":
-        heads = math.ceil(arch.heads / topo.tp)
-        seq = model.seq_local
-        value = model.dt.compute * tr.micro_batch * heads * seq * seq
-        terms.append(Term("buffers.attention_matmul_buffer", "buffers", value,
-                          f"{model.dt.compute} B × B {tr.micro_batch} × heads/tp {heads} × "
-                          f"T² {seq}²", {"batch": tr.micro_batch, "heads": heads, "seq": seq},
-                          "megatron/core/transformer/dot_product_attention.py (global memory "
-                          "buffer 'mpu')"))
     return terms
 
 

@@ -13,6 +13,7 @@ from memlint.memory import activations_eager as eager
 from memlint.memory import moe_balance, offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms)
+from memlint.memory.layout_activations import plan_layer_items
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
 from memlint.memory.softmax import softmax_bytes
@@ -229,7 +230,8 @@ def stage_inflight(model: Model, plan: StagePlan) -> float:
 
 
 def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
-    """Average bytes per token per layer of this stage (dense and MoE layers differ)."""
+    """Average bytes per token per layer of this stage (dense and MoE layers differ; a per-layer
+    plan, memory/layout_activations.py, gives each kind of layer its own items)."""
     arch, tr, par, topo = model.arch, model.tr, model.par, model.topo
     seq_local = model.seq_local
     total = 0.0
@@ -238,12 +240,17 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
     # run (torchtitan) has TP/SP-sharded activations, which the fused model describes.
     eager_modules = model.conv.eager_modules
     cache: dict = {}
+    layout = arch.layout
     for index in plan.layers:
         moe_layer = bool(arch.moe is not None and index < len(arch.moe_layers)
                          and arch.moe_layers[index])
         first = plan.first and index == plan.layers[0]
-        key = (moe_layer, first and eager_modules)
-        if key not in cache:
+        kind = layout.layers[index] if layout is not None else None
+        key = (moe_layer, first and eager_modules, kind and (kind.mixer, kind.ffn.kind,
+                                                             kind.attention is not None,
+                                                             kind.stack))
+
+        def uniform(moe_layer, first=first):
             sh = act.shapes(arch, moe_layer)
             if model.op_sac and not moe_layer:
                 items = act.op_sac_items(sh, model.dt.compute, topo.tp)
@@ -258,9 +265,15 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
                     gemm=1 if tr.precision == "fp8" else None, etp=topo.etp,
                     softmax_bytes=softmax_bytes(model, seq_local, arch.heads, flash),
                     modules=recompute_modules(model), moe_layer=moe_layer,
-                    separate_norm1=arch.mla is not None or model.conv.local_spec)
+                    separate_norm1=arch.mla is not None or model.conv.local_spec,
+                    moe_dispatch=model.conv.moe_dispatch)
                 if model.lora:
                     items = items + lora_activation_items(model, sh)
+            return items
+
+        if key not in cache:
+            items = uniform(moe_layer) if kind is None else plan_layer_items(
+                model, kind, uniform, eager_modules)
             imbalance = float(model.assume.get("moe.routing_imbalance", 1.0))
             if moe_layer and moe_balance.applies(topo.ep, imbalance):
                 # the busiest expert-parallel rank (memory/moe_balance.py)

@@ -126,7 +126,8 @@ def _megatron(r: ConfigReader) -> Layout:
                          lm_head=(0 if tied else vocab * d) + lm_bias, final_norm=2 * per_norm,
                          layers=tuple(x.params for x in layers))
     return Layout(model_type="megatron_t5", hidden=d, vocab=vocab, tied=tied,
-                  layers=tuple(layers), counts=counts)
+                  layers=tuple(layers), counts=counts,
+                  decoder_seq=r.int("decoder_seq_length", default=0))
 
 
 def _check(r: ConfigReader, n: int) -> None:

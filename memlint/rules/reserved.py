@@ -236,16 +236,21 @@ class UnknownModelType(Reserved):
     """The model's architecture is not one memlint can count exactly.
 
     What it checks:
-        The `model_type` and the keys the parameter counter needs (hidden size, layers, heads,
-        intermediate size, vocabulary, experts).
+        The `model_type`: one memlint does not know gets no estimate (never another family's
+        count); a few families it approximates through the generic keys (memlint/memory/
+        model_types.py names what each count leaves out), and a custom type whose
+        `architectures` names a transformers class memlint counts is read as that class; the
+        adapters say the same of Megatron models memlint does not count.
 
     Why it matters:
-        A guessed architecture can be off by the whole MoE expert count: Mixtral-8x7B has 47B
-        parameters, a dense reading of its config gives 7B.
+        A guessed architecture can be off by the whole MoE expert count, or by a hybrid's Mamba
+        layers: Mixtral-8x7B has 47B parameters, a dense reading of its config gives 7B;
+        Nemotron-H-8B has 8.1B, a dense reading 17.0B; Llama-3.3-Nemotron-Super-49B (NAS
+        blocks) read as llama gives 88B.
 
     How to fix:
-        Give the counts with `model.total_params` / `model.expert_params`, or the missing
-        `model.<hf_key>` values.
+        Give the counts with `model.total_params` / `model.expert_params`, or a model_type
+        memlint counts with the `model.<hf_key>` values.
 
     Example:
         Bad (memlint.toml):

@@ -128,6 +128,7 @@ SAMPLES = {
     "env.CUBLAS_WORKSPACE_CONFIG": ":4096:8", "env.CUBLASLT_WORKSPACE_SIZE": "1024",
     "gpt_neox.config": "neox.yml", "accelerate.fsdp_version": "2",
     "fsdp.allgather_dtype_bytes": "1",
+    "megatron.moe-token-dispatcher-type": "alltoall", "megatron.moe-router-dtype": "fp32",
 }
 
 

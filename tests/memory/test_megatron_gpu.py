@@ -78,12 +78,14 @@ def test_workspace_terms_te_and_local():
     # CUBLAS_WORKSPACE_CONFIG :4096:8 (ENV_VARS) = 32 MiB, forward + autograd threads
     assert last.term("buffers.cublas_workspace").bytes == 2 * 4096 * 1024 * 8
     assert last.term("buffers.te_workspace").bytes == 32 * MiB + 256
-    assert last.term("buffers.attention_matmul_buffer") is None
+    assert last.term("buffers.global_memory_buffer") is None   # tp 1: nothing gathered
     _, local = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
     last = local.stages[-1]
     assert last.term("buffers.te_workspace") is None
     # bf16 × B 4 × 8 heads × 1024² (dot_product_attention.py, global memory buffer "mpu")
-    assert last.term("buffers.attention_matmul_buffer").bytes == 2 * 4 * 8 * 1024 * 1024
+    buffer = last.term("buffers.global_memory_buffer")
+    assert buffer.bytes == 2 * 4 * 8 * 1024 * 1024
+    assert buffer.inputs == {"attention baddbmm input": 2 * 4 * 8 * 1024 * 1024}
     assert last.term("buffers.cublaslt_workspace").bytes == 2 * 1024 * 1024  # biased linears
     for stage in local.stages:   # in every phase, they never go away
         for phase in stage.phases:
@@ -201,12 +203,17 @@ def test_env_vars_recorded_from_yaml():
 # -- models memlint does not count: a warning, never ML004 -----------------------------------
 
 @pytest.mark.parametrize("text", [
-    "--encoder-num-layers 12 --decoder-num-layers 12 --hidden-size 768 "
-    "--num-attention-heads 12\n",
+    # a hybrid layer memlint does not count (G: GatedDeltaNet)
     "--num-layers 8 --hidden-size 512 --num-attention-heads 8 "
-    "--hybrid-layer-pattern M-M*-M-M-\n",
+    "--hybrid-layer-pattern M-G*-M-M-\n",
+    # MTP layers after '/'
+    "--hidden-size 512 --num-attention-heads 8 --hybrid-layer-pattern M-M*/M-/M-\n",
+    # a hybrid script without a pattern (the deprecated ratio flags)
     "#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_mamba.py --num-layers 8 "
     "--hidden-size 512 --num-attention-heads 8\n",
+    # T5 with pipeline parallelism: examples/t5/pretrain_t5.py raises ValueError
+    "--encoder-num-layers 12 --decoder-num-layers 12 --hidden-size 768 "
+    "--num-attention-heads 12 --pipeline-model-parallel-size 2\n",
 ])
 def test_unsupported_architectures_warn(text):
     from memlint.memory.estimate import EstimateError, UnsupportedModel
@@ -223,16 +230,41 @@ def test_unsupported_architectures_warn(text):
     assert isinstance(caught.value, EstimateError) and caught.value.severity == "warning"
 
 
-def test_unsupported_architecture_cli_is_not_an_error(tmp_path, capsys):
-    from memlint.cli import main
+@pytest.mark.parametrize("text, kind, layers", [
+    ("--encoder-num-layers 12 --decoder-num-layers 12 --hidden-size 768 "
+     "--num-attention-heads 12 --encoder-seq-length 512 --decoder-seq-length 128 "
+     "--max-position-embeddings 512 --micro-batch-size 4\n", "megatron_t5", 24),
+    ("--hidden-size 512 --num-attention-heads 8 --seq-length 1024 --micro-batch-size 2 "
+     "--hybrid-layer-pattern M-M*-M-M-\n", "megatron_hybrid", 9),
+    ("--hidden-size 512 --num-attention-heads 8 --seq-length 1024 --micro-batch-size 2 "
+     "--hybrid-override-pattern M-M*-M-M-\n", "megatron_hybrid", 9),
+])
+def test_t5_and_hybrids_are_estimated(text, kind, layers):
+    partial = M.load("run.txt", text)
+    assert not [d for d in partial.diagnostics if d.code == "ML008"]
+    assert partial.settings["model.model_type"].value == kind
+    scenario, _ = build([partial, overrides_partial(["world_size=8"])])
+    result = estimate(scenario)
+    assert result.context.architecture.layers == layers
+    assert result.stages[-1].allocated_bytes > 0
 
-    config = tmp_path / "t5.txt"
-    config.write_text("--hidden-size 768\n--encoder-num-layers 12\n--decoder-num-layers 12\n"
-                      "--num-attention-heads 12\n--micro-batch-size 4\n--seq-length 512\n")
-    code = main(["check", str(config), "--format", "json", "--set", "world_size=8",
-                 "--allow-outside-root"])
-    out = capsys.readouterr().out
-    assert code == 0 and "ML004" not in out and "no estimate for this architecture" in out
+
+def test_t5_reads_both_sequence_lengths_and_the_extra_ids():
+    partial = M.load("run.txt", "--encoder-num-layers 12 --decoder-num-layers 12 "
+                     "--hidden-size 768 --num-attention-heads 12 --encoder-seq-length 512 "
+                     "--decoder-seq-length 128 --tokenizer-type BertWordPieceCase\n")
+    values = {k: v.value for k, v in partial.settings.items()}
+    assert values["seq_len"] == 512 and values["model.decoder_seq_length"] == 128
+    # BERT cased WordPiece (28,996) + the 100 <extra_id_i> tokens build_tokenizer.py adds
+    assert values["model.vocab_size"] == 29096
+
+
+def test_hybrid_pipe_segments_give_the_virtual_stages():
+    partial = M.load("run.txt", "--hidden-size 1024 --num-attention-heads 16 "
+                     "--pipeline-model-parallel-size 2 "
+                     "--hybrid-layer-pattern M-M-M-M*-M-|M-M-M*-M-M-|M-M*-M-M-M-|M*-M-M-M-M-\n")
+    assert partial.settings["vpp"].value == 2
+    assert partial.extra["megatron.pipeline-layout-stages"].value == ["t" * 11] * 4
 
 
 # -- logits: fused cross entropy, deferred embedding wgrad, MTP heads ------------------------

@@ -12,10 +12,12 @@ import re
 from memlint.adapters.megatron import entry
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import FLAG_BY_NAME
+from memlint.adapters.megatron.hybrid_t5 import beyond_gpt, hybrid_pattern, is_t5
 from memlint.adapters.megatron.model import model
 from memlint.adapters.megatron.readers import describe
 from memlint.adapters.megatron.training import batch, memory_flags, pipeline, precision
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
+from memlint.facts import hybrid_pattern as hp
 from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
 from memlint.ir import NO_ESTIMATE, Provenance
 from memlint.records import replace
@@ -40,6 +42,8 @@ def run(it: Interp) -> None:
     precision(it)
     memory_flags(it)
     checkpoints(it)
+    if "megatron.unsupported-architecture" not in it.partial.extra:
+        beyond_gpt(it)
 
 
 def checkpoints(it: Interp) -> None:
@@ -84,24 +88,31 @@ def not_training(it: Interp) -> None:
 
 
 def unsupported_architecture(it: Interp) -> None:
-    """Models whose memory memlint does not count yet: a warning and no estimate, never an
-    invalid-config error and never a silent dense GPT (T5: pretrain_t5.py with
-    --encoder-num-layers/--decoder-num-layers; Mamba hybrids: --hybrid-layer-pattern,
-    --hybrid-override-pattern, pretrain_hybrid.py / pretrain_mamba.py)."""
+    """Models whose memory memlint does not count: a warning and no estimate, never an
+    invalid-config error and never a silent dense GPT. Hybrids and T5 are counted
+    (adapters/megatron/hybrid_t5.py) except: hybrid layer symbols other than M * - E (G Gated
+    DeltaNet, D DSA, + MLA), MTP layers in the pattern ('/'), a hybrid script or
+    `--is-hybrid-model` without a pattern (the deprecated ratio flags), and T5 with pp > 1
+    (examples/t5/pretrain_t5.py raises "Pipeline parallelism is not supported for T5.")."""
     entry = it.partial.extra.get("megatron.entry-script")
     script = str(entry.value) if entry is not None else ""
     reason, flag = None, None
-    for name in ("--hybrid-layer-pattern", "--hybrid-override-pattern", "--is-hybrid-model"):
-        if it.on(name):
-            reason, flag = "a Mamba hybrid (" + name + ")", name
-            break
-    if reason is None and re.search(r"pretrain_(hybrid|mamba)\.py$", script):
-        reason = f"a Mamba hybrid ({os.path.basename(script)})"
-    if reason is None and (re.search(r"pretrain_t5\.py$", script) or (
-            it.on("--encoder-num-layers") and it.on("--decoder-num-layers")
-            and not re.search(r"pretrain_vlm\.py$", script))):
-        flag = "--encoder-num-layers" if it.on("--encoder-num-layers") else None
-        reason = "a T5 encoder-decoder (--encoder-num-layers / --decoder-num-layers)"
+    pattern, pattern_flag = hybrid_pattern(it)
+    if pattern is not None:
+        odd = hp.uncounted(pattern)
+        if odd:
+            reason, flag = (f"a hybrid with {', '.join(repr(c) for c in odd)} layers "
+                            f"({pattern_flag})"), pattern_flag
+        elif "/" in pattern:
+            reason, flag = f"a hybrid with MTP layers ({pattern_flag} after '/')", pattern_flag
+    elif it.on("--is-hybrid-model") or re.search(r"pretrain_(hybrid|mamba)\.py$", script):
+        flag = "--is-hybrid-model" if it.on("--is-hybrid-model") else None
+        reason = (f"a Mamba hybrid without --hybrid-layer-pattern "
+                  f"({flag or os.path.basename(script)})")
+    elif is_t5(it) and (it.value("--pipeline-model-parallel-size", 1) or 1) > 1:
+        flag = "--pipeline-model-parallel-size"
+        reason = ("T5 with pipeline parallelism (examples/t5/pretrain_t5.py raises "
+                  "\"Pipeline parallelism is not supported for T5.\")")
     if reason is None:
         return
     prov = it.prov(flag) if flag else (entry.prov if entry is not None else

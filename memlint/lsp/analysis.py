@@ -1,0 +1,308 @@
+"""What the language server knows about one document, without the protocol (testable alone).
+
+`analyze(path, buffers)` checks the file as `memlint check PATH` does (run discovery: the
+memlint.toml above it, [tool.memlint] runs, the files its run names), reading every open editor
+buffer instead of the file on disk (loaders.use_buffers). The result keeps the runs' parsed files,
+so a hover re-estimates with one value changed (`--set key=value` over the same partials) without
+reading or parsing anything again.
+
+- `hover(analysis, line, column)`: for the setting under the cursor, what it does to memory:
+  the peak now, and at the neighbour values (half and double a size or degree, the other ZeRO
+  stages, the other recompute / offload choices).
+- `actions(analysis, text, line)`: code actions for the diagnostics on a line: the ML003
+  did-you-mean rename, and "suppress this finding" (a `# memlint: disable-next-line=` comment
+  above the line, or the top-level `"memlint": {"disable": [...]}` key of a JSON file).
+
+Lines and columns here are memlint's: 1-based. memlint/lsp/server.py converts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from memlint import loaders
+from memlint.api import Options, lint_config, run_pipeline, validate
+from memlint.diagnostics import Severity
+from memlint.rules import registry
+from memlint.runs import Planner
+
+GiB = 1024**3
+
+# Settings whose neighbour values a hover shows, and how to find them.
+DOUBLING = ("micro_batch", "seq_len", "tp", "pp", "cp", "ep", "world_size", "grad_accum")
+CHOICES = {"recompute": ("none", "selective", "full"), "offload_optimizer": ("none", "cpu"),
+           "offload_params": ("none", "cpu"), "zero": (0, 1, 2, 3)}
+FLAGS = ("offload_activations", "sp", "fp8_params")
+
+
+@dataclass
+class RunState:
+    """One run the document belongs to: its parsed files and what the check found."""
+
+    run: object
+    diagnostics: list
+    estimate: object
+
+
+@dataclass
+class Analysis:
+    path: str
+    options: Options
+    runs: list = field(default_factory=list)
+    diagnostics: list = field(default_factory=list)   # of this document only
+    error: str = ""                                    # memlint could not check it (why)
+
+    @property
+    def estimate(self):
+        return next((r.estimate for r in self.runs if r.estimate is not None), None)
+
+
+def _clear_caches() -> None:
+    """What one check caches about the file system (configs above a file, repository roots)."""
+    # start-up: these modules are loaded by the check anyway; imported here for their caches
+    from memlint import config
+    from memlint.adapters import registry as adapters
+
+    config.find_pyproject.cache_clear()
+    loaders._root_of.cache_clear()
+    adapters._real_folder.cache_clear()
+
+
+def analyze(path: str, buffers: dict, options: Options = None) -> Analysis:
+    """Check `path` (and every run it belongs to) with the editor's buffers."""
+    options = options or Options()
+    path = os.path.abspath(path)
+    result = Analysis(path, options)
+    previous = loaders.use_buffers(buffers)
+    try:
+        _clear_caches()
+        reg = registry()
+        planner = Planner(options.max_bytes, options.allow_outside_root,
+                          config_of=lambda p: lint_config(options, p))
+        seen = set()
+        for run in planner.plan([path]):
+            validate(run.config, reg)
+            found, estimate = run_pipeline(run, options, reg)
+            result.runs.append(RunState(run, found, estimate))
+            for d in found:
+                identity = (d.code, d.message, d.line, d.column)
+                if d.path and os.path.abspath(d.path) == path and identity not in seen:
+                    seen.add(identity)
+                    result.diagnostics.append(d)
+    except Exception as exc:  # noqa: BLE001 - the editor gets one message, never a crash
+        result.error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
+            path) else str(exc)
+    finally:
+        loaders.use_buffers(previous)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Hover
+
+
+def setting_at(analysis: Analysis, line: int, column: int):
+    """(scenario key, Setting) the document sets on `line` nearest before `column`, or None."""
+    best = None
+    for state in analysis.runs:
+        for partial in state.run.partials:
+            if not partial.source or os.path.abspath(partial.source) != analysis.path:
+                continue
+            for key, setting in partial.settings.items():
+                prov = setting.prov
+                if prov.line != line:
+                    continue
+                start = prov.column or 1
+                if best is None or (start <= column and start > (best[1].prov.column or 1)):
+                    best = (key, setting)
+    return best
+
+
+def neighbours(key: str, value) -> list:
+    """The values a hover compares with (never the value itself)."""
+    if key in CHOICES:
+        options = CHOICES[key]
+        return [o for o in options if str(o) != str(value).lower()]
+    if key in FLAGS:
+        return [not _truthy(value)]
+    if key in DOUBLING:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            return []
+        out = [number // 2] if number >= 2 else []
+        return out + [number * 2]
+    return []
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
+def _scalar(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def peak(estimate) -> tuple:
+    """(stage, bytes) of the stage that peaks highest."""
+    stage = max(estimate.stages, key=lambda s: s.total_bytes)
+    return stage.stage, stage.total_bytes
+
+
+def _estimate_with(analysis: Analysis, state: RunState, key: str, value):
+    options = replace(analysis.options, assignments=tuple(analysis.options.assignments)
+                      + (f"{key}={_scalar(value)}",))
+    _found, estimate = run_pipeline(state.run, options, registry())
+    return estimate
+
+
+def _gib(value: int) -> str:
+    return f"{value / GiB:.1f} GiB"
+
+
+def hover(analysis: Analysis, line: int, column: int):
+    """Markdown for the setting under the cursor, or None where there is nothing to say."""
+    found = setting_at(analysis, line, column)
+    if found is None:
+        return None
+    key, setting = found
+    state = next((s for s in analysis.runs if s.estimate is not None), None)
+    title = f"**{key} = {_scalar(setting.value)}**"
+    if state is None:
+        why = next((d.message for s in analysis.runs for d in s.diagnostics
+                    if d.data.get("no_estimate")), "no memory estimate for this run")
+        return f"{title}\n\n{why}"
+    estimate = state.estimate
+    stage, now = peak(estimate)
+    capacity = estimate.capacity_bytes
+    rows = [f"{title}: stage {stage} peaks at {_gib(now)} of {_gib(capacity)} "
+            f"({estimate.gpu_name})"]
+    table = []
+    for value in neighbours(key, setting.value):
+        other = _estimate_with(analysis, state, key, value)
+        if other is None:
+            continue
+        other_stage, bytes_ = peak(other)
+        verdict = "fits" if bytes_ <= other.capacity_bytes else "does not fit"
+        table.append(f"| {_scalar(value)} | stage {other_stage} | {_gib(bytes_)} | {verdict} |")
+    if table:
+        rows += ["", f"| {key} | peak at | GiB | |", "|---|---|---|---|",
+                 f"| {_scalar(setting.value)} (now) | stage {stage} | {_gib(now)} | "
+                 f"{'fits' if now <= capacity else 'does not fit'} |"] + table
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Code actions
+
+_DID_YOU_MEAN = re.compile(r"did you mean '([^']+)'\?")
+
+
+@dataclass
+class Edit:
+    """Replace the text between two 1-based (line, column) positions (end exclusive)."""
+
+    start: tuple
+    end: tuple
+    text: str
+
+
+@dataclass
+class Action:
+    title: str
+    diagnostic: object
+    edits: list
+    preferred: bool = False
+
+
+def _rename(d, lines: list):
+    suggestion = d.data.get("suggestion") or (_DID_YOU_MEAN.search(d.message) or [None, None])[1]
+    if d.code != "ML003" or not suggestion or not d.line or d.line > len(lines):
+        return None
+    wrong = (d.key or "").rsplit(".", 1)[-1]
+    right = suggestion.rsplit(".", 1)[-1] if not suggestion.startswith("-") else suggestion
+    text = lines[d.line - 1]
+    if not wrong or wrong == right:
+        return None
+    starts = [m.start() for m in re.finditer(re.escape(wrong), text)]
+    if not starts:
+        return None
+    at = min(starts, key=lambda s: abs(s + 1 - (d.column or 1)))
+    edit = Edit((d.line, at + 1), (d.line, at + 1 + len(wrong)), right)
+    return Action(f"Rename {wrong} to {right}", d, [edit], preferred=True)
+
+
+def _json(path: str, text: str) -> bool:
+    return path.lower().endswith((".json", ".hjson")) or text.lstrip().startswith("{")
+
+
+def _suppress_json(d, text: str):
+    """Add the code to the top-level "memlint": {"disable": [...]} key (made if missing)."""
+    code = json.dumps(d.code)
+    match = loaders._JSON_DIRECTIVE.search(text)
+    lines = text.splitlines()
+    if match:
+        inside = match.group(1).strip()
+        if d.code.lower() in {n.strip().strip('"').lower() for n in inside.split(",")}:
+            return None
+        before = text[:match.end(1)]
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        new = (", " if inside else "") + code
+        return Edit((line, column), (line, column), new)
+    brace = text.find("{")
+    if brace < 0:
+        return None
+    before = text[:brace + 1]
+    line = before.count("\n") + 1
+    column = len(before) - (before.rfind("\n") + 1) + 1
+    following = lines[line] if line < len(lines) else ""
+    indent = re.match(r"\s*", following).group(0) or "  "
+    return Edit((line, column), (line, column),
+                f'\n{indent}"memlint": {{"disable": [{code}]}},')
+
+
+def _suppress_comment(d, lines: list):
+    if not d.line or d.line > len(lines):
+        return None
+    indent = re.match(r"\s*", lines[d.line - 1]).group(0)
+    return Edit((d.line, 1), (d.line, 1), f"{indent}# memlint: disable-next-line={d.code}\n")
+
+
+def _continued_command_start(lines: list, line: int) -> int:
+    """The first line of the shell command that `line` belongs to (backslash continuations)."""
+    while line > 1 and lines[line - 2].rstrip().endswith("\\"):
+        line -= 1
+    return line
+
+
+def actions(analysis: Analysis, text: str, first: int, last: int) -> list:
+    """Code actions for this document's diagnostics on lines first..last."""
+    lines = text.splitlines()
+    out = []
+    for d in analysis.diagnostics:
+        if not d.line or not first <= d.line <= last:
+            continue
+        rename = _rename(d, lines)
+        if rename:
+            out.append(rename)
+        if _json(analysis.path, text):
+            edit = _suppress_json(d, text)
+        elif analysis.path.endswith((".sh", ".bash", ".slurm", ".sbatch")):
+            start = _continued_command_start(lines, d.line)
+            edit = _suppress_comment(replace(d, line=start), lines)
+        else:
+            edit = _suppress_comment(d, lines)
+        if edit is not None:
+            scope = "in this file" if _json(analysis.path, text) else "on this line"
+            out.append(Action(f"Suppress {d.code} {d.rule} {scope}", d, [edit]))
+    return out
+
+
+def severity_of(d) -> int:
+    """LSP DiagnosticSeverity: 1 error, 2 warning, 3 information."""
+    return {Severity.ERROR: 1, Severity.WARNING: 2}.get(d.severity, 3)

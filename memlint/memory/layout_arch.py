@@ -1,0 +1,82 @@
+"""Models with a per-layer plan (hybrids, linear attention, T5: memory/hybrid_model.py,
+t5_model.py, megatron_hybrid.py) as an `Architecture`: the summary fields the rest of the memory
+model reads (width, the attention of the attention layers, the dense MLP, MoE, vocabulary) plus
+the `Layout` itself, and their exact counts for the vocabulary the framework builds.
+"""
+from __future__ import annotations
+
+from memlint.memory.architecture import Architecture, MoE, ParamCounts
+from memlint.memory.hybrid_model import HYBRID_MODEL_TYPES, Layout, hybrid_layout
+from memlint.memory.megatron_hybrid import megatron_hybrid_layout
+from memlint.memory.t5_model import T5_MODEL_TYPES, t5_layout
+from memlint.records import replace
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Mapping
+
+#: model types counted through a per-layer plan
+LAYOUT_MODEL_TYPES = HYBRID_MODEL_TYPES | T5_MODEL_TYPES | {"megatron_hybrid"}
+
+
+def layout_of(config: Mapping, model_type: str) -> Layout:
+    if model_type in T5_MODEL_TYPES:
+        return t5_layout(config, model_type)
+    if model_type == "megatron_hybrid":
+        return megatron_hybrid_layout(config)
+    return hybrid_layout(config, model_type)
+
+
+def layout_architecture(config: Mapping, model_type: str) -> Architecture:
+    layout = layout_of(config, model_type)
+    d = layout.hidden
+    attn = next((x.attention for x in layout.layers if x.attention is not None), None)
+    dense = next((x.ffn for x in layout.layers if x.ffn.kind == "dense"), None)
+    moe_ffn = next((x.ffn for x in layout.layers if x.ffn.kind == "moe"), None)
+    moe = None
+    if moe_ffn is not None:
+        moe = MoE(num_experts=moe_ffn.experts, top_k=moe_ffn.top_k, expert_ffn=moe_ffn.expert_ffn,
+                  shared_ffn=moe_ffn.shared_ffn, shared_gate=moe_ffn.shared_gate)
+    heads = attn.heads if attn else 1
+    ffn = (dense or moe_ffn)
+    r = config
+    norm = "layernorm" if str(r.get("norm", "")) == "layernorm" else "rmsnorm"
+    return Architecture(
+        model_type=layout.model_type, hidden=d, layers=len(layout.layers), heads=heads,
+        kv_heads=attn.kv_heads if attn else 1, head_dim=attn.head_dim if attn else d,
+        ffn=(ffn.ffn or ffn.expert_ffn) if ffn else 0, vocab=layout.vocab, tied=layout.tied,
+        gated_mlp=ffn.gated if ffn else True, norm=norm,
+        learned_positions=layout.counts.position_embedding // d,
+        attention_dropout=_prob(r, "attention_dropout", "dropout_rate"),
+        hidden_dropout=_prob(r, "hidden_dropout", "dropout_rate"),
+        embedding_dropout=_prob(r, "embedding_dropout", "dropout_rate"),
+        moe=moe, moe_layers=tuple(x.ffn.kind == "moe" for x in layout.layers),
+        qkv_bias=bool(attn and attn.bias), output_bias=bool(attn and attn.bias),
+        mlp_bias=bool(dense and dense.bias), qk_norm="head" if attn and attn.qk_norm else "",
+        layout=layout)
+
+
+def layout_counts(arch: Architecture) -> ParamCounts:
+    """The layout's counts with the vocabulary of `arch` (padded by the framework)."""
+    layout = arch.layout
+    counts = layout.counts
+    d = layout.hidden
+    embedding = counts.embedding - layout.vocab * d + arch.vocab * d
+    lm_head = counts.lm_head
+    if lm_head:
+        per_row = lm_head // layout.vocab
+        lm_head = per_row * arch.vocab
+    return replace(counts, embedding=embedding, lm_head=lm_head)
+
+
+def decoder_seq(arch: Architecture) -> int:
+    """The decoder's sequence length of an encoder-decoder (0: not one, or not given)."""
+    return arch.layout.decoder_seq if arch.layout is not None else 0
+
+
+def _prob(config: Mapping, *names: str) -> float:
+    for name in names:
+        value = config.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+            return float(value)
+    return 0.0
