@@ -60,25 +60,26 @@ CORE = {
     "memlint.rules", "memlint.rules.base", "memlint.rules._support", "memlint.rules.bounds",
     *(m for m in __import__("memlint.rules", fromlist=["BUILTIN_MODULES"]).BUILTIN_MODULES),
 }
-#: The model's architecture read from its config (no estimate: a config.json alone, a run whose
-#: world size nobody gave).
-ARCHITECTURE = {"memlint.memory.architecture", "memlint.memory.config_reader",
-                "memlint.memory.params", "memlint.memory.text_model", "memlint.memory.vlm_model",
-                "memlint.facts.vocab", "memlint.adapters.hf_config"}
-#: A check that estimates: the memory model (any module of it), the hardware catalogs and the
-#: reader of the model's config.json (a Hub id resolves to one).
-ESTIMATE = {"memlint.memory.", "memlint.facts.vocab", "memlint.catalog.nodes",
-            "memlint.catalog.hub", "memlint.hardware", "memlint.adapters.hf_config"}
-#: What each case needs beyond CORE and its adapters (by bench/speed.py's case name).
+#: The model's architecture read from its config, without an estimate (a config.json alone, a
+#: run whose world size nobody gave): what the parameter counter imports (the `stdlib` fixture
+#: adds it), and the reader of config.json files.
+ARCHITECTURE = {"memlint.adapters.hf_config", "memlint.facts.vocab"}
+COUNTER = "memlint.memory.params"
+#: A check that estimates: the memory model and the facts it reads (any module of them), the
+#: hardware catalogs and the reader of the model's config.json (a Hub id resolves to one).
+ESTIMATE = {"memlint.memory.", "memlint.facts.", "memlint.catalog.nodes", "memlint.catalog.hub",
+            "memlint.hardware", "memlint.adapters.hf_config"}
+#: What each case needs beyond CORE and its adapters (by bench/speed.py's case name): module
+#: names, or "architecture" / "estimate" for the groups above; a case not listed estimates.
 KIND = {
-    "DeepSpeed JSON": set(),
-    "torchtitan TOML": ARCHITECTURE | {"memlint.catalog.torchtitan"},
+    "DeepSpeed JSON": (),
+    "torchtitan TOML": ("architecture", "memlint.catalog.torchtitan"),
     # the registry is Python: read with ast (never executed)
-    "torchtitan config_registry.py": {"memlint.catalog.torchtitan", "ast", "_ast"},
-    "HF config.json": ARCHITECTURE,
-    "accelerate YAML": set(),
+    "torchtitan config_registry.py": ("memlint.catalog.torchtitan", "ast", "_ast"),
+    "HF config.json": ("architecture",),
+    "accelerate YAML": (),
     # the trainer reader reads TRL's own arguments with the TRL RL reader
-    "HF Trainer / TRL recipe": ESTIMATE | {"memlint.adapters.trl_rl"},
+    "HF Trainer / TRL recipe": ("estimate", "memlint.adapters.trl_rl"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"
          "print(repr(sorted(set(sys.modules) - before)))")
@@ -97,12 +98,14 @@ def loaded(code: str, cwd: str) -> set:
 
 @pytest.fixture(scope="module")
 def stdlib(tmp_path_factory) -> dict:
-    """What argparse, json and re load; and PyYAML and tomllib on top (YAML, TOML files)."""
+    """What argparse, json and re load; PyYAML and tomllib on top (YAML, TOML files); and the
+    architecture group: what the parameter counter imports."""
     cwd = str(tmp_path_factory.mktemp("stdlib"))
     base = loaded("import argparse, json, re", cwd) | STDLIB
     toml = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+    counter = {m for m in loaded(f"import {COUNTER}", cwd) if m.startswith("memlint.")}
     return {"": base, ".yaml": base | loaded("import yaml", cwd),
-            ".toml": base | loaded(f"import {toml}", cwd)}
+            ".toml": base | loaded(f"import {toml}", cwd), "architecture": ARCHITECTURE | counter}
 
 
 def adapters_for(name: str, cwd: str) -> set:
@@ -118,8 +121,12 @@ def allowed(module: str, names: set) -> bool:
     return module in names or any(n.endswith(".") and module.startswith(n) for n in names)
 
 
-def kind_of(case: str) -> set:
-    return KIND.get(case, ESTIMATE)
+def kind_of(case: str, stdlib: dict) -> set:
+    groups = {"architecture": stdlib["architecture"], "estimate": ESTIMATE}
+    out: set = set()
+    for item in KIND.get(case, ("estimate",)):
+        out |= groups.get(item, {item})
+    return out
 
 
 def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
@@ -132,7 +139,7 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     argv = ["check", checked, *extra]
     modules = loaded(f"from memlint.cli import main\nmain({argv!r})", str(tmp_path))
     suffix = os.path.splitext(checked)[1].replace(".yml", ".yaml")
-    names = (stdlib.get(suffix, stdlib[""]) | CORE | kind_of(case) | also
+    names = (stdlib.get(suffix, stdlib[""]) | CORE | kind_of(case, stdlib) | also
              | adapters_for(os.path.basename(checked), str(tmp_path)))
     never = modules & (NEVER - names)
     assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"
