@@ -77,6 +77,13 @@ def _check_arguments(parser) -> None:
     parser.add_argument("--require-estimate", action="store_true",
                         help="a file that gets no memory verdict is an error (CI), with the "
                         "reason the summary line gives")
+    parser.add_argument("--fix", action="store_true",
+                        help="apply the safe fixes (a mistyped key with one clear match, a "
+                        "deprecated DeepSpeed key with a documented replacement), then report "
+                        "what is left")
+    parser.add_argument("--diff", action="store_true",
+                        help="print the safe fixes as a unified diff instead of writing them "
+                        "(exit 1 when there is one)")
     parser.add_argument("--sarif-min-severity", choices=("error", "warning", "info"),
                         help="with --format sarif: leave out results below this severity "
                         "(default: warning, or --fail-on's level where it is lower)")
@@ -206,7 +213,13 @@ def cmd_check(args) -> int:
     from memlint.api import check_paths
     from memlint.report import Report
 
-    result = check_paths(list(args.paths), options_from(args))
+    options = options_from(args)
+    result = check_paths(list(args.paths), options)
+    if args.fix or args.diff:
+        fixed = _fix(args, options, result)
+        if args.diff or fixed is None:
+            return fixed if fixed is not None else 1
+        result = check_paths(list(args.paths), options)   # what is left after the fixes
     diagnostics, estimates = result.diagnostics, result.estimates
     _print_tracebacks(diagnostics, args)
     shown = args.format in _SUMMARY_IN_REPORT
@@ -229,6 +242,25 @@ def cmd_check(args) -> int:
         sys.stderr.write(f"memlint: internal error: {where}{one_line(internal.message)} (run "
                          "with --debug for the traceback)\n")
     return code
+
+
+def _fix(args, options, result):
+    """--diff: print the fixes and return the exit code (1: some); --fix: write them and return
+    0 to go on reporting what is left."""
+    # start-up: fixes load only for --fix / --diff
+    from memlint.commands import fix
+
+    changes = fix.plan(result.diagnostics, options)
+    if args.diff:
+        sys.stdout.write(fix.diffs(changes))
+        count = sum(len(kept) for *_rest, kept in changes)
+        sys.stderr.write(f"memlint: {count} fix(es) in {len(changes)} file(s) would be made "
+                         "(--fix makes them)\n")
+        return 1 if changes else 0
+    count = fix.write(changes, options.allow_outside_root)
+    if changes:
+        sys.stderr.write(f"memlint: fixed {count} finding(s) in {len(changes)} file(s)\n")
+    return 0
 
 
 def cmd_estimate(args) -> int:

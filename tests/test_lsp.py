@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("pygls")
 
 from lsp_client import Client  # noqa: E402
+from memlint.document import analyze  # noqa: E402
 from memlint.lsp import analysis as A  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -113,19 +114,19 @@ def test_without_the_extra_the_server_says_how_to_get_it(monkeypatch, capsys):
 
 def test_the_buffer_wins_over_the_file_on_disk(project):
     path = str(project / "ds_config.json")
-    saved = A.analyze(path, {})
+    saved = analyze(path, {})
     assert any(d.code == "ML003" for d in saved.diagnostics)
     fixed = BROKEN.replace("optimisation", "optimization")
-    edited = A.analyze(path, {path: fixed})
+    edited = analyze(path, {path: fixed})
     assert not any(d.code == "ML003" for d in edited.diagnostics)
     # an unsaved memlint.toml buffer is the run context too
-    bigger = A.analyze(path, {str(project / "memlint.toml"): RUN.replace("4096", "32768")})
+    bigger = analyze(path, {str(project / "memlint.toml"): RUN.replace("4096", "32768")})
     assert A.peak(bigger.estimate)[1] > A.peak(saved.estimate)[1]
     assert Path(path).read_text() == BROKEN   # nothing written
 
 
 def test_hover_shows_the_peak_at_the_neighbour_values(project):
-    found = A.analyze(str(project / "ds_config.json"), {})
+    found = analyze(str(project / "ds_config.json"), {})
     text = A.hover(found, 2, 4)
     assert text.splitlines()[0].startswith("**micro_batch = 4**: stage 0 peaks at ")
     assert "(now)" in text and "| 2 |" in text and "| 8 |" in text
@@ -136,14 +137,14 @@ def test_hover_shows_the_peak_at_the_neighbour_values(project):
 
 def test_the_suppress_action_for_json_adds_the_native_key(project):
     path = str(project / "ds_config.json")
-    found = A.analyze(path, {})
+    found = analyze(path, {})
     [suppress] = [a for a in A.actions(found, BROKEN, 5, 5) if a.title.startswith("Suppress")]
     [edit] = suppress.edits
     lines = BROKEN.splitlines(keepends=True)
     assert edit.start == edit.end == (1, 2)
     text = lines[0][:1] + edit.text + lines[0][1:] + "".join(lines[1:])
     assert json.loads(text)["memlint"] == {"disable": ["ML003"]}
-    again = A.analyze(path, {path: text})
+    again = analyze(path, {path: text})
     assert not any(d.code == "ML003" for d in again.diagnostics)
 
 
@@ -154,7 +155,7 @@ def test_a_shell_suppression_goes_before_the_whole_continued_command(tmp_path):
               "  --micro-batch-size 1 --global-batch-size 8 \\\n  --sequence-parallel\n")
     path = tmp_path / "train.sh"
     path.write_text(script)
-    found = A.analyze(str(path), {})
+    found = analyze(str(path), {})
     [sp] = [d for d in found.diagnostics if d.code == "ML402"]
     assert sp.line > 2
     [suppress] = [a for a in A.actions(found, script, sp.line, sp.line)
@@ -163,7 +164,7 @@ def test_a_shell_suppression_goes_before_the_whole_continued_command(tmp_path):
     assert edit.start == (2, 1)          # before `torchrun`, not before the flag's line
     lines = script.splitlines(keepends=True)
     text = "".join(lines[:1]) + edit.text + "".join(lines[1:])
-    assert not any(d.code == "ML402" for d in A.analyze(str(path), {str(path): text}).diagnostics)
+    assert not any(d.code == "ML402" for d in analyze(str(path), {str(path): text}).diagnostics)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -297,10 +297,26 @@ def _placement(args: Args, reference: bool, critic: bool, reward: bool) -> None:
         args.put("rl.reward_gpus", _gpus(args, "reward") or 8, "reward_num_gpus_per_node")
 
 
+# OpenRLHF's start-up assertion on colocated engines: cli/train_ppo_ray.py (v0.9.9 :53-61,
+# v0.11.0 :56-64) "actor_num_nodes * actor_num_gpus_per_node must be equal to vllm_num_engines *
+# vllm_tensor_parallel_size" when every model is colocated and training is synchronous
+COLOCATE_ASSERT = {OLD: "cli/train_ppo_ray.py:53-61", NEW: "cli/train_ppo_ray.py:56-64"}
+
+
 def _engine(args: Args) -> None:
     engines = args.number("vllm_num_engines")
     if not engines:
         return  # no vLLM: the actor generates with transformers (not modeled as an engine)
+    actor, tp = _gpus(args, "actor"), args.number("vllm_tensor_parallel_size", 1) or 1
+    if (args.flag("colocate_all_models") and not args.flag("async_train") and actor
+            and engines * tp != actor):
+        args.partial.diagnostics.append(make(
+            INVALID_VALUE, Severity.ERROR, f"every model is colocated but the actor's {actor} "
+            f"GPUs are not the engines' {engines} x tp {tp} = {engines * tp}: OpenRLHF asserts "
+            "\"actor_num_nodes * actor_num_gpus_per_node must be equal to vllm_num_engines * "
+            f"vllm_tensor_parallel_size\" (OpenRLHF {args.version} "
+            f"{COLOCATE_ASSERT.get(args.version, COLOCATE_ASSERT[OLD])})",
+            args.prov("vllm_num_engines"), key="vllm_num_engines"))
     args.put("engine.name", "vllm", "vllm_num_engines")
     args.put("engine.instances", engines, "vllm_num_engines")
     tp = args.number("vllm_tensor_parallel_size", 1) or 1

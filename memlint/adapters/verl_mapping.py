@@ -106,6 +106,11 @@ class Reader:
         self.bad(key, value, "true or false")
         return None
 
+    def refuse(self, key: str, message: str) -> None:
+        """An error: verl itself refuses these settings at start-up."""
+        self.partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR, message,
+                                             self.prov(key), key=key))
+
     def bad(self, key: str, value: Any, what: str) -> None:
         self.partial.diagnostics.append(make(
             INVALID_VALUE, Severity.WARNING, f"{key}: expected {what}, got {value!r} (not read)",
@@ -152,7 +157,59 @@ def apply(config, partial: Partial, anchor: Provenance) -> None:
         _fsdp(read, strategy)
     _roles(read)
     _engine(read)
+    _refusals(read, world, strategy)
     read.report_defaults()
+
+
+VALIDATE = "volcengine/verl@f9c855f7 (v0.7.0) "
+
+
+def _refusals(read: Reader, world: Optional[int], strategy: str) -> None:
+    """verl's own start-up checks that these settings fail (main_ppo.py:292 validate_config ->
+    utils/config.py validate_config and workers/config/actor.py), each an error where verl raises.
+    Only settings whose values are known statically; with use_dynamic_bsz verl checks none."""
+    if read.truth(A + "actor.use_dynamic_bsz"):
+        return
+    micro_key, per_gpu_key = A + "actor.ppo_micro_batch_size", A + "actor.ppo_micro_batch_size_per_gpu"
+    micro, per_gpu = read.value(micro_key), read.value(per_gpu_key)
+    if micro is not None and per_gpu is not None:
+        read.refuse(micro_key, "both actor.ppo_micro_batch_size and actor."
+                    "ppo_micro_batch_size_per_gpu are set: verl raises \"You have set both ...\" "
+                    f"({VALIDATE}verl/workers/config/actor.py:177-182)")
+    batch, mini = read.value("data.train_batch_size"), read.value(A + "actor.ppo_mini_batch_size")
+    if _ints(batch, mini) and batch < mini:
+        read.refuse(A + "actor.ppo_mini_batch_size", f"data.train_batch_size ({batch}) is "
+                    f"smaller than actor.ppo_mini_batch_size ({mini}): verl raises \"train_batch_size"
+                    f" must be >= actor.ppo_mini_batch_size\" ({VALIDATE}"
+                    "verl/workers/config/actor.py:201-205)")
+    n = read.value(A + "rollout.n")
+    if not world or not _ints(batch, n):
+        return
+    if strategy == "megatron":
+        parallel = 1
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                     "context_parallel_size"):
+            size = read.value(A + "actor.megatron." + name)
+            parallel *= size if _ints(size) else 1
+        if world % parallel:
+            read.refuse(A + "actor.megatron.tensor_model_parallel_size",
+                        f"{world} GPUs are not divisible by the actor's tp x pp x cp ({parallel}):"
+                        f" verl asserts \"n_gpus ... must be divisible by model_parallel_size\" "
+                        f"({VALIDATE}verl/utils/config.py:95-100)")
+            return
+        minimal = world // parallel * (per_gpu if _ints(per_gpu) else 1)
+    else:
+        minimal = world
+    if (batch * n) % minimal:
+        read.refuse("data.train_batch_size", f"data.train_batch_size x rollout.n ({batch} x {n}"
+                    f" = {batch * n}) is not divisible by {minimal} (the GPUs"
+                    + (" of a data-parallel micro-batch" if strategy == "megatron" else "")
+                    + f"): verl asserts \"real_train_batch_size ... must be divisible by minimal "
+                    f"possible batch size\" ({VALIDATE}verl/utils/config.py:109-113)")
+
+
+def _ints(*values) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
 
 
 def _topology(read: Reader) -> Optional[int]:

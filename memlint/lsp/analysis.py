@@ -1,10 +1,8 @@
 """What the language server knows about one document, without the protocol (testable alone).
 
-`analyze(path, buffers)` checks the file as `memlint check PATH` does (run discovery: the
-memlint.toml above it, [tool.memlint] runs, the files its run names), reading every open editor
-buffer instead of the file on disk (loaders.use_buffers). The result keeps the runs' parsed files,
-so a hover re-estimates with one value changed (`--set key=value` over the same partials) without
-reading or parsing anything again.
+`analyze(path, buffers)` (memlint/document.py) checks the file as `memlint check PATH` does,
+reading every open editor buffer instead of the file on disk, and keeps the runs' parsed files,
+so a hover re-estimates with one value changed without reading or parsing anything again.
 
 - `hover(analysis, line, column)`: for the setting under the cursor, what it does to memory:
   the peak now, and at the neighbour values (half and double a size or degree, the other ZeRO
@@ -20,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from memlint import loaders
-from memlint.api import Options, lint_config, run_pipeline, validate
+from memlint import fixes, loaders
+from memlint.api import run_pipeline
 from memlint.diagnostics import Severity
+from memlint.document import Analysis, RunState
 from memlint.rules import registry
-from memlint.runs import Planner
 
 GiB = 1024**3
 
@@ -35,68 +33,6 @@ DOUBLING = ("micro_batch", "seq_len", "tp", "pp", "cp", "ep", "world_size", "gra
 CHOICES = {"recompute": ("none", "selective", "full"), "offload_optimizer": ("none", "cpu"),
            "offload_params": ("none", "cpu"), "zero": (0, 1, 2, 3)}
 FLAGS = ("offload_activations", "sp", "fp8_params")
-
-
-@dataclass
-class RunState:
-    """One run the document belongs to: its parsed files and what the check found."""
-
-    run: object
-    diagnostics: list
-    estimate: object
-
-
-@dataclass
-class Analysis:
-    path: str
-    options: Options
-    runs: list = field(default_factory=list)
-    diagnostics: list = field(default_factory=list)   # of this document only
-    error: str = ""                                    # memlint could not check it (why)
-
-    @property
-    def estimate(self):
-        return next((r.estimate for r in self.runs if r.estimate is not None), None)
-
-
-def _clear_caches() -> None:
-    """What one check caches about the file system (configs above a file, repository roots)."""
-    # start-up: these modules are loaded by the check anyway; imported here for their caches
-    from memlint import config
-    from memlint.adapters import registry as adapters
-
-    config.find_pyproject.cache_clear()
-    loaders._root_of.cache_clear()
-    adapters._real_folder.cache_clear()
-
-
-def analyze(path: str, buffers: dict, options: Options = None) -> Analysis:
-    """Check `path` (and every run it belongs to) with the editor's buffers."""
-    options = options or Options()
-    path = os.path.abspath(path)
-    result = Analysis(path, options)
-    previous = loaders.use_buffers(buffers)
-    try:
-        _clear_caches()
-        reg = registry()
-        planner = Planner(options.max_bytes, options.allow_outside_root,
-                          config_of=lambda p: lint_config(options, p))
-        seen = set()
-        for run in planner.plan([path]):
-            validate(run.config, reg)
-            found, estimate = run_pipeline(run, options, reg)
-            result.runs.append(RunState(run, found, estimate))
-            for d in found:
-                identity = (d.code, d.message, d.line, d.column)
-                if d.path and os.path.abspath(d.path) == path and identity not in seen:
-                    seen.add(identity)
-                    result.diagnostics.append(d)
-    except Exception as exc:  # noqa: BLE001 - the editor gets one message, never a crash
-        result.error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
-            path) else str(exc)
-    finally:
-        loaders.use_buffers(previous)
-    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,16 +135,7 @@ def hover(analysis: Analysis, line: int, column: int):
 # ---------------------------------------------------------------------------------------------
 # Code actions
 
-_DID_YOU_MEAN = re.compile(r"did you mean '([^']+)'\?")
-
-
-@dataclass
-class Edit:
-    """Replace the text between two 1-based (line, column) positions (end exclusive)."""
-
-    start: tuple
-    end: tuple
-    text: str
+Edit = fixes.Edit
 
 
 @dataclass
@@ -217,23 +144,6 @@ class Action:
     diagnostic: object
     edits: list
     preferred: bool = False
-
-
-def _rename(d, lines: list):
-    suggestion = d.data.get("suggestion") or (_DID_YOU_MEAN.search(d.message) or [None, None])[1]
-    if d.code != "ML003" or not suggestion or not d.line or d.line > len(lines):
-        return None
-    wrong = (d.key or "").rsplit(".", 1)[-1]
-    right = suggestion.rsplit(".", 1)[-1] if not suggestion.startswith("-") else suggestion
-    text = lines[d.line - 1]
-    if not wrong or wrong == right:
-        return None
-    starts = [m.start() for m in re.finditer(re.escape(wrong), text)]
-    if not starts:
-        return None
-    at = min(starts, key=lambda s: abs(s + 1 - (d.column or 1)))
-    edit = Edit((d.line, at + 1), (d.line, at + 1 + len(wrong)), right)
-    return Action(f"Rename {wrong} to {right}", d, [edit], preferred=True)
 
 
 def _json(path: str, text: str) -> bool:
@@ -287,9 +197,9 @@ def actions(analysis: Analysis, text: str, first: int, last: int) -> list:
     for d in analysis.diagnostics:
         if not d.line or not first <= d.line <= last:
             continue
-        rename = _rename(d, lines)
-        if rename:
-            out.append(rename)
+        fix = fixes.rename(d, lines, ignored_keys=True) or fixes.deprecated(d, lines)
+        if fix:
+            out.append(Action(fix.title, d, fix.edits, preferred=True))
         if _json(analysis.path, text):
             edit = _suppress_json(d, text)
         elif analysis.path.endswith((".sh", ".bash", ".slurm", ".sbatch")):

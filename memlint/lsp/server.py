@@ -25,6 +25,7 @@ from pygls.lsp.server import LanguageServer
 
 from memlint import __version__
 from memlint.api import Options
+from memlint.document import analyze
 from memlint.lsp import analysis as A
 
 DEBOUNCE = 0.3   # seconds of quiet after a change before the document is checked
@@ -62,7 +63,7 @@ class MemlintServer(LanguageServer):
         path = path_of(uri)
         if path is None:
             return None
-        found = A.analyze(path, self.buffers(), self.options)
+        found = analyze(path, self.buffers(), self.options)
         self.analyses[uri] = (version, found)
         return found
 

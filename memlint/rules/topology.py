@@ -437,6 +437,9 @@ class ContextParallelSequence(Rule):
     def check(self, ctx: Context):
         cp = ctx.scenario.parallelism.cp
         seq = ctx.scenario.training.seq_len
+        if ctx.has_extra("ms_swift.sequence_parallel_size"):
+            return  # ms-swift pads each sequence to its split itself (swift/sequence_parallel/
+            #         sequence_parallel.py pad_and_split_inputs at 3602360)
         if cp > 1 and seq % (2 * cp):
             yield Finding(f"seq_len {seq} is not a multiple of 2·cp = {2 * cp}", ("seq_len", "cp"))
 

@@ -179,3 +179,19 @@ def test_rollout_verdict_follows_the_engine_share(util, fits):
     est = _estimate(VERL_PPO, f"engine.gpu_memory_utilization={util}", "gpu=H100-80GB")
     rollout = _phase(est.stages[0], "rollout")
     assert (rollout.total <= est.capacity_bytes) is fits
+
+
+@pytest.mark.parametrize("host,fits", [("128GiB", False), ("2TiB", True)])
+def test_host_ram_per_node_is_a_limit_of_an_rl_run(host, fits):
+    """play-verl's Qwen2-7B PPO with actor and critic offloaded (fixtures/logs/SOURCES.md): 8
+    ranks of one node keep the actor's and critic's fp32 weights and Adam moments and the fp32
+    reference on the host, 192.5 GiB."""
+    from memlint.api import Options, one_run, run_pipeline
+    from memlint.rules import registry
+
+    path = os.path.join(ROOT, "fixtures", "logs", "verl-qwen2-7b-ppo-offload.sh")
+    options = Options(assignments=("gpu=H100-80GB", f"host_memory={host}"))
+    diagnostics, est = run_pipeline(one_run([path], options), options, registry())
+    [node] = est.host
+    assert node.total_bytes == pytest.approx(192.5 * GiB, rel=0.01)
+    assert any(d.code == "ML701" for d in diagnostics) is not fits
