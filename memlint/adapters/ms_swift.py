@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
 from memlint.adapters import _shell
 from memlint.adapters.trainer_args import Item, apply, to_bool, to_int
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import NO_ESTIMATE, Partial, Provenance
 from memlint.loaders import suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 FORMAT = "ms-swift"
 SOURCE = "modelscope/ms-swift at 3602360"
