@@ -52,14 +52,16 @@ CORE = {
     "memlint.plugins", "memlint.verdicts", "memlint.catalog", "memlint.catalog.presets",
     "memlint.facts", "memlint.facts.coverage", "memlint.facts.deepspeed", "memlint.adapters",
     "memlint.adapters.registry", "memlint.adapters._neighbours", "memlint.adapters._toplevel",
-    "memlint.memory", "memlint.memory.context",
-    "memlint.memory.conventions", "memlint.memory.topology", "memlint.memory.rl",
-    "memlint.memory.rl.frameworks", "memlint.report", "memlint.report.text_format",
+    "memlint.report", "memlint.report.text_format",
     "memlint.report.host_lines", "memlint.report.phases",
     # every check runs every rule: all of them load (their formats decide whether they apply)
     "memlint.rules", "memlint.rules.base", "memlint.rules._support", "memlint.rules.bounds",
     *(m for m in __import__("memlint.rules", fromlist=["BUILTIN_MODULES"]).BUILTIN_MODULES),
 }
+#: Every run resolves its context (memory/context.py): what importing it loads joins CORE (the
+#: `stdlib` fixture adds it), but never the memory model itself (MODEL) unless the case estimates.
+CONTEXT = "memlint.memory.context"
+MODEL = ("memlint.memory.estimate", "memlint.memory.model")
 #: The model's architecture read from its config, without an estimate (a config.json alone, a
 #: run whose world size nobody gave): what the parameter counter imports (the `stdlib` fixture
 #: adds it), and the reader of config.json files.
@@ -104,6 +106,9 @@ def stdlib(tmp_path_factory) -> dict:
     base = loaded("import argparse, json, re", cwd) | STDLIB
     toml = "tomllib" if sys.version_info >= (3, 11) else "tomli"
     counter = {m for m in loaded(f"import {COUNTER}", cwd) if m.startswith("memlint.")}
+    context = {m for m in loaded(f"import {CONTEXT}", cwd) if m.startswith("memlint.")}
+    assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
+    CORE.update(context)
     return {"": base, ".yaml": base | loaded("import yaml", cwd),
             ".toml": base | loaded(f"import {toml}", cwd), "architecture": ARCHITECTURE | counter}
 
@@ -142,6 +147,8 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     names = (stdlib.get(suffix, stdlib[""]) | CORE | kind_of(case, stdlib) | also
              | adapters_for(os.path.basename(checked), str(tmp_path)))
     never = modules & (NEVER - names)
+    if "estimate" not in KIND.get(case, ("estimate",)):
+        never |= modules & set(MODEL)
     assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"
     outside = sorted(m for m in modules if not allowed(m, names))
     assert not outside, f"{case}: `memlint {' '.join(argv)}` loads modules outside its " \
