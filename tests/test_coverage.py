@@ -82,10 +82,9 @@ def test_set_not_modeled_reads_values_when_and_off():
                                       "cuda-graph-impl": "none",
                                       "moe-token-dispatcher-type": "alltoall",
                                       "optimizer": "adam", "log-interval": "1"}))
-    assert sorted(f.entry.key for f in found) == ["--num-distributed-optimizer-instances",
-                                            "--tp-comm-overlap"]
-    found = set_not_modeled(_extra(**{"num-distributed-optimizer-instances": "1",
-                                      "cuda-graph-impl": "transformer_engine",
+    # instances and both common dispatchers are modeled (memory/topology.py, moe_activations.py)
+    assert sorted(f.entry.key for f in found) == ["--tp-comm-overlap"]
+    found = set_not_modeled(_extra(**{"cuda-graph-impl": "transformer_engine",
                                       "moe-token-dispatcher-type": "flex",
                                       "optimizer": "dist_muon"}))
     assert sorted(f.entry.key for f in found) == ["--cuda-graph-impl",
