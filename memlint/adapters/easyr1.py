@@ -126,7 +126,7 @@ def load(path: str, text: str) -> Partial:
     # start-up: the mapping loads with the reader
     from memlint.adapters import easyr1_mapping
 
-    easyr1_mapping.apply(config, partial, anchor)
+    easyr1_mapping.apply(config, partial, anchor, defaults()["commit"][:8])
     return partial
 
 
