@@ -45,6 +45,29 @@ SRC_MLP = ("torchtitan models/llama/model.py FeedForward `w2(F.silu(w1(x)) * w3(
            "transformers LlamaMLP `down_proj(act_fn(gate_proj(x)) * up_proj(x))`; torch/_inductor "
            "fuses the pointwise silu·mul into one kernel; " + SRC_ALLOCATOR)
 
+ORDER_NOT_MODELED = "not modeled (reserved = allocated)"
+SRC_ORDER_NOT_MODELED = ("memlint/memory/allocator.py: Megatron's and DeepSpeed's allocation order "
+                         "is not modeled, so no idle cached block is counted; their "
+                         "fragmentation is left to the headroom margin (ML102)")
+
+
+def order_modeled(model: Model) -> bool:
+    """Whether the run's allocation order (and so its idle cached blocks) is modeled: on a GPU,
+    for transformers / torchtitan modules. Megatron's and DeepSpeed's are not: their reserved
+    equals allocated and the estimate says so (`allocator_assumed`)."""
+    return model.conv.torch_modules
+
+
+def allocator_assumed(model: Model) -> tuple:
+    """The estimate's `assumed` entry when the caching allocator's reserve is not modeled for the
+    run (a GPU run whose allocation order memlint does not model), else ()."""
+    if model.scenario.hardware.device == "cpu" or not model.assume["buffers.enabled"] \
+            or order_modeled(model):
+        return ()
+    return ({"key": "runtime.allocator", "value": ORDER_NOT_MODELED,
+             "source": SRC_ORDER_NOT_MODELED},)
+
+
 def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str) -> Term:
     return Term("runtime.allocator." + name, "runtime", int(nbytes), formula, dict(inputs),
                 source)
@@ -134,8 +157,8 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     tr, arch = model.tr, model.arch
     if not plan.last or phase not in ("forward_end", "backward_start"):
         return []
-    if not model.conv.torch_modules:
-        return []   # Megatron's and DeepSpeed's allocation order is not modeled
+    if not order_modeled(model):
+        return []   # Megatron's and DeepSpeed's allocation order: allocator_assumed says so
     terms = []
     tokens = _tokens(model)
     c = model.dt.compute
