@@ -18,6 +18,7 @@ from memlint.adapters._lora import target_kind
 from memlint.adapters._values import to_bool, to_int
 from memlint.adapters.registry import _resolve_reference
 from memlint.diagnostics import CONFLICT, INVALID_VALUE, UNRESOLVED, Severity, make
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.loaders import inside, load_json, read_text, repo_root
 from memlint.records import record
@@ -201,6 +202,7 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
     _liger_loss(run.args, partial, trainer)
+    _record_not_modeled(run)
     if trainer == "trl":
         # start-up: the RL / preference reader loads only for TRL arguments
         from memlint.adapters import trl_rl
@@ -208,6 +210,15 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         trl_rl.apply(run.args, partial, anchor, partial.source, script, run.assumed)
     _report_defaults(run)
     return run.args
+
+
+def _record_not_modeled(run: _Run) -> None:
+    """The set arguments memlint/facts/coverage/hf_trainer.json says are not modeled, as
+    `hf_trainer.<name>` facts for the not-modeled rule (ML107)."""
+    for name in coverage.table("hf_trainer").not_modeled:
+        item = run.args.get(name)
+        if item is not None and not item.unresolved:
+            run.partial.set_extra(f"hf_trainer.{name}", item.value, item.prov)
 
 
 def _batch(run: _Run) -> None:
