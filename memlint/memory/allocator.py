@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from memlint.memory.buffers import fsdp_gather_bytes, fsdp_root_and_unit
+from memlint.memory.logits import logits_vocab
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
@@ -171,7 +172,7 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if (phase == "backward_start" and model.assume["logits.enabled"]
             and model.conv.loss == "log-softmax" and not model.conv.compiled_loss
             and model.dt.compute < 4):
-        vocab = math.ceil(arch.vocab / model.topo.tp)
+        vocab = logits_vocab(model)[0]
         if model.conv.loss_parallel:
             terms.append(freed_loss_parallel_blocks(c, vocab, tokens))
         else:

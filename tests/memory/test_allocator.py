@@ -132,6 +132,31 @@ def test_loss_parallel_under_tensor_parallelism():
     assert _term(peak, "runtime.allocator.freed_logits").bytes == (2 + 4) * vocab * tokens
 
 
+def test_disable_loss_parallel_gathers_the_full_vocabulary_logits(tmp_path):
+    """torchtitan's disable_loss_parallel ([parallelism] at e7c0cae, [training] at 9dec370): the
+    output layer returns Replicate() logits of the whole vocabulary on every tp rank and the plain
+    fp32 log-softmax loss runs on them."""
+    tokens = 4096
+    for section in ("parallelism", "training"):
+        path = tmp_path / f"{section}.toml"
+        path.write_text(f"[{section}]\ndisable_loss_parallel = true\n", encoding="utf-8")
+        result = estimate(_scenario(["framework=fsdp2", "fsdp=full", "world_size=16", "tp=8",
+                                     f"seq_len={tokens}", "micro_batch=1"], path=str(path),
+                                    model=LLAMA8B))
+        peak = _phase(result, "backward_start")
+        logits = _term(peak, "logits")
+        assert logits.bytes == 12 * V * tokens and "parallelize_llama.py" in logits.source
+        assert "gathered over tp 8" in logits.formula
+        assert _term(peak, "runtime.allocator.freed_logits").bytes == 2 * V * tokens
+    # false (the default) keeps loss parallel
+    path = tmp_path / "off.toml"
+    path.write_text("[parallelism]\ndisable_loss_parallel = false\n", encoding="utf-8")
+    result = estimate(_scenario(["framework=fsdp2", "fsdp=full", "world_size=16", "tp=8",
+                                 f"seq_len={tokens}", "micro_batch=1"], path=str(path),
+                                    model=LLAMA8B))
+    assert _term(_phase(result, "backward_start"), "logits").bytes == 16 * (V // 8) * tokens
+
+
 def test_no_reserve_on_the_cpu_and_none_modeled_for_megatron():
     cpu = estimate(_scenario(["framework=fsdp2", "fsdp=full", "world_size=8", "device=cpu"],
                              model=LLAMA8B))
