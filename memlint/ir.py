@@ -168,6 +168,7 @@ class Parallelism:
     reshard_after_forward: bool = True
     offload_optimizer: str = "none"
     offload_params: str = "none"
+    offload_experts: str = "none"     # cpu: routed experts on the host (KTransformers' AMX MoE)
     offload_activations: bool = False
     offload_activations_layers: Optional[int] = None  # None: every layer of a stage
     # Uneven pipeline splits (Megatron decoder-first/last-pipeline-num-layers).
@@ -202,6 +203,7 @@ class RL:
     reference: str = "none"
     reference_model: Optional[str] = None   # a different model than the policy (name or path)
     reference_offload: bool = False         # parameters on the host, gathered per unit
+    reference_dtype: Optional[str] = None   # its parameters' dtype (None: the policy's)
     reference_micro_batch: Optional[int] = None
     critic: bool = False                    # a value model trained beside the policy (PPO/GAE)
     critic_model: Optional[str] = None

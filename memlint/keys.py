@@ -414,6 +414,10 @@ _KEYS = [
         "optimizer state offload"),
     Key("offload_params", "parallelism", "offload_params", choice("none", "cpu", "nvme"),
         "parameter offload"),
+    Key("offload_experts", "parallelism", "offload_experts", choice("none", "cpu"),
+        "routed experts on the host: their weights in host memory and their MLPs run on the "
+        "CPU, only the attention, router, shared experts and dense layers on the GPU "
+        "(KTransformers' AMX MoE backend, LLaMA-Factory use_kt)"),
     Key("offload_activations", "parallelism", "offload_activations", to_bool,
         "activation offload to CPU: saved layer activations go to host memory, one layer stays "
         "in transit (torchtune/axolotl OffloadActivations, Megatron --cpu-offloading)"),
@@ -456,6 +460,10 @@ _KEYS = [
         "the reference model when it is not the policy's (name or config.json path)"),
     Key("rl.reference_offload", "rl", "reference_offload", to_bool,
         "reference parameters kept on the host and gathered unit by unit for its pass"),
+    Key("rl.reference_dtype", "rl", "reference_dtype",
+        choice("fp32", "bf16", "fp16", aliases={"float32": "fp32", "bfloat16": "bf16",
+                                                "float16": "fp16"}),
+        "the frozen reference's parameter dtype (default: the policy's parameter dtype)"),
     Key("rl.reference_micro_batch", "rl", "reference_micro_batch", positive_int,
         "sequences per GPU in a reference log-prob pass"),
     Key("rl.critic", "rl", "critic", to_bool, "a value model trained beside the policy (PPO)"),
@@ -580,7 +588,7 @@ def word_list(value: Any) -> tuple:
         text = value
     else:
         raise ValueError(f"expected a list of names, got {_short(value)}")
-    return tuple(re.findall(r"[a-z_]+", text))
+    return tuple(re.findall(r"[a-z][a-z0-9_]*", text))
 
 
 def layout_stages(value: Any) -> tuple:
@@ -647,6 +655,19 @@ _CONVENTION_KEYS = [
         "Megatron-LM: unfused attention softmax in fp32"),
     _convention(M + "apply-query-key-layer-scaling", to_bool,
         "Megatron-LM: query-key layer scaling (its unfused softmax runs in fp32)"),
+    _convention(M + "num-distributed-optimizer-instances", positive_int,
+        "Megatron-LM distributed-optimizer instances: each shards the optimizer over dp·cp / N "
+        "ranks (the expert states over expert-dp / N); the instances all-reduce gradients"),
+    _convention(M + "fine-grained-activation-offloading", to_bool,
+        "Megatron-LM fine-grained activation offloading: the saved tensors of --offload-modules "
+        "go to pinned host memory"),
+    _convention(M + "offload-modules", word_list,
+        "Megatron-LM modules whose saved tensors are offloaded (attn_norm, qkv_linear, "
+        "core_attn, attn_proj, mlp_norm, expert_fc1, moe_act)"),
+    _convention(M + "min-offloaded-tensor-size", non_negative_int,
+        "Megatron-LM: tensors of fewer elements stay on the GPU (default 1048576)"),
+    _convention(M + "activation-offload-fraction", fraction,
+        "Megatron-LM: the fraction of eligible offload groups offloaded (default 1.0)"),
     _convention(M + "moe-token-dispatcher-type", choice("allgather", "alltoall", "flex"),
         "Megatron-LM MoE token dispatcher (default allgather): what the experts' tokens are "
         "gathered into and what each MoE layer keeps between steps"),

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
 
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
+    "memlint.adapters.easyr1",
     "memlint.adapters.verl",
     "memlint.adapters.openrlhf",
     "memlint.adapters.vllm_serve",
     "memlint.adapters.gpt_neox",
+    "memlint.adapters.llamafactory_v1",
     "memlint.adapters.llamafactory",
     "memlint.adapters.deepspeed_chat",
     "memlint.adapters.ms_swift",
@@ -105,11 +107,13 @@ def adapters(plugins: bool = True) -> tuple[list, list]:
 NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
+    "memlint.adapters.easyr1": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
     "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
     "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.vllm_serve": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml",
                                     NO_EXTENSION),
     "memlint.adapters.gpt_neox": (".yaml", ".yml"),
+    "memlint.adapters.llamafactory_v1": (".yaml", ".yml"),
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.deepspeed_chat": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.ms_swift": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
