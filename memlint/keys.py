@@ -458,6 +458,10 @@ _KEYS = [
         "the reference model when it is not the policy's (name or config.json path)"),
     Key("rl.reference_offload", "rl", "reference_offload", to_bool,
         "reference parameters kept on the host and gathered unit by unit for its pass"),
+    Key("rl.reference_dtype", "rl", "reference_dtype",
+        choice("fp32", "bf16", "fp16", aliases={"float32": "fp32", "bfloat16": "bf16",
+                                                "float16": "fp16"}),
+        "the frozen reference's parameter dtype (default: the policy's parameter dtype)"),
     Key("rl.reference_micro_batch", "rl", "reference_micro_batch", positive_int,
         "sequences per GPU in a reference log-prob pass"),
     Key("rl.critic", "rl", "critic", to_bool, "a value model trained beside the policy (PPO)"),
@@ -718,6 +722,10 @@ _CONVENTION_KEYS = [
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),
+    _convention("torchtitan.disable_loss_parallel", to_bool,
+        "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
+        "parallelism the output layer's logits are gathered to the full vocabulary on every rank "
+        "and the loss runs on them (recorded by the torchtitan adapter)"),
     _convention("fsdp.allgather_dtype_bytes", positive_int,
         "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
         "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),

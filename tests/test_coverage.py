@@ -194,6 +194,14 @@ def test_a_verl_script_setting_a_not_modeled_key_is_found(tmp_path):
     assert found == {"actor_rollout_ref.model.use_liger"}
 
 
+def test_every_easyr1_field_has_a_memory_class():
+    from memlint.adapters import easyr1
+
+    spec = table("easyr1")
+    missing = sorted(k for k in easyr1.defaults()["keys"] if spec.memory_class(k) is None)
+    assert missing == [], f"run tools/rl_coverage.py and class: {missing[:20]}"
+
+
 # ---------------------------------------------------------------------------------------------
 # The trainer adapters: every key the adapter reads, and every key of the corpus's files
 
