@@ -50,7 +50,8 @@ from memlint.memory.layout_arch import (LAYOUT_MODEL_TYPES, layout_architecture,
                                         layout_lora_per_layer)
 from memlint.memory.model_types import counted_as
 from memlint.memory.text_model import text_architecture
-from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, text_reader, vlm_tied
+from memlint.memory.vlm_model import (llava_architecture, qwen3_vl_architecture, qwen_vl_architecture,
+                                      text_reader, vlm_tied)
 from memlint.records import replace
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -101,6 +102,8 @@ def _architecture(config: Mapping) -> Architecture:
         return llava_architecture(config)
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
         return qwen_vl_architecture(config, model_type)
+    if model_type in ("qwen3_vl", "qwen3_vl_moe"):
+        return qwen3_vl_architecture(config, model_type)
     if (not any(key in config for key in ("hidden_size", "n_embd", "d_model"))
             and isinstance(config.get("text_config"), Mapping)):
         # a multimodal family not known here (llama4, qwen3_vl, gemma3/4, ...): its language
