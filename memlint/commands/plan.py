@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detail", action="store_true",
                         help="also print each plan's per-stage memory and throughput penalties")
     parser.add_argument("--format", choices=("text", "json", "html"), default="text")
+    parser.add_argument("--output-file", "-o", metavar="FILE",
+                        help="write the plans to FILE (atomically, inside the repository root) "
+                        "instead of standard output")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
