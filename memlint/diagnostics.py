@@ -26,6 +26,12 @@ class Severity(IntEnum):
     def label(self) -> str:
         return self.name.lower()
 
+    def __str__(self) -> str:   # "error", not str() of an int ("3" on Python 3.11+)
+        return self.label
+
+    def __format__(self, spec: str) -> str:
+        return format(self.label, spec)
+
     @classmethod
     def parse(cls, text: str) -> "Severity":
         key = text.strip().upper()

@@ -193,3 +193,192 @@ def test_a_verl_script_setting_a_not_modeled_key_is_found(tmp_path):
     partial = load_file(str(script))
     found = {f.entry.key for f in set_not_modeled(partial.extra)}
     assert found == {"actor_rollout_ref.model.use_liger"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer adapters: every key the adapter reads, and every key of the corpus's files
+
+def _corpus_files(detect) -> list:
+    """The project's own corpus files (fixtures/) a format's detect() claims."""
+    out = []
+    for folder, _dirs, names in os.walk(os.path.join(ROOT, "fixtures")):
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+            except (UnicodeDecodeError, OSError):
+                continue
+            if detect(path, text):
+                out.append((path, text))
+    return out
+
+
+def _literal_reads(module, method_names: tuple, receiver: str = "") -> list:
+    """The string arguments of every `<receiver>.<method>("...", ...)` call in an adapter's
+    source (any receiver when empty): the keys it reads besides its declarative table."""
+    import ast
+    import inspect
+
+    calls = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in method_names and node.args
+                and (not receiver or (isinstance(node.func.value, ast.Name)
+                                      and node.func.value.id == receiver))
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                        for a in node.args)):
+            calls.append(tuple(a.value for a in node.args))
+    return calls
+
+
+def test_every_torchtitan_key_has_a_memory_class():
+    from memlint.adapters import torchtitan
+
+    spec = table("torchtitan")
+    keys = {f"{section}.{key}" for sections, key, *_ in torchtitan.TABLE for section in sections}
+    for key, *sections in _literal_reads(torchtitan, ("find",), "facts"):
+        keys |= {f"{section}.{key}" for section in sections}
+    files = _corpus_files(torchtitan.detect)
+    assert len(files) > 20
+    for path, text in files:
+        keys |= {k[len("torchtitan."):] for k in torchtitan.load(path, text).extra
+                 if k.startswith("torchtitan.") and k != "torchtitan.config"}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+
+
+def test_a_torchtitan_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import torchtitan
+
+    text = ("[model]\nname = 'llama3'\nflavor = '8B'\n[training]\nlocal_batch_size = 1\n"
+            "dtype = 'bfloat16'\n[checkpoint]\nasync_mode = 'disabled'\n")
+    found = set_not_modeled(torchtitan.load("train.toml", text).extra)
+    assert [(f.entry.key, f.entry.direction) for f in found] == [("training.dtype", "high")]
+
+
+def test_every_gpt_neox_key_has_a_memory_class():
+    from memlint.adapters import gpt_neox
+
+    spec = table("gpt_neox")
+    keys = set(gpt_neox.known_keys())
+    keys |= {k for k, *_ in _literal_reads(gpt_neox, ("get", "num", "where", "default"), "c")}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+
+
+def test_a_gpt_neox_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import gpt_neox
+
+    text = ('{"num_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "seq_length": 512,\n'
+            ' "train_micro_batch_size_per_gpu": 4, "hidden_dropout": 0.1,\n'
+            ' "attention_dropout": 0.0, "z_loss": 0.0}\n')
+    found = set_not_modeled(gpt_neox.load("neox.yml", text).extra)
+    assert [(f.entry.key, f.extra_key) for f in found] == [("hidden_dropout",
+                                                            "gpt_neox.hidden_dropout")]
+
+
+def test_every_accelerate_key_has_a_memory_class():
+    from memlint.adapters import accelerate as A
+
+    spec = table("accelerate")
+    keys = set(A.BASE_KEYS) | set(A.CLUSTER_KEYS) | set(A.SAGEMAKER_KEYS)
+    keys |= {f"fsdp_config.{k}" for k in A.FSDP_KEYS} | {
+        f"fsdp_config.{k[len('fsdp_'):]}" for k in A.FSDP_KEYS}
+    keys |= {f"deepspeed_config.{k}" for k in A.DEEPSPEED_KEYS}
+    keys |= {f"parallelism_config.{k}" for k in (*A.PARALLELISM_KEYS, *A.PARALLELISM_EXTRA)}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+    files = _corpus_files(A.detect)
+    assert len(files) > 20
+    known = set(A.FSDP_KEYS) | {k[len("fsdp_"):] for k in A.FSDP_KEYS}
+    for path, text in files:
+        for extra in A.load(path, text).extra:
+            key = extra[len("accelerate."):] if extra.startswith("accelerate.") else None
+            if key is None or key in ("fsdp_version",):
+                continue
+            block, _, name = key.partition(".")
+            # a key accelerate does not know gets its own unknown-key diagnostic instead
+            if name and block == "fsdp_config" and name not in known:
+                continue
+            if name and block in ("deepspeed_config", "parallelism_config") and name not in (
+                    *A.DEEPSPEED_KEYS, *A.PARALLELISM_KEYS, *A.PARALLELISM_EXTRA):
+                continue
+            if block in ("fp8_config", "dynamo_config", "megatron_lm_config") and name:
+                continue  # their blocks are classed whole
+            if not name and key not in keys:
+                continue
+            assert spec.memory_class(key) is not None, (path, key)
+
+
+def test_an_accelerate_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import accelerate
+
+    text = ("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: bf16\n"
+            "num_processes: 8\nfsdp_config:\n  fsdp_version: 2\n  fsdp_auto_wrap_policy: NO_WRAP\n"
+            "  fsdp_offload_params: false\n")
+    found = set_not_modeled(accelerate.load("fsdp.yaml", text).extra)
+    assert [f.entry.key for f in found] == ["fsdp_config.fsdp_auto_wrap_policy"]
+
+
+def test_every_axolotl_key_has_a_memory_class():
+    from memlint.adapters import axolotl
+
+    spec = table("axolotl")
+    keys = {name for name, _ in axolotl._INTS}
+    keys |= {k for k, *_ in _literal_reads(axolotl, ("get",), "data")}
+    keys |= {k for k, *_ in _literal_reads(axolotl, ("prov",), "")}
+    assert sorted(k for k in keys if spec.memory_class(k) is None) == []
+    schema = {k for k in spec.neutral | set(spec.modeled) | set(spec.not_modeled)}
+    assert len(schema) > 380   # AxolotlInputConfig's fields at the pinned commit, all classed
+
+
+def test_an_axolotl_not_modeled_key_reaches_the_rule():
+    from memlint.adapters import axolotl
+
+    text = ("base_model: meta-llama/Llama-3.1-8B\nmicro_batch_size: 2\nsequence_len: 4096\n"
+            "tiled_mlp: true\nlearning_rate: 2e-5\n")
+    found = set_not_modeled(axolotl.load("sft.yaml", text).extra)
+    assert [f.entry.key for f in found] == ["tiled_mlp"]
+
+
+def test_every_trainer_argument_has_a_memory_class():
+    """HF TrainingArguments (in the table, three transformers releases) and every name the
+    trainer-argument reader reads for any trainer (HF, TRL, LLaMA-Factory)."""
+    from memlint.adapters import trainer_args as TA
+
+    spec = table("hf_trainer")
+    names = set(TA.INTS) | set(TA.SEQ_LEN_NAMES) | set(TA.MODEL_NAMES) | set(TA.DTYPE_NAMES)
+    names |= {k for k, *_ in _literal_reads(TA, ("get",), "args")}
+    for call in _literal_reads(TA, ("first",)):
+        names |= set(call)
+    assert sorted(k for k in names if spec.memory_class(k) is None) == []
+    listed = set(spec.modeled) | set(spec.not_modeled) | spec.neutral
+    assert {"per_device_train_batch_size", "fsdp_min_num_params", "use_cache"} <= listed
+
+
+def test_a_trainer_not_modeled_argument_reaches_the_rule():
+    from memlint.adapters import hf_trainer
+
+    text = ('{"model_name_or_path": "gpt2", "output_dir": "out", "learning_rate": 1e-5,\n'
+            ' "per_device_train_batch_size": 4, "torch_compile": true, "bf16": true}\n')
+    found = set_not_modeled(hf_trainer.load("args.json", text).extra)
+    assert [f.entry.key for f in found] == ["torch_compile"]
+
+
+def test_every_llamafactory_argument_has_a_memory_class():
+    from memlint.adapters import llamafactory
+
+    spec = table("llamafactory")
+    names = {k for k, *_ in _literal_reads(llamafactory, ("given", "truth", "where"), "args")}
+    names |= {name for name, *_ in llamafactory._OPTIMIZERS}
+    assert sorted(k for k in names if spec.memory_class(k) is None) == []
+    listed = set(spec.modeled) | set(spec.not_modeled) | spec.neutral
+    assert len(listed) > 250   # the hparams fields at the pinned commit, all classed
+
+
+def test_a_llamafactory_not_modeled_argument_reaches_the_rule():
+    from memlint.adapters import llamafactory
+
+    text = ("model_name_or_path: Qwen/Qwen2.5-7B\nstage: sft\nfinetuning_type: lora\n"
+            "lora_rank: 8\nuse_dora: true\ncutoff_len: 2048\nper_device_train_batch_size: 1\n"
+            "torch_compile: true\n")
+    found = set_not_modeled(llamafactory.load("sft.yaml", text).extra)
+    assert sorted(f.entry.key for f in found) == ["torch_compile", "use_dora"]

@@ -1,6 +1,11 @@
 """Imports follow the data (DESIGN.md): files -> adapters -> IR/scenario -> memory -> rules ->
-engine -> reporters -> CLI. A module never imports from a layer to its right, and an import inside
-a function is there only for start-up speed, with a comment saying so.
+engine -> reporters -> CLI. A module never imports from a layer to its right, nor across one of
+DESIGN's "never" pairs (adapters never import rules, the engine or settings code; memory never
+imports adapters or rules; rules never import adapters or reporters): each layer names the layers
+it may import (`MAY_IMPORT`). No two modules import each other, directly or around a loop, at
+module level or inside a function. An import inside a function is there only for start-up speed,
+with a comment saying so; what a one-file check loads is measured by the start-up tests
+(tests/fuzz/test_speed.py, issue 29), which is what those comments answer to.
 
 Read from the source with `ast` (nothing is imported), so a violation is named with its file,
 line and the import it makes.
@@ -32,6 +37,21 @@ LAYERS = (
     ("reporters", ("memlint.report",)),
     ("cli", ("memlint", "memlint.cli", "memlint.__main__", "memlint.commands")),
 )
+#: The layers each layer may import (besides its own): DESIGN's flow with its "never" pairs. The
+#: memory model is pure (no file I/O, adapters or rules); rules see no adapters or reporters (their
+#: docs generator writes its pages through the one safe writer, a files module).
+MAY_IMPORT = {
+    "foundation": set(),
+    "files": {"foundation"},
+    "adapters": {"foundation", "files"},
+    "scenario": {"foundation", "files", "adapters"},
+    "memory": {"foundation", "scenario"},
+    "rules": {"foundation", "files", "scenario", "memory"},
+    "engine": {"foundation", "files", "adapters", "scenario", "memory", "rules"},
+    "reporters": {"foundation", "memory", "rules"},
+    "cli": {"foundation", "files", "adapters", "scenario", "memory", "rules", "engine",
+            "reporters"},
+}
 #: Names the package itself defines (not submodules): `from memlint import __version__`.
 PACKAGE_FACTS = {"__version__": "memlint.__version__", "DISTRIBUTION": "memlint.__version__"}
 #: The words that justify an import inside a function (on its line or the comment line above).
@@ -134,6 +154,101 @@ def test_no_import_from_a_layer_to_the_right():
                 problems.append(f"{os.path.relpath(path, ROOT)}:{line}: {me} ({LAYERS[mine][0]}) "
                                 f"imports {target} ({LAYERS[theirs][0]}), a later layer")
     assert not problems, "imports against the data flow (DESIGN.md):\n" + "\n".join(problems)
+
+
+def test_no_import_across_a_never_pair():
+    problems = []
+    for path in sources():
+        me = module_name(path)
+        mine = LAYERS[layer_of(me)][0]
+        for line, target, _lazy, _first, _lines in imports(path):
+            if not target.startswith("memlint") or target == me:
+                continue
+            theirs = LAYERS[layer_of(target)][0]
+            if theirs != mine and theirs not in MAY_IMPORT[mine]:
+                problems.append(f"{os.path.relpath(path, ROOT)}:{line}: {me} ({mine}) imports "
+                                f"{target} ({theirs}); {mine} may import only "
+                                f"{', '.join(sorted(MAY_IMPORT[mine])) or 'the foundation'}")
+    assert not problems, "imports DESIGN.md forbids:\n" + "\n".join(problems)
+
+
+def import_graph() -> dict:
+    """module -> {module it imports, at module level or in a function} within memlint."""
+    graph: dict = {}
+    for path in sources():
+        me = module_name(path)
+        targets = graph.setdefault(me, set())
+        for _line, target, _lazy, _first, _lines in imports(path):
+            if target.startswith("memlint") and target != me:
+                targets.add(target)
+    return graph
+
+
+def cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict = {}
+    low: dict = {}
+    on_stack: set = set()
+    stack: list = []
+    found = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_at_module_or_function_level():
+    found = cycles(import_graph())
+    assert not found, "modules that import each other (directly or around a loop):\n" + \
+        "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_finds_a_loop():
+    graph = {"memlint.a": {"memlint.b"}, "memlint.b": {"memlint.c"}, "memlint.c": {"memlint.a"},
+             "memlint.d": {"memlint.a"}}
+    assert cycles(graph) == [["memlint.a", "memlint.b", "memlint.c"]]
+
+
+def test_the_never_pairs_are_stricter_than_the_order():
+    """memory -> adapters and rules -> adapters pass the left-to-right order; the pairs forbid
+    them."""
+    order = [name for name, _ in LAYERS]
+    for mine, theirs in (("memory", "adapters"), ("rules", "adapters"), ("memory", "rules"),
+                         ("rules", "reporters"), ("adapters", "rules")):
+        assert theirs not in MAY_IMPORT[mine]
+    assert order.index("adapters") < order.index("memory") < order.index("rules")
 
 
 def test_imports_inside_functions_say_why():

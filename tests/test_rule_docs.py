@@ -125,3 +125,47 @@ def test_a_plugin_example_in_another_style_is_shown_as_written():
     """SARIF and `explain` render any rule's page: a plugin's own Example style must not fail."""
     page = markdown_page(_rule("        Bad:\n        ```yaml\n        x: 1\n        ```\n"))
     assert "````text\nBad:\n```yaml\nx: 1\n```\n````" in page
+
+
+def _prose(page: str) -> list:
+    """The paragraphs and sentences of a rule page a reader reads as that rule's own: not its
+    headings, code blocks, options table, example captions or the generated footer."""
+    page = re.sub(r"```.*?```", "", page, flags=re.S)
+    out = []
+    for block in page.split("\n\n"):
+        block = block.strip()
+        if not block or block.startswith(("#", "|", "---", "Default severity", "Select or ignore",
+                                          "Bad (", "Good (")):
+            continue
+        paragraph = " ".join(block.split())
+        out.append(paragraph)
+        out += [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(`])", paragraph)
+                if len(s.split()) >= 8 and s != paragraph]
+    return out
+
+
+def repeated_prose(wanted: dict) -> list:
+    owner: dict = {}
+    found = []
+    for name, text in sorted(wanted.items()):
+        if name == "README.md":
+            continue
+        for piece in dict.fromkeys(_prose(text)):
+            if piece in owner and owner[piece] != name:
+                found.append(f"{name} repeats {owner[piece]}: {piece[:120]!r}")
+            owner.setdefault(piece, name)
+    return found
+
+
+def test_no_rule_page_repeats_another_rules_text():
+    """Each page says what its own rule checks (issue 31: ML301 ended with two lines of ML308,
+    ML501 with a sentence of ML502): no paragraph or sentence of one page is in another."""
+    found = repeated_prose(pages(builtin_rules()))
+    assert not found, "\n".join(found)
+
+
+def test_the_repeat_check_finds_a_pasted_sentence():
+    sentence = "A torchtitan job asking for 8 x 4 = 32 ranks on 16 GPUs fails at start-up."
+    wanted = {"ML501.md": f"## Why it matters\n\nGathered again. {sentence}\n",
+              "ML502.md": f"## Why it matters\n\nThe product differs. {sentence}\n"}
+    assert repeated_prose(wanted) == [f"ML502.md repeats ML501.md: {sentence!r}"]

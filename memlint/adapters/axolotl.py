@@ -204,6 +204,7 @@ def load(path: str, text: str) -> Partial:
     framework, framework_prov = _fsdp(data, partial, prov)
     _recompute(data, partial, prov)
     _loss_and_kernels(data, partial, prov)
+    _attention(data, partial, prov)
 
     if deepspeed:
         framework, framework_prov = "deepspeed", prov("deepspeed")
@@ -348,6 +349,23 @@ def _recompute(data: dict, partial: Partial, prov) -> None:
     if offloading is True or (isinstance(offloading, str) and offloading.strip().lower() in (
             "legacy", "disk", "hidden_states", "true")):
         partial.set("offload_activations", True, prov("activation_offloading"))
+
+
+def _attention(data: dict, partial: Partial, prov) -> None:
+    """The attention kernel: attn_implementation (transformers' names), else the switches
+    flash_attention / sdp_attention / eager_attention (schemas/config.py); axolotl passes it to
+    from_pretrained as attn_implementation (loaders/model.py)."""
+    from memlint.adapters.trainer_args import _ATTENTION  # start-up: loaded with the reader
+
+    kind = _ATTENTION.get(str(data.get("attn_implementation") or "").strip().lower())
+    if kind is not None:
+        partial.set("attention", kind, prov("attn_implementation"))
+        return
+    for key, kind in (("flash_attention", "flash"), ("sdp_attention", "sdpa"),
+                      ("eager_attention", "eager")):
+        if data.get(key) is True:
+            partial.set("attention", kind, prov(key))
+            return
 
 
 def _loss_and_kernels(data: dict, partial: Partial, prov) -> None:

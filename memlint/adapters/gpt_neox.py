@@ -32,6 +32,7 @@ from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
 from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKNOWN_MODEL_TYPE,
                                  UNRESOLVED, Severity, make)
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
 from memlint.records import field, record, replace
@@ -325,6 +326,7 @@ def _apply(cfg: dict, partial: Partial, anchor: Provenance) -> None:
     _types(c)
     partial.set("framework", "deepspeed", Provenance(anchor.file, None, None, "<gpt-neox config>"))
     partial.set_extra("gpt_neox.config", anchor.file, anchor)
+    _record_not_modeled(c)
     mp = _parallelism(c)
     _batch(c)
     _precision_keys(c)
@@ -347,6 +349,15 @@ def _unknown_keys(c: _Config) -> None:
                 UNKNOWN_KEY, Severity.WARNING,
                 f"{item.key} is not a NeoXArgs field at {SOURCE} (gpt-neox of that version stops "
                 "with `unexpected keyword argument`); ignored", item.prov(), key=name))
+
+
+def _record_not_modeled(c: _Config) -> None:
+    """The set keys memlint/facts/coverage/gpt_neox.json says are not modeled, as
+    `gpt_neox.<key>` facts for the not-modeled rule (ML107)."""
+    for name in coverage.table("gpt_neox").not_modeled:
+        item = c.cfg.get(name)
+        if item is not None and item.value is not None:
+            c.partial.set_extra(f"gpt_neox.{name}", item.value, item.prov())
 
 
 def _types(c: _Config) -> None:
@@ -399,6 +410,9 @@ def _batch(c: _Config) -> None:
             c.partial.set(key, value, c.where(name))
     if c.num("seq_length") is not None:
         c.partial.set("seq_len", c.num("seq_length"), c.where("seq_length"))
+    keep = c.get("keep_last_n_checkpoints")
+    if _is_int(keep) and keep > 0:   # megatron/checkpointing.py deletes older checkpoints
+        c.partial.set("checkpoint_keep", keep, c.where("keep_last_n_checkpoints"))
 
 
 def _precision_keys(c: _Config) -> None:

@@ -23,6 +23,7 @@ from memlint import lazy_re
 from memlint.adapters import trainer_args
 from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_yaml_mapping, suppressions
 from memlint.records import record
@@ -170,6 +171,16 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
                       args.truth("packing") if packing is not None else stage == "pt",
                       args.where("packing"))
     trainer_args.check_deepspeed(partial, {i.name: i for i in items}, path)
+    _record_not_modeled(args)
+
+
+def _record_not_modeled(args: _Args) -> None:
+    """The set arguments memlint/facts/coverage/llamafactory.json says are not modeled, as
+    `llamafactory.<name>` facts for the not-modeled rule (ML107)."""
+    for name in coverage.table("llamafactory").not_modeled:
+        item = args.given(name)
+        if item is not None and not item.unresolved:
+            args.partial.set_extra(f"llamafactory.{name}", item.value, item.prov)
 
 
 def _method(args: _Args) -> tuple:

@@ -30,13 +30,13 @@ import re
 from typing import Optional
 
 from memlint.adapters import _shell
-from memlint.adapters.trainer_args import Item, apply, to_bool, to_int
+from memlint.adapters.ms_swift_launch import SOURCE, Launch
+from memlint.adapters.trainer_args import Item, apply, to_int
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import NO_ESTIMATE, Partial, Provenance
 from memlint.loaders import suppressions
 
 FORMAT = "ms-swift"
-SOURCE = "modelscope/ms-swift at 3602360"
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 TRAINING = ("sft", "pt")
 COMMANDS = TRAINING + ("rlhf", "infer", "deploy", "export", "eval", "sample", "app", "web-ui",
@@ -73,29 +73,6 @@ def detect(path: str, text: str) -> bool:
 
 
 # -- reading ---------------------------------------------------------------------------------
-
-
-class Launch:
-    """The swift / megatron command the script runs: its tool, subcommand, arguments (by name,
-    the last of a repeated one wins), the environment it runs in, and where it starts."""
-
-    def __init__(self, tool: str, command: str, items: list, env: dict, anchor: Provenance):
-        self.tool, self.command, self.items, self.env, self.anchor = (tool, command, items, env,
-                                                                      anchor)
-        self.args = {item.name: item for item in items}
-        self.launched = False   # torchrun / accelerate launch gave the processes
-        self.config = None      # (path, prov) of a YAML / JSON arguments file
-
-    def value(self, name: str):
-        item = self.args.get(name)
-        return None if item is None or item.unresolved else item.value
-
-    def env_int(self, name: str) -> tuple:
-        """(value, prov) of a whole-number environment variable, else (None, None)."""
-        found = self.env.get(name)
-        if found is None or found[2]:
-            return None, None
-        return to_int(found[0]), found[1]
 
 
 def read_launch(path: str, text: str, partial: Partial) -> Optional[Launch]:
@@ -421,11 +398,3 @@ def _grad_accum(launch: Launch, partial: Partial, assumed: list) -> None:
         f"gradient_accumulation_steps default ceil(16 / {batch} / {world.value}) ({SOURCE} "
         "swift/trainers/arguments.py)"))
     assumed.append(f"grad_accum = {accum} (ms-swift's ceil(16 / batch / world size))")
-
-
-def truthy(launch: Launch, name: str, default: bool = False) -> bool:
-    item = launch.args.get(name)
-    if item is None:
-        return default
-    value = to_bool(item.value)
-    return default if value is None else value

@@ -16,7 +16,7 @@ from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import FLAG_BY_NAME, KNOWN_FLAGS
 from memlint.adapters.megatron.interpret import run
 from memlint.adapters.megatron.readers import Arg, Read
-from memlint.adapters.ms_swift import SOURCE, Launch, truthy
+from memlint.adapters.ms_swift_launch import SOURCE, Launch, truthy
 from memlint.adapters.trainer_args import to_bool, to_int
 from memlint.ir import Partial, Provenance
 

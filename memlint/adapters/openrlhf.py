@@ -12,10 +12,8 @@ memlint/adapters/openrlhf_mapping.py.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-from functools import lru_cache
 
 from memlint import lazy_re
 from memlint.diagnostics import UNRESOLVED, Severity, make
@@ -23,7 +21,6 @@ from memlint.ir import Partial, Provenance
 from memlint.loaders import suppressions
 
 FORMAT = "openrlhf"
-_FACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts", "openrlhf_args.json")
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 _ENTRY = lazy_re.compile(r"\bopenrlhf\.cli\.(train_\w+)")
 # the scripts of OpenRLHF's first versions (openrlhf/cli/train_*.py run by path, `--pretrain`)
@@ -31,23 +28,6 @@ _SCRIPT = lazy_re.compile(r"(?:^|/)(train_(?:sft|dpo|rm|kto|ppo|ppo_ray|prm|kd))
 _HEREDOC = lazy_re.compile(
     r"^[ \t]*read\s+(?:-\w+\s+(?:''|\"\")?\s*)*([A-Za-z_]\w*)\s*<<-?\s*['\"]?(\w+)['\"]?"
     r"[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S | re.M)
-OLD, NEW = "0.9.9", "0.11.0"
-
-
-@lru_cache(maxsize=1)
-def facts() -> dict:
-    with open(_FACTS, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def arguments(entry: str, version: str) -> dict:
-    points = facts()["versions"][version]["entry_points"]
-    return points.get(f"openrlhf/cli/{entry}.py", {})
-
-
-def source(entry: str, version: str) -> str:
-    commit = facts()["versions"][version]["commit"]
-    return f"OpenRLHF/OpenRLHF@{commit[:9]} (v{version}) openrlhf/cli/{entry}.py"
 
 
 def detect(path: str, text: str) -> bool:

@@ -21,13 +21,37 @@ does with them (openrlhf/cli/train_ppo_ray.py, openrlhf/utils/deepspeed/deepspee
 """
 from __future__ import annotations
 
-from memlint.adapters.openrlhf import NEW, OLD, arguments, source
+import json
+import os
+from functools import lru_cache
+
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Optional
+
+# The entry points' argparse definitions at the two pinned tags (tools/openrlhf_args.py).
+_FACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts", "openrlhf_args.json")
+OLD, NEW = "0.9.9", "0.11.0"
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    with open(_FACTS, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def arguments(entry: str, version: str) -> dict:
+    points = facts()["versions"][version]["entry_points"]
+    return points.get(f"openrlhf/cli/{entry}.py", {})
+
+
+def source(entry: str, version: str) -> str:
+    commit = facts()["versions"][version]["commit"]
+    return f"OpenRLHF/OpenRLHF@{commit[:9]} (v{version}) openrlhf/cli/{entry}.py"
+
 
 RENAMES = {
     "vllm.num_engines": "vllm_num_engines", "vllm.tensor_parallel_size": "vllm_tensor_parallel_size",

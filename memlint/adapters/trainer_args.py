@@ -15,11 +15,11 @@ import os
 
 from memlint import lazy_re
 from memlint.adapters._lora import target_kind
+from memlint.adapters._values import to_bool, to_int
 from memlint.adapters.registry import _resolve_reference
 from memlint.diagnostics import CONFLICT, INVALID_VALUE, UNRESOLVED, Severity, make
+from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
-from memlint.keys import MAX_INT
-from memlint.keys import parse_bool
 from memlint.loaders import inside, load_json, read_text, repo_root
 from memlint.records import record
 
@@ -43,29 +43,6 @@ class Item:
 
 
 # -- values ---------------------------------------------------------------------------------
-
-def to_bool(value: Any) -> Optional[bool]:
-    """HfArgumentParser's string_to_bool (yes/no, true/false, t/f, y/n, 1/0); a bare flag
-    (`--bf16`) is True. None: not a bool."""
-    if value is None or value == "":
-        return True
-    return parse_bool(value)
-
-
-def to_int(value: Any) -> Optional[int]:
-    """A whole number up to keys.MAX_INT (2**53; larger is a typo or fuzz), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if abs(value) <= MAX_INT else None
-    try:
-        number = float(str(value).strip())
-    except (ValueError, OverflowError):
-        return None
-    if not number.is_integer() or abs(number) > MAX_INT:
-        return None
-    return int(number)
-
 
 # -- the argument table ----------------------------------------------------------------------
 
@@ -225,6 +202,7 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         if item is not None and not item.unresolved and to_bool(item.value) is not None:
             partial.set_extra(f"hf_trainer.{name}", to_bool(item.value), item.prov)
     _liger_loss(run.args, partial, trainer)
+    _record_not_modeled(run)
     if trainer == "trl":
         # start-up: the RL / preference reader loads only for TRL arguments
         from memlint.adapters import trl_rl
@@ -232,6 +210,15 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
         trl_rl.apply(run.args, partial, anchor, partial.source, script, run.assumed)
     _report_defaults(run)
     return run.args
+
+
+def _record_not_modeled(run: _Run) -> None:
+    """The set arguments memlint/facts/coverage/hf_trainer.json says are not modeled, as
+    `hf_trainer.<name>` facts for the not-modeled rule (ML107)."""
+    for name in coverage.table("hf_trainer").not_modeled:
+        item = run.args.get(name)
+        if item is not None and not item.unresolved:
+            run.partial.set_extra(f"hf_trainer.{name}", item.value, item.prov)
 
 
 def _batch(run: _Run) -> None:

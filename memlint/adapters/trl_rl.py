@@ -67,7 +67,7 @@ def apply(args: dict, partial: Partial, anchor: Provenance, path: str, script: s
     kind = trainer_kind(args, path, script)
     if kind is None:
         return
-    from memlint.adapters.trainer_args import to_bool, to_int  # start-up: already loaded
+    from memlint.adapters._values import to_bool, to_int  # start-up: already loaded
 
     def value(name, default=None):
         item = args.get(name)

@@ -392,5 +392,5 @@ def load(path: str, text: str) -> Partial:
     # start-up: the mapping (and the shared trainer helpers it uses) loads only for verl files
     from memlint.adapters import verl_mapping
 
-    verl_mapping.apply(config, partial, launch.anchor)
+    verl_mapping.apply(config, partial, launch.anchor, version(), source(config.name))
     return partial

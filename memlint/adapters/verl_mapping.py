@@ -49,13 +49,10 @@ _ALGORITHMS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plu
 class Reader:
     """Reads resolved verl keys and sets scenario keys with their positions."""
 
-    def __init__(self, config, partial: Partial, anchor: Provenance):
-        # start-up: verl.py imports this module lazily; the reverse import must be late too
-        from memlint.adapters import verl
-
+    def __init__(self, config, partial: Partial, anchor: Provenance, version: str, file: str):
         self.config, self.partial, self.anchor = config, partial, anchor
-        self.version = verl.version()
-        self.file = verl.source(config.name)
+        self.version = version   # verl's, and the source file of its defaults (adapters/verl.py)
+        self.file = file
 
     def entry(self, key: str):
         entry = self.config.get(key)
@@ -140,8 +137,10 @@ class Reader:
             assumed=[{"key": k, "value": used[k][0], "line": used[k][1]} for k in names]))
 
 
-def apply(config, partial: Partial, anchor: Provenance) -> None:
-    read = Reader(config, partial, anchor)
+def apply(config, partial: Partial, anchor: Provenance, version: str, file: str) -> None:
+    """Set the scenario keys the resolved verl config gives; `version` and `file`: the verl
+    version its defaults were read at and their source (adapters/verl.py version, source)."""
+    read = Reader(config, partial, anchor, version, file)
     partial.set_extra("verl.version", read.version, anchor)
     partial.set("rl.framework", "verl", anchor)
     for key, entry in config.entries.items():

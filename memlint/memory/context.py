@@ -208,3 +208,9 @@ def context_of(scenario, estimate=None) -> Resolved:
     """The context `estimate` carries (an Estimate of `scenario`), else a new one."""
     found = getattr(estimate, "context", None)
     return found if found is not None else Resolved(scenario)
+
+
+def conventions_of(scenario, estimate=None):
+    """The Conventions record (memory/conventions.py) of `scenario`, from the context `estimate`
+    carries, else a new one."""
+    return context_of(scenario, estimate).conventions

@@ -363,11 +363,3 @@ def _model_init(framework: str, par) -> tuple:
                              "deepspeed.zero.Init when ZeRO-3 is enabled")
     return "cpu", ("transformers from_pretrained materializes the whole model on the CPU of "
                    "every rank before it is moved to the GPU")
-
-
-def conventions_of(scenario, estimate=None) -> Conventions:
-    """The record of `scenario` (from the context `estimate` carries, else a new one)."""
-    # start-up: the context module loads with the memory model, not with this module
-    from memlint.memory.context import context_of
-
-    return context_of(scenario, estimate).conventions

@@ -20,7 +20,7 @@ This module gives one rank's host terms; memory/host_nodes.py adds them up per n
 from __future__ import annotations
 
 from memlint.catalog import nodes as node_catalog
-from memlint.memory.conventions import conventions_of
+from memlint.memory.context import conventions_of
 from memlint.memory.stages import microbatches
 from memlint.memory.terms import Term
 

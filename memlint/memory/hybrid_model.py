@@ -166,8 +166,8 @@ def _build(r: ConfigReader, fam: str, tied: Optional[bool]) -> Layout:
             mixer += layer.ssm.params(d)
         mixer += extra.get(("mixer", i), 0)
         norms = extra.get(("norms", i), 2 * d)
-        built.append(HybridLayer(layer.mixer, layer.ffn, layer.ssm, layer.attention,
-                                 LayerParams(attention=mixer, norms=norms, **parts)))
+        params = extra.get(("params", i)) or LayerParams(attention=mixer, norms=norms, **parts)
+        built.append(HybridLayer(layer.mixer, layer.ffn, layer.ssm, layer.attention, params))
     counts = ParamCounts(embedding=vocab * d, position_embedding=0,
                          lm_head=0 if tied else vocab * d, final_norm=d, layers=tuple(
                              layer.params for layer in built))
@@ -310,17 +310,19 @@ def _zamba2(r: ConfigReader, d: int):
     block = attn.params(d) + width + 3 * d * ffn + (2 * ffn + d if bias else 0) + d
     adapter = rank * (d + 2 * ffn) + (3 * rank * 2 * width if attn_adapters else 0)
     layers, extra, hybrid = [], {}, 0
+    shared_mlp = FFN("dense", ffn=ffn, bias=bias)
     for i, kind in enumerate(types):
         if kind == "hybrid":
+            # the shared block runs in this layer (its activations are this layer's), but its
+            # parameters belong to the first num_mem_blocks hybrid layers only
             shared = block if hybrid < blocks else 0
-            extra[("mixer", i)] = shared + adapter + d * d  # the block, its adapter, `linear`
-            layers.append(HybridLayer("mamba2", FFN("none"), ssm=mixer, attention=attn))
+            extra[("params", i)] = LayerParams(
+                attention=mixer.params(d) + shared + adapter + d * d, norms=d)
+            layers.append(HybridLayer("mamba2", shared_mlp, ssm=mixer, attention=attn))
             hybrid += 1
         else:
             layers.append(HybridLayer("mamba2", FFN("none"), ssm=mixer))
         extra[("norms", i)] = d
-    # the shared attention is counted by `extra`, not by the layer's own attention record
-    layers = [HybridLayer(x.mixer, x.ffn, x.ssm, None) for x in layers]
     return layers, extra
 
 

@@ -13,6 +13,7 @@ MoETransformerLayer), and a Mamba, Gated DeltaNet or short-conv layer its mixer'
 """
 from __future__ import annotations
 
+import re
 
 from memlint.memory import mixer_activations as mix
 from memlint.memory.terms import Item
@@ -37,6 +38,29 @@ def fused_kernels(model) -> bool:
     return setting == "fused"
 
 
+def layout_source(model) -> str:
+    """The activations Term's source for a per-layer plan: the kernels its mixers' items come
+    from (memory/mixer_activations.py)."""
+    layout = model.arch.layout
+    kinds = {x.mixer for x in layout.layers}
+    if any(x.stack == "encoder" for x in layout.layers):
+        return ("Megatron T5 (megatron/core/models/T5/t5_spec.py: encoder layers over T_enc, "
+                "decoder layers over T_dec with CrossAttention) on Korthikanti et al. 2022 "
+                "section 4 (memory/layout_activations.py t5_layer_items)")
+    parts = []
+    if model.conv.eager_modules:
+        which = "fused kernels" if fused_kernels(model) else "torch fallbacks"
+        parts.append(f"transformers modules with the {which} ({KERNELS_SOURCE}) "
+                     "(memory/mixer_activations.py hf_mixer_items)")
+    elif "mamba2" in kinds:
+        parts.append("Megatron MambaLayer through mamba_ssm mamba_split_conv1d_scan_combined "
+                     "(mamba_ssm/ops/triton/ssd_combined.py at state-spaces/mamba@e9594ce; "
+                     "memory/mixer_activations.py megatron_mamba_items)")
+    parts.append("attention and FFN halves of the decoder layer items (memory/activations.py, "
+                 "activations_eager.py)")
+    return "; ".join(parts)
+
+
 def plan_layer_items(model, layer, uniform: Callable[[bool], list], eager: bool) -> list:
     """Items of layer `layer` of the model's plan (T5 layers, or a hybrid's mixer and FFN)."""
     arch, topo, par, tr = model.arch, model.topo, model.par, model.tr
@@ -54,7 +78,7 @@ def plan_layer_items(model, layer, uniform: Callable[[bool], list], eager: bool)
     return layer_items(layer, uniform, eager, d=arch.hidden, c=c, tp=topo.tp, sp=par.sp,
                        hidden_dropout=arch.hidden_dropout > 0,
                        fused_kernels=fused_kernels(model), gemm=gemm,
-                       model_type=arch.model_type)
+                       model_type=arch.model_type, autocast=model.dt.autocast)
 
 _DROPOUT_BOTH = "residual dropout masks (attention, MLP)"
 
@@ -113,15 +137,25 @@ def _fp32_normalized(items: list, c: int) -> list:
             for i in items]
 
 
+def _one_consumer(item):
+    """The norm's autocast copies feed one linear (the mixer's in_proj), not q, k and v."""
+    match = re.search(r"one per linear \((\d+)\)$", item.name)
+    if not match:
+        return item
+    return Item(item.name[:match.start()] + "for the mixer's in_proj",
+                item.per_token / int(match.group(1)))
+
+
 def layer_items(layer, base: Callable[[bool], list], eager: bool, *, d: int, c: int, tp: int,
                 sp: bool, hidden_dropout: bool, fused_kernels: bool = True,
-                gemm: int = 0, model_type: str = "") -> list:
+                gemm: int = 0, model_type: str = "", autocast: bool = False) -> list:
     """Items of one layer of the plan. `base(moe_layer)` gives the uniform decoder layer's items
     for this layer's attention and FFN shapes (fused or eager, as the run uses)."""
     moe = layer.ffn.kind == "moe"
     split = split_eager if eager else split_fused
     attention_half, ffn_half = split(base(moe))
-    if eager and model_type in FP32_NORM_TYPES and c < 4:
+    if eager and model_type in FP32_NORM_TYPES and c < 4 and not autocast:
+        # (under autocast the norm's tensors are fp32 already)
         attention_half, ffn_half = _fp32_normalized(attention_half, c), _fp32_normalized(
             ffn_half, c)
     items: list = []
@@ -135,9 +169,8 @@ def layer_items(layer, base: Callable[[bool], list], eager: bool, *, d: int, c: 
             items += mix.megatron_mamba_items(layer.ssm, d, c, tp, sp, hidden_dropout, gemm)
         else:
             if layer.mixer != "parallel":  # the input norm (the attention half has it otherwise)
-                items += [i for i in attention_half if i.name.startswith(("input norm",
-                                                                            "norm1 input",
-                                                                            "qkv input"))]
+                items += [_one_consumer(i) for i in attention_half
+                          if i.name.startswith(("input norm", "norm1 input", "qkv input"))]
             items += mix.hf_mixer_items(layer.mixer if layer.mixer != "parallel" else "mamba2",
                                         layer.ssm, d, c, fused_kernels)
     if layer.ffn.kind != "none":

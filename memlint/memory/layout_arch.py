@@ -69,6 +69,50 @@ def layout_counts(arch: Architecture) -> ParamCounts:
     return replace(counts, embedding=embedding, lm_head=lm_head)
 
 
+def layout_lora_per_layer(arch: Architecture, rank: int, targets: str) -> list:
+    """LoRA adapter parameters of each layer of a plan (A: in×r, B: r×out per adapted linear).
+    `qkvo` adapts the attention projections only, so Mamba, Gated DeltaNet, short-conv and
+    MLP-only layers get none (their linears have other names); `all-linear` (PEFT: every
+    nn.Linear but the output layer) adds the mixers' in/out projections, the dense MLP's
+    linears and, in MoE layers, the router and the shared expert (routed experts are fused 3-D
+    parameters in transformers 5, which PEFT does not wrap)."""
+    d = arch.hidden
+    out = []
+    for layer in arch.layout.layers:
+        pairs = []
+        for a in (layer.attention, layer.cross_attention):
+            if a is not None:
+                q = a.heads * a.head_dim
+                kv = a.kv_heads * a.head_dim
+                pairs += [(a.width, 2 * q if a.output_gate else q), (a.width, kv), (a.width, kv),
+                          (q, d)]
+        if targets.startswith("all-linear"):
+            m = layer.ssm
+            if hasattr(m, "in_proj_out"):            # Mamba-2
+                pairs += [(d, m.in_proj_out), (m.d_inner, d)]
+            elif hasattr(m, "dt_rank"):              # Mamba-1: in, x, dt, out projections
+                pairs += [(d, 2 * m.d_inner), (m.d_inner, m.dt_rank + 2 * m.state),
+                          (m.dt_rank, m.d_inner), (m.d_inner, d)]
+            elif hasattr(m, "conv_dim"):             # Gated DeltaNet
+                pairs += [(d, m.conv_dim + m.v_width), (d, 2 * m.value_heads), (m.v_width, d)]
+            elif m is not None:                      # LFM2 short conv
+                pairs += [(d, 3 * d), (d, d)]
+            f = layer.ffn
+            mats = 3 if f.gated else 2
+            if f.kind == "dense":
+                pairs += [(d, f.ffn)] * (mats - 1) + [(f.ffn, d)]
+            elif f.kind == "moe":
+                pairs.append((d, f.experts))
+                if f.shared_ffn:
+                    pairs += [(d, f.shared_ffn)] * (mats - 1) + [(f.shared_ffn, d)]
+                if targets == "all-linear+experts":
+                    width = f.latent or d
+                    pairs += [(width, f.expert_ffn)] * ((mats - 1) * f.experts) + \
+                        [(f.expert_ffn, width)] * f.experts
+        out.append(sum(rank * (a + b) for a, b in pairs))
+    return out
+
+
 def decoder_seq(arch: Architecture) -> int:
     """The decoder's sequence length of an encoder-decoder (0: not one, or not given)."""
     return arch.layout.decoder_seq if arch.layout is not None else 0

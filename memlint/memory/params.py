@@ -46,7 +46,8 @@ from memlint.memory.architecture import (FRAMEWORK_MODEL_TYPES, KNOWN_MODEL_TYPE
                                          Vision, mlp_params)
 from memlint.memory.config_reader import (MAX_CONFIG_INT, MAX_CONFIG_NUMBER, ConfigReader,
                                           model_type_of)
-from memlint.memory.layout_arch import LAYOUT_MODEL_TYPES, layout_architecture, layout_counts
+from memlint.memory.layout_arch import (LAYOUT_MODEL_TYPES, layout_architecture, layout_counts,
+                                        layout_lora_per_layer)
 from memlint.memory.model_types import counted_as
 from memlint.memory.text_model import text_architecture
 from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, text_reader, vlm_tied
@@ -183,7 +184,10 @@ def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
     transformers 5 holds those as fused 3-D parameters (`gate_up_proj`, `down_proj`,
     integrations/moe.py), which PEFT's module targeting does not wrap. `all-linear+experts`
     adds one adapter per routed expert linear (a model whose experts are nn.Linear modules,
-    named in the targets, e.g. axolotl's linearized Llama 4)."""
+    named in the targets, e.g. axolotl's linearized Llama 4). A per-layer plan (hybrids,
+    T5) adapts each layer's own linears (memory/layout_arch.py `layout_lora_per_layer`)."""
+    if arch.layout is not None:
+        return layout_lora_per_layer(arch, rank, targets)
     d = arch.hidden
     if arch.mla is not None:
         m = arch.mla

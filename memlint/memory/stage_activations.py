@@ -13,7 +13,7 @@ from memlint.memory import activations_eager as eager
 from memlint.memory import moe_balance, offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms)
-from memlint.memory.layout_activations import plan_layer_items
+from memlint.memory.layout_activations import layout_source, plan_layer_items
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
 from memlint.memory.softmax import softmax_bytes
@@ -210,6 +210,8 @@ def schedule_knobs(model: Model) -> tuple:
 
 
 def activation_source(model: Model) -> str:
+    if model.arch.layout is not None:
+        return layout_source(model)
     if model.op_sac:
         return "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
     if model.conv.eager_modules:

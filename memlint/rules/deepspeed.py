@@ -147,8 +147,6 @@ class BatchSizeMismatch(Rule):
         64 GPUs lost to a one-line arithmetic error. Derived values round down silently:
         train_batch_size 256 with micro batch 3 on 8 GPUs derives 10 accumulation steps, 240
         samples, and fails.
-        A config written for DeepSpeed 0.8 with `cpu_offload: true` still starts on 0.19, but
-    1 removal in a later release turns it into a launch failure.
 
     How to fix:
         Make the product match, or give only two of the three and let DeepSpeed derive the

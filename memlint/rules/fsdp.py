@@ -61,7 +61,6 @@ class FullRecomputeDoubleAllgather(Rule):
         the layer's forward hooks again gathers them a third time: 50% more all-gather traffic.
         For Llama-3-8B in bf16 (7.0B decoder-layer parameters) sharded over 8 GPUs that is
         about 11.4 GiB more received per GPU per step, exposed on slower links.
-        A torchtitan job asking for 8 x 4 = 32 ranks on 16 GPUs fails at start-up.
 
     How to fix:
         Under FSDP use the framework's checkpoint wrapper inside the unit (axolotl/accelerate:

@@ -59,13 +59,6 @@ class QueryGroupsIgnored(Rule):
         For Llama-3 8B (32 heads, 8 groups, 32 layers, head dim 128) that adds
         2·32·4096·128·24 = 805M K/V parameters (~13 GB of weights, grads and Adam states) and 4x
         the K/V activations, with no error or warning.
-    On 1,536-sample batches of the GPT-3 175B example that is 128 GPUs idle in the queue
-    for nothing.
-        A DeepSeek-V3-style run (61 layers, 128 heads) never reaches step 1.
-    Llama-3 8B with --seq-length 16384 over 8192 positions stops at start-up on every one of
-    its 8+ GPUs.
-    A 64-GPU job fails in its first second after waiting in the queue.
-    Both combinations stop a run before step 1, on all of its GPUs.
 
     How to fix:
         Add --group-query-attention next to --num-query-groups.

@@ -343,3 +343,24 @@ def test_heads_error_points_at_tp_line():
     tp_line = next(i for i, line in enumerate(text.splitlines(), 1)
                    if "--tensor-model-parallel-size" in line)
     assert (prov.file, prov.line) == (path, tp_line)
+
+
+def test_bert_spec_local_builds_megatrons_own_layers():
+    """examples/bert/pretrain_bert.py turns `--spec local` into bert_layer_local_spec (Megatron
+    CI bert_mcore_tp2_pp2_resume_torch_dist_local_spec): the local implementation's conventions
+    (no Transformer Engine workspace; its unfused attention in the global memory buffer)."""
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import overrides_partial
+
+    path = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci", "configs",
+                        "bert__bert_mcore_tp2_pp2_resume_torch_dist_local_spec.yaml")
+    partial = M.load_path(path, entry="examples/bert/pretrain_bert.py")
+    assert partial.extra["megatron.transformer-impl"].value == "local"
+    assert partial.extra["megatron.transformer-impl"].prov.key == "--spec"
+    scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB"])])
+    last = estimate(scenario).stages[-1]
+    assert last.term("buffers.te_workspace") is None
+    assert last.term("buffers.global_memory_buffer") is not None
+    # the same flags under another script: --spec names a module, not the local spec
+    other = M.load_path(path, entry="pretrain_gpt.py")
+    assert "megatron.transformer-impl" not in other.extra

@@ -409,11 +409,12 @@ def test_stage_classes_give_every_stage_its_own_numbers(monkeypatch, model, sets
     # estimate() computes each class of stages (same layers, ends, micro-batches in flight) once;
     # the result must be what computing every stage on its own gives
     from memlint.memory import estimate as E
+    from memlint.memory import training
     from memlint.scenario import build, overrides_partial
 
     scenario, _ = build([overrides_partial(sets, model=model)])
     shared = E.estimate(scenario).to_dict()
-    monkeypatch.setattr(E, "_stage_class", lambda model, plan: plan.stage)
+    monkeypatch.setattr(training, "_stage_class", lambda model, plan: plan.stage)
     alone = E.estimate(scenario).to_dict()
     assert shared == alone
 
@@ -421,16 +422,17 @@ def test_stage_classes_give_every_stage_its_own_numbers(monkeypatch, model, sets
 def test_estimate_work_is_per_stage_class(monkeypatch):
     # 10,000 layers over pp 10,000 took 24-47 s: one state computation per stage
     from memlint.memory import estimate as E
+    from memlint.memory import training
     from memlint.scenario import build, overrides_partial
 
     calls = [0]
-    real = E.state_terms
+    real = training.state_terms
 
     def counted(model, plan):
         calls[0] += 1
         return real(model, plan)
 
-    monkeypatch.setattr(E, "state_terms", counted)
+    monkeypatch.setattr(training, "state_terms", counted)
     scenario, _ = build([overrides_partial(["model.num_hidden_layers=10240", "pp=512",
                                             "world_size=512", "global_batch=4"],
                                            model="llama3-8b")])

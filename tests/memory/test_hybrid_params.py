@@ -151,3 +151,19 @@ def test_megatron_pattern_helpers():
     assert hp.mtp_depths("M-M-|M*-M/MM/MM") == 2
     assert hp.uncounted("MGM*|D-") == "DG"
     assert hp.uncounted("M*-E") == ""
+
+
+def test_lora_adapts_each_layers_own_linears():
+    from memlint.memory.params import architecture, lora_params_per_layer
+
+    arch = architecture(load("Nemotron-H-8B-Base-8K"))
+    qkvo = lora_params_per_layer(arch, 16, "qkvo")
+    # only the 4 attention layers have q/k/v/o: 16 x ((4096 + 4096) + 2 x (4096 + 1024) +
+    # (4096 + 4096)) each; Mamba and MLP layers get no qkvo adapter
+    assert [i for i, n in enumerate(qkvo) if n] == [7, 16, 27, 38] or sum(
+        1 for n in qkvo if n) == 4
+    assert sum(qkvo) == 4 * 16 * (8192 + 2 * 5120 + 8192)
+    every = lora_params_per_layer(arch, 16, "all-linear")
+    mamba = 16 * ((4096 + 18560) + (8192 + 4096))    # in_proj, out_proj
+    mlp = 16 * ((4096 + 21504) + (21504 + 4096))     # up, down (relu2)
+    assert every[0] == mamba and every[1] == mlp

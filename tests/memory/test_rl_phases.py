@@ -195,3 +195,55 @@ def test_host_ram_per_node_is_a_limit_of_an_rl_run(host, fits):
     [node] = est.host
     assert node.total_bytes == pytest.approx(192.5 * GiB, rel=0.01)
     assert any(d.code == "ML701" for d in diagnostics) is not fits
+
+
+OPENRLHF_PPO = "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray.sh"
+TRL_GRPO = "huggingface__open-r1/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml"
+# (file, settings the file does not give: OpenRLHF's SFT checkpoint is Llama-3-8B's architecture)
+RUNS = [(VERL_PPO, ()), (OPENRLHF_PPO, ("--model", "meta-llama/Meta-Llama-3-8B")),
+        (TRL_GRPO, ("--world-size", "8"))]
+
+
+def _memlint(*argv) -> str:
+    env = dict(os.environ, NO_COLOR="1")
+    done = subprocess.run([sys.executable, "-m", "memlint", "estimate", *argv, "--gpu",
+                           "H100-80GB"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=env)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("name,extra", RUNS, ids=["verl", "openrlhf", "trl-grpo"])
+def test_each_framework_gets_a_per_phase_estimate_in_every_format(name, extra):
+    path = os.path.join(CORPUS, name)
+    text = _memlint(path, *extra)
+    assert "phases of stage 0" in text and "update_actor" in text
+    doc = json.loads(_memlint(path, *extra, "--format", "json"))
+    [est] = doc["estimates"]
+    phases = [p["phase"] for s in est["stages"] for p in s["phases"]]
+    assert "update_actor" in phases and ("rollout" in phases or "weight_sync" in phases)
+    assert "Stage 0, phase" in _memlint(path, *extra, "--explain")
+    html = _memlint(path, *extra, "--format", "html")
+    assert 'class="rl-phases"' in html and "update_actor" in html
+
+
+def test_openrlhf_kto_keeps_a_sharded_reference_beside_the_policy():
+    """OpenRLHF's own KTO example (full parameters, ZeRO-3; its SFT checkpoint has Llama-3-8B's
+    architecture): train_kto.py builds the reference with the eval config of the same ZeRO stage."""
+    est = _estimate("OpenRLHF__OpenRLHF/examples/scripts/train_kto_llama.sh",
+                    "model=meta-llama/Meta-Llama-3-8B", "world_size=8")
+    update = _phase(est.stages[0], "update_actor")
+    ref = _term(update, "reference.weights")
+    assert ref.bytes == pytest.approx(LLAMA3_8B * 2 / 8, rel=0.01)   # bf16, sharded over 8
+    assert est.scenario.rl.reference == "model" and not est.scenario.rl.paired
+
+
+def test_llamafactory_lora_ppo_reference_is_the_adapter_disabled():
+    """LLaMA-Factory's PPO example: LoRA policy, reward model a LoRA adapter on it (the default
+    reward_model_type); the reference pass runs the base with the adapter disabled."""
+    est = _estimate("hiyouga__LLaMA-Factory/examples/train_lora/llama3_lora_ppo.yaml",
+                    "world_size=1")
+    stage = est.stages[0]
+    assert est.scenario.rl.reference == "adapter"
+    assert [p.name for p in stage.phases] == ["logprob_reference", "update_actor"]
+    assert not [t for p in stage.phases for t in p.terms if t.name.startswith("reference.")]

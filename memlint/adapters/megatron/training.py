@@ -96,8 +96,22 @@ def precision(it: Interp) -> None:
             it.set("optimizer", mapped, "--optimizer")
 
 
+def bert_local_spec(it: Interp) -> bool:
+    """examples/bert/pretrain_bert.py builds `bert_layer_local_spec` (Megatron's own layers)
+    for `--spec local`, whatever --transformer-impl says (NVIDIA/Megatron-LM@d98e8a64): the
+    local implementation, recorded as megatron.transformer-impl for the conventions."""
+    entry = it.partial.extra.get("megatron.entry-script")
+    spec = it.arg("--spec")
+    if entry is None or not re.search(r"pretrain_bert\.py$", str(entry.value)) \
+            or spec is None or not spec.values or str(spec.values[0]).strip("'\"") != "local":
+        return False
+    it.partial.set_extra("megatron.transformer-impl", "local", it.prov("--spec"))
+    return True
+
+
 def memory_flags(it: Interp) -> None:
     v = it.value
+    local = bert_local_spec(it) or v("--transformer-impl") == "local"
     # recompute
     if "--recompute-granularity" not in it.values:
         if it.on("--recompute-activations"):
@@ -113,8 +127,9 @@ def memory_flags(it: Interp) -> None:
         it.set("attention", "flash", "--attention-backend")
     elif it.on("--use-flash-attn"):
         it.set("attention", "flash", "--use-flash-attn")
-    elif v("--transformer-impl") == "local":
-        it.set("attention", "eager", "--transformer-impl",
+    elif local:
+        flag = "--transformer-impl" if v("--transformer-impl") == "local" else "--spec"
+        it.set("attention", "eager", flag,
                  "attention eager (local implementation, no --use-flash-attn)")
     # optimizer sharding
     if it.on("--use-megatron-fsdp"):

@@ -9,12 +9,9 @@ memory/rl/passes.py (no-grad passes, RL logits) and memlint's training model (th
 """
 from __future__ import annotations
 
-__all__ = ["is_rl", "rl_estimate"]
+from memlint.memory.rl.names import LENGTH_INDEPENDENT, PREFERENCE
 
-
-# phases whose size does not depend on the generated lengths (the engine's budget is fixed)
-LENGTH_INDEPENDENT = ("weight_sync", "rollout")
-PREFERENCE = ("dpo", "kto", "orpo", "simpo", "ipo", "cpo", "reward")
+__all__ = ["LENGTH_INDEPENDENT", "PREFERENCE", "is_rl", "rl_estimate"]
 
 
 def is_rl(scenario) -> bool:

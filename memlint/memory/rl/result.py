@@ -9,7 +9,7 @@ say up to which average sequence length it fits instead of crying out-of-memory.
 from __future__ import annotations
 
 from memlint.memory.result import Estimate
-from memlint.memory.rl import LENGTH_INDEPENDENT
+from memlint.memory.rl.names import LENGTH_INDEPENDENT
 from memlint.records import field, record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only

@@ -79,9 +79,9 @@ def trained_role(name: str, scenario, shape: EngineShape, param_offload: bool,
                  optimizer_offload: bool, value_head: bool = False) -> Role:
     """A trained role from memlint's training estimate of `scenario` (already derived)."""
     # start-up: the training model loads only when an RL run is estimated
-    from memlint.memory.estimate import estimate
+    from memlint.memory.training import training_estimate
 
-    est = estimate(scenario)
+    est = training_estimate(scenario)
     ctx = est.context
     dt, topo = ctx.require("dtypes"), ctx.topology
     peaks = tuple(next(p for p in s.phases if p.name == s.phase) for s in est.stages)

@@ -1,0 +1,173 @@
+"""training_estimate(scenario) -> Estimate of a training step: per pipeline stage, the named Terms
+of its peak (memory/estimate.py `estimate` dispatches here, or to memory/rl for an RL step).
+
+The flow: resolve the architecture and exact parameter counts (`params`), the parallel layout
+(`topology`), the framework's dtypes (`states.dtypes`), split layers and parameters over pipeline
+stages (stage 0 carries the embedding and any vision tower, the last stage the LM head and loss),
+then compute each stage's terms in each phase of a step and keep the phase with the most bytes:
+- forward end: weights, optimizer states, persistent gradient buffers, all saved activations;
+- forward softmax (Megatron's unfused attention only): the last layer's softmax running, its
+  live copies of the scores beside everything saved before it (memory/softmax.py);
+- backward start: the same with the loss backward's temporaries (logits gradients);
+- backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
+- optimizer step: every gradient, the states and the optimizer implementation's temporaries.
+Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
+only from the backward on, unless gradient accumulation keeps them: `.grad` accumulates over the
+micro-batches of a step and is cleared only after the optimizer step (transformers Trainer
+`_inner_training_loop`: `model.zero_grad()` after `optimizer.step()`; torchtitan `train_step`),
+so with more than one micro-batch the second one's forward and backward run beside them.
+Megatron's and DeepSpeed's buffers exist all along.
+
+The `seed` profile is the same code with the articles' assumptions (memlint/assumptions.py): one
+phase holding everything, C_act coefficients, uniform parameter split, no logits or runtime.
+
+Where things are: the facts every term reads (`Model`, memory/model.py), pipeline stages
+(stages.py), weights/gradients/states (stage_states.py), saved activations
+(stage_activations.py), logits and loss (logits.py), LoRA/QLoRA (lora.py), the vision encoder
+(vision.py), ZeRO/FSDP buffers (buffers.py), optimizer-step temporaries (optimizer_step.py), the
+runtime (runtime.py); the result is an `Estimate` (result.py). `EstimateError` and `UnsupportedModel`
+are re-exported from memory/model.py.
+"""
+from __future__ import annotations
+
+from memlint.memory import inputs
+from memlint.memory.allocator import released_on_retry, reserve_terms
+from memlint.memory.buffers import buffer_terms
+from memlint.memory.compile import compile_assumed, compile_notes
+from memlint.memory.logits import logits_terms
+from memlint.memory.lora import dequant_terms
+from memlint.memory.model import EstimateError, Model, UnsupportedModel
+from memlint.memory.optimizer_step import optimizer_step_terms
+from memlint.memory.result import Estimate
+from memlint.memory.global_buffer import global_buffer_terms
+from memlint.memory.runtime import allocator_terms, runtime_terms, workspace_terms
+from memlint.memory.softmax import softmax_peak_terms
+from memlint.memory.stage_activations import activation_terms, stage_inflight
+from memlint.memory.stage_states import state_terms
+from memlint.memory.stages import StagePlan
+from memlint.memory.terms import Phase, StageEstimate, Term
+from memlint.records import replace
+
+__all__ = ["EstimateError", "UnsupportedModel", "Model", "training_estimate", "fsdp_layer_freed"]
+
+
+def fsdp_layer_freed(terms: list, layers: int) -> list:
+    """After the last layer's backward its saved tensors are gone: the full-layer activations
+    term keeps (L − 1) / L of its bytes (one micro-batch in flight under FSDP)."""
+    out = []
+    for term in terms:
+        if term.name == "activations" and layers > 0:
+            held = int(term.inputs.get("layers", layers)) or 1
+            kept = term.bytes * (held - 1) // held
+            term = Term(term.name, term.component, kept,
+                        f"({term.formula}) × ({held} − 1) / {held}  (last layer's backward done)",
+                        dict(term.inputs), term.source)
+        out.append(term)
+    return out
+
+
+def _allocator(model: Model, terms: list) -> list:
+    """The caching allocator's share of a phase; none on the CPU or at a zero fraction."""
+    return [t for t in allocator_terms(model, terms) if t.bytes]
+
+
+def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, optimizer,
+                 workspaces: list):
+    terms = list(weights) + list(optimizer)
+    # one moment (assumption step.phases "one", the articles' sum) holds the gradients too
+    grads_now = (model.assume["step.phases"] == "one" or model.dt.grads_persistent
+                 or phase == "optimizer" or model.microbatches > 1)
+    if grads_now:
+        terms += list(gradients)
+    terms += workspaces
+    if phase == "backward_layer":
+        # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
+        # layer's saved tensors are freed, the other layers' are still held
+        terms += fsdp_layer_freed(activation_terms(model, plan, phase), len(plan.layers))
+        terms += buffer_terms(model, plan, phase)
+        terms += dequant_terms(model, plan)
+    elif phase != "optimizer":
+        terms += activation_terms(model, plan, phase)
+        if plan.last and model.assume["logits.enabled"]:
+            terms += logits_terms(model, phase)
+        terms += buffer_terms(model, plan, phase)
+        terms += dequant_terms(model, plan)
+    else:
+        terms += optimizer_step_terms(model, plan)
+        terms += buffer_terms(model, plan, phase)
+    return terms
+
+
+def _stage_class(model: Model, plan: StagePlan) -> tuple:
+    """Everything a stage's terms read besides the model: first/last, each of its layers' kind
+    (parameter counts, MoE or dense, LoRA parameters) in order, and the micro-batches it holds in
+    flight. Stages of one class have the same terms, so they are computed once: 10,000 stages of
+    one layer each took 24-47 s (issue 19); the cost is now per class, not per stage."""
+    moe, lora, layers = model.arch.moe_layers, model.lora_per_layer, model.counts.layers
+    kinds = tuple((layers[i], moe[i] if i < len(moe) else None, lora[i] if model.lora else 0)
+                  for i in plan.layers)
+    inflight = (None if model.assume["activations.model"] == "seed"
+                else stage_inflight(model, plan))
+    return plan.first, plan.last, kinds, inflight
+
+
+def training_estimate(scenario, context=None) -> Estimate:
+    """The Estimate of one training step of `scenario`; `context`: its resolved context
+    (memory/context.py) when the caller already has one, so that nothing is resolved twice."""
+    model = Model(scenario, context)
+    stages = []
+    # zero-byte runtime terms (the seed profile's assumptions) are not listed
+    runtime = [t for t in runtime_terms(model) if t.bytes]
+    workspaces = workspace_terms(model)
+    classes: dict = {}
+    for plan in model.plans:
+        key = _stage_class(model, plan)
+        done = classes.get(key)
+        if done is not None:
+            stages.append(replace(done, stage=plan.stage))
+            continue
+        weights, gradients, optimizer, host = state_terms(model, plan)
+        if model.par.offload_activations and model.assume["activations.model"] != "seed":
+            # the host side of activation offload (memory/offload.py), at the end of forward
+            moved: list = []
+            activation_terms(model, plan, "forward_end", host_out=moved)
+            host = list(host) + moved
+        if model.assume["step.phases"] == "one":
+            names = ["backward"]
+        else:
+            names = ["forward_end", "backward_start", "optimizer"]
+            if model.tr.recompute != "none":
+                names.insert(2, "backward_recompute")
+            elif model.fsdp_sharded:
+                names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
+        phases = []
+        kept = workspaces + global_buffer_terms(model, plan)
+        for name in names:
+            terms = _phase_terms(model, plan, name, weights, gradients, optimizer, kept)
+            terms = [t for t in terms if t.bytes or t.component in ("weights",)]
+            if name == "forward_end":
+                # the last layer's unfused softmax (memory/softmax.py), a moment of its own
+                during = softmax_peak_terms(model, terms, model.seq_local)
+                if during is not None:
+                    phases.append(Phase("forward_softmax", tuple(
+                        during + _allocator(model, during) + runtime)))
+            # the caching allocator's reserve: cached blocks idle now (memory/allocator.py)
+            terms = released_on_retry(
+                terms + _allocator(model, terms) + reserve_terms(model, plan, name, gradients)
+                + runtime, scenario.hardware.gpu_memory)
+            phases.append(Phase(name, tuple(terms)))
+        peak = max(phases, key=lambda p: p.total)
+        stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
+                                    terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))
+        classes[key] = stages[-1]
+    notes = [model.dt.note]
+    notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
+    if model.profile == "seed":  # a label of the profile; the model reads its values
+        notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
+    return Estimate(profile=model.profile, sources=tuple(scenario.sources),
+                    params=model.params_block(), gpu_name=scenario.hardware.gpu,
+                    capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
+                    notes=tuple(notes),
+                    assumed=inputs.assumed(scenario, model.topo, model.conv)
+                    + compile_assumed(scenario, model.conv),
+                    scenario=scenario, context=model.context)
