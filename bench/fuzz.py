@@ -130,6 +130,8 @@ def main(argv=None) -> int:
     parser.add_argument("--time", type=float,
                         help="without --count: run until this many seconds have passed "
                         "(default 600)")
+    parser.add_argument("--progress", type=int, default=10_000,
+                        help="print a progress line every this many inputs (0: none)")
     parser.add_argument("--generated", type=float, default=_GENERATED,
                         help=f"share of generated cases (default {_GENERATED})")
     parser.add_argument("--seed", type=int, default=0, help="first seed (input i uses seed+i)")
@@ -175,6 +177,10 @@ def main(argv=None) -> int:
                 key = failure.split(":", 2)[:2]
                 failures.setdefault(":".join(key), []).append((seed, failure))
             kinds[_kind(seed)] += 1
+            if args.progress and ran % args.progress == 0:
+                found = sum(len(v) for v in failures.values())
+                print(f"  ... {ran:,} inputs, {found} failures, "
+                      f"{time.perf_counter() - started:.0f}s", flush=True)
             if deadline is not None and time.perf_counter() > deadline:
                 break
     finally:

@@ -168,6 +168,7 @@ class Parallelism:
     reshard_after_forward: bool = True
     offload_optimizer: str = "none"
     offload_params: str = "none"
+    offload_experts: str = "none"     # cpu: routed experts on the host (KTransformers' AMX MoE)
     offload_activations: bool = False
     offload_activations_layers: Optional[int] = None  # None: every layer of a stage
     # Uneven pipeline splits (Megatron decoder-first/last-pipeline-num-layers).

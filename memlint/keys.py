@@ -412,6 +412,10 @@ _KEYS = [
         "optimizer state offload"),
     Key("offload_params", "parallelism", "offload_params", choice("none", "cpu", "nvme"),
         "parameter offload"),
+    Key("offload_experts", "parallelism", "offload_experts", choice("none", "cpu"),
+        "routed experts on the host: their weights in host memory and their MLPs run on the "
+        "CPU, only the attention, router, shared experts and dense layers on the GPU "
+        "(KTransformers' AMX MoE backend, LLaMA-Factory use_kt)"),
     Key("offload_activations", "parallelism", "offload_activations", to_bool,
         "activation offload to CPU: saved layer activations go to host memory, one layer stays "
         "in transit (torchtune/axolotl OffloadActivations, Megatron --cpu-offloading)"),

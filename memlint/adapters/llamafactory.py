@@ -12,7 +12,9 @@ hiyouga/LLaMA-Factory@ff6d4d12 (`src/llamafactory/hparams/*.py`, `model/adapter.
   the catalog); trainable parameters are then cast to fp32 unless `pure_bf16`, BAdam, or
   ZeRO-3 without quantization (`model/adapter.py`), so a full fine-tune under `bf16: true`
   without DeepSpeed is autocast over fp32 weights, and a LoRA run keeps the frozen base in bf16;
-- `quantization_bit` 4/8 with the default bitsandbytes method quantizes the frozen base.
+- `quantization_bit` 4/8 with the default bitsandbytes method quantizes the frozen base;
+- `use_kt: true` (KTransformers' AMX MoE backend) keeps the routed experts in host memory and runs
+  them on the CPU (`offload_experts = "cpu"`).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import os
 import re
 
 from memlint import lazy_re
-from memlint.adapters import trainer_args
+from memlint.adapters import llamafactory_megatron, trainer_args
 from memlint.adapters._lora import target_kind
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.facts import coverage
@@ -110,7 +112,12 @@ def load(path: str, text: str) -> Partial:
     doc = load_yaml_mapping(path, text, "a LLaMA-Factory config", partial.diagnostics)
     if doc is None:
         return partial
-    apply_items(partial, trainer_args.mapping_items(doc, doc.data), path)
+    items = trainer_args.mapping_items(doc, doc.data)
+    if llamafactory_megatron.is_megatron(doc.data):
+        # mcore_adapter / Megatron-Bridge: Megatron-Core's parallelism stated in the YAML
+        llamafactory_megatron.apply(partial, items, path)
+        return partial
+    apply_items(partial, items, path)
     return partial
 
 
@@ -163,6 +170,10 @@ def apply_items(partial: Partial, items: list, path: str) -> None:
     _optimizer_switches(args)
     if args.truth("use_unsloth_gc"):
         partial.set("offload_activations", True, args.given("use_unsloth_gc").prov)
+    if args.truth("use_kt"):
+        # KTransformers' AMX MoE backend: the routed experts live and run on the CPU
+        # (hparams/model_args.py KTransformersArguments)
+        partial.set("offload_experts", "cpu", args.given("use_kt").prov)
     if stage in ("dpo", "kto", "ppo", "rm"):
         _preference(stage, {item.name: item.value for item in items}, args.given, partial, lora,
                     args.anchor)

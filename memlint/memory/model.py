@@ -256,8 +256,12 @@ class Model:
         if topo.tp <= 1:
             whole = 0
         where = f"a stage of pp {self.par.pp}: "  # no index: stages of one class share terms
+        host_experts = 0
+        if self.par.offload_experts == "cpu":   # KTransformers: the routed experts on the host
+            host_experts, experts = math.ceil(experts / (topo.etp * topo.ep)), 0
         return {"dense": math.ceil((dense - whole) / topo.tp) + whole,
                 "experts": math.ceil(experts / (topo.etp * topo.ep)),
+                "host_experts": host_experts,
                 "split": {  # how tp, pp and ep divide them, for the formulas
                     "dense": where + (f"({dense:,} − tp-replicated {whole:,}) / tp {topo.tp} + "
                                       f"{whole:,}" if whole else f"{dense:,} / tp {topo.tp}"),

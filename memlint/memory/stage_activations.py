@@ -26,6 +26,16 @@ if TYPE_CHECKING:
     from typing import Optional
 
 
+# Saved tensors of the routed experts, by the names the MoE items give them (activations.py,
+# activations_eager.py, moe_activations.py): with offload_experts cpu (KTransformers) the experts
+# run on the CPU and keep their activations there; the router and shared experts stay on the GPU.
+_CPU_EXPERT_PREFIXES = ("expert ", "experts ", "routed tokens", "routing weights")
+
+
+def cpu_expert_item(name: str) -> bool:
+    return name.startswith(_CPU_EXPERT_PREFIXES)
+
+
 def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -> list:
     """Saved activations of this stage at the given phase (all in-flight micro-batches)."""
     tr, par, topo, arch = model.tr, model.par, model.topo, model.arch
@@ -271,6 +281,8 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
                     moe_dispatch=model.conv.moe_dispatch)
                 if model.lora:
                     items = items + lora_activation_items(model, sh)
+            if moe_layer and model.par.offload_experts == "cpu":
+                items = [i for i in items if not cpu_expert_item(i.name)]
             return items
 
         if key not in cache:

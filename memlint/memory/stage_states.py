@@ -13,6 +13,7 @@ from memlint.memory.model import Model
 from memlint.memory.runtime import compute_capability
 from memlint.memory.states import DTYPE_BYTES
 from memlint.memory.stages import StagePlan
+from memlint.memory.terms import Term
 from memlint.memory.vision import vision_state_terms
 
 
@@ -58,12 +59,27 @@ def state_terms(model: Model, plan: StagePlan):
     gradients, _ = offload.split_gradients(gradients, fsdp_offload)
     host += offload.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
                                        par.offload_params, model.lora, fsdp_offload)
+    if groups_raw.get("host_experts"):
+        host.append(cpu_experts_term(groups_raw["host_experts"], dt.param))
     # paged optimizer states (memory/optimizer_quant.py) are host memory, not GPU memory
     host += [t for t in optimizer if t.name.startswith("host.")]
     optimizer = [t for t in optimizer if not t.name.startswith("host.")]
     return weights, gradients, optimizer, host
 
 
+
+
+KT_SOURCE = ("kvcache-ai/ktransformers (AMX MoE kernels) as LLaMA-Factory's use_kt runs it: "
+             "hiyouga/LLaMA-Factory@ff6d4d12 src/llamafactory/hparams/model_args.py "
+             "KTransformersArguments")
+
+
+def cpu_experts_term(params: int, param_bytes: int) -> Term:
+    """The routed experts kept in host memory (offload_experts cpu): their weights, in the
+    model's dtype (KTransformers may hold pre-converted INT8 / INT4 copies instead)."""
+    return Term("host.experts_cpu", "weights", params * param_bytes,
+                f"routed experts on the host: {params:,} params × {param_bytes} B",
+                {"params": params, "bytes": param_bytes}, KT_SOURCE)
 
 
 def _lora_states(model: Model, plan: StagePlan, groups: list) -> tuple:

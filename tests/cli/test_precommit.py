@@ -151,7 +151,7 @@ def _bad(user_repo, folder, call):
 
 def _blocked(result, folder):
     assert result.returncode == 1, (folder, result.stdout + result.stderr)
-    assert "ML101 exceeds-gpu-memory" in result.stdout, (folder, result.stdout)
+    assert "ML101 error exceeds-gpu-memory" in result.stdout, (folder, result.stdout)
     # the verdict points into a file of the run, never at the command line
     assert "<command line>" not in result.stdout
 
