@@ -21,11 +21,10 @@ selective_ac_option "2", optimizer AdamW with the fused implementation.
 """
 from __future__ import annotations
 
-import ast
 import os
 import re
 
-from memlint import lazy_re
+from memlint import lazy_import, lazy_re
 from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.catalog import presets
@@ -37,6 +36,9 @@ from memlint.loaders import inside, load_toml, read_text, repo_root, suppression
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
+
+# start-up: ast loads only when a config_registry.py is read (RegistryReader)
+ast = lazy_import.module("ast")
 
 FORMAT = "torchtitan"
 

@@ -81,6 +81,18 @@ def optimizer_shards_over_cp(training) -> bool:
     return training.framework == MEGATRON
 
 
+def optimizer_instances(scenario) -> int:
+    """Megatron's `--num-distributed-optimizer-instances` (default 1): the distributed optimizer
+    shards over the intra-instance group of dp·cp / N ranks, and the expert states over
+    expert-dp / N (parallel_state.py initialize_model_parallel, intra_partial_data_parallel_size,
+    intra_partial_expert_data_parallel_size; optimizer/__init__.py, NVIDIA/Megatron-LM@d98e8a64).
+    1 outside Megatron's distributed optimizer."""
+    if scenario.training.framework != MEGATRON or scenario.parallelism.zero < 1:
+        return 1
+    value = scenario.convention_keys.get("megatron.num-distributed-optimizer-instances", 1)
+    return value if isinstance(value, int) and value > 1 else 1
+
+
 @record(frozen=True)
 class ZeroSettings:
     """DeepSpeed's ZeRO and offload settings as the config gives them (None: not given; sizes may
@@ -117,6 +129,15 @@ class MoeDispatch:
 
 
 @record(frozen=True)
+class FineOffload:
+    """Megatron's fine-grained activation offloading settings (memory/fine_offload.py)."""
+
+    modules: frozenset            # --offload-modules
+    min_elements: int = 1024 * 1024   # --min-offloaded-tensor-size (TransformerConfig default)
+    fraction: float = 1.0         # --activation-offload-fraction
+
+
+@record(frozen=True)
 class Conventions:
     """The conventions of one run (module docstring). Every field is plain data."""
 
@@ -150,6 +171,7 @@ class Conventions:
     softmax_in_fp32: bool         # Megatron's unfused softmax in fp32 (TE, or a flag says so)
     recompute_modules: Optional[frozenset]  # Megatron selective recompute; None outside it
     moe_dispatch: Optional[MoeDispatch]     # Megatron-Core MoE layers; None: the generic count
+    fine_offload: Optional[FineOffload]     # Megatron fine-grained activation offloading
     grouped_gemm: bool            # TE grouped GEMMs for the experts
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
@@ -236,6 +258,7 @@ def build(scenario, context) -> Conventions:
             "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))),
         recompute_modules=_recompute_modules(tr, keys) if megatron else None,
         moe_dispatch=_moe_dispatch(keys, context.dtypes.compute) if megatron else None,
+        fine_offload=_fine_offload(keys) if megatron else None,
         grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
@@ -295,6 +318,16 @@ def _recompute_modules(tr, keys) -> Optional[frozenset]:
         return None
     names = frozenset(keys.get("megatron.recompute-modules", ()))
     return names or frozenset({"core_attn"})
+
+
+def _fine_offload(keys) -> Optional[FineOffload]:
+    """--fine-grained-activation-offloading with its --offload-modules (TransformerConfig
+    asserts the list is not empty when the feature is on)."""
+    modules = frozenset(keys.get("megatron.offload-modules", ()))
+    if keys.get("megatron.fine-grained-activation-offloading") is not True or not modules:
+        return None
+    return FineOffload(modules, keys.get("megatron.min-offloaded-tensor-size", 1024 * 1024),
+                       keys.get("megatron.activation-offload-fraction", 1.0))
 
 
 _ROUTER_BYTES = {"fp32": 4, "fp64": 8}
