@@ -438,6 +438,13 @@ def cmd_fit(args) -> int:
     return fitting.exit_code(result)
 
 
+def _compare_scenario(args):
+    # start-up: only --write-assumptions reads the scenario again
+    from memlint.api import scenario_of
+
+    return scenario_of(list(args.paths), options_from(args))[0]
+
+
 def cmd_compare(args) -> int:
     # start-up: `memlint --version` and usage errors load no pipeline
     from memlint import comparison
@@ -449,6 +456,10 @@ def cmd_compare(args) -> int:
     else:
         comparison.render_text(result, _units(args, []))
     if args.write_assumptions is not None:
+        for line in comparison.states_mismatch(result, _compare_scenario(args)):
+            # the fitted runtime assumptions would absorb a difference that is not runtime
+            sys.stderr.write(f"memlint: warning: {line}; the assumptions written below would "
+                             "hide it\n")
         if not result.fitted:
             raise UsageError("--write-assumptions: the log measures no runtime assumption "
                              "(it needs max allocated with max reserved, or an out-of-memory "

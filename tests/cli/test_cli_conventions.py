@@ -103,3 +103,66 @@ def test_completion_scripts_come_from_the_parser(capsys):
         in fish
     assert any("-l fail-on -x -a 'error warning info'" in line for line in fish)
     assert all(line.startswith(("complete -c memlint ", "#")) for line in fish)
+
+
+# ---------------------------------------------------------------------------------------------
+# Report polish
+
+
+def test_plan_says_it_is_searching_when_it_takes_long(monkeypatch, capsys):
+    from memlint.commands import plan
+
+    monkeypatch.setattr(plan, "PROGRESS_AFTER", 0.0)
+    assert main(["plan", "--model", "llama3-8b", "--gpus", "8", "--gpu", "H100", "--top",
+                 "1"]) == 0
+    err = capsys.readouterr().err
+    assert "memlint plan: searching the layouts of 8 GPUs (" in err
+
+
+def test_plan_reproduce_lines_are_one_line_however_narrow(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["plan", "--model", "llama3.1-405b", "--gpus", "1024", "--gpu", "H100",
+                 "--seq-len", "8192", "--global-batch", "1024", "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    reproduce = [line for line in lines if line.startswith("#1 ")]
+    assert len(reproduce) == 1 and reproduce[0].endswith("--set offload_params=none")
+    follows = lines[lines.index(reproduce[0]) + 1]
+    assert not follows.startswith("--set") and "first_stage_layers" in reproduce[0]
+
+
+def test_html_labels_the_headroom_line_and_plans_show_offload(capsys):
+    assert main(["estimate", "--model", "llama3-8b", "--world-size", "8", "--format",
+                 "html"]) == 0
+    page = capsys.readouterr().out
+    assert 'class="margin-label"' in page and "10% headroom" in page
+    assert main(["plan", "--model", "llama3-70b", "--gpus", "16", "--gpu", "H100", "--top",
+                 "3", "--format", "html"]) == 0
+    plans = capsys.readouterr().out
+    assert "<th>offload</th>" in plans and plans.count("<td>-</td>") + plans.count(
+        "<td>opt</td>") + plans.count("<td>params+opt</td>") >= 1
+
+
+def test_compare_warns_before_writing_assumptions_over_other_states(repo, capsys):
+    import os
+    import shutil
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    shutil.copy(os.path.join(root, "fixtures", "logs", "megatron-gpt2-v100.log"), repo)
+    assert main(["compare", "megatron-gpt2-v100.log", "--model", "llama3-8b", "--set",
+                 "gpu=V100-32GB", "--write-assumptions", "pyproject.toml"]) in (0, 2)
+    err = capsys.readouterr().err
+    assert "memlint: warning: rank 0: the model states measure" in err
+    assert "the assumptions written below would hide it" in err
+
+
+def test_the_likely_settings_follow_the_ratio():
+    from types import SimpleNamespace
+
+    from memlint.comparison import _likely_settings
+
+    scenario = SimpleNamespace(parallelism=SimpleNamespace(dp=8, zero=1, fsdp="none", tp=2,
+                                                           pp=1))
+    assert "zero / fsdp / world_size" in _likely_settings(8.1, scenario)
+    assert "zero / fsdp / world_size" in _likely_settings(1 / 7.8, scenario)
+    assert "tp (the estimate splits layers over tp 2)" in _likely_settings(2.05, scenario)
+    assert "bytes per parameter" in _likely_settings(1.5, scenario)
