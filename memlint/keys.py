@@ -722,6 +722,10 @@ _CONVENTION_KEYS = [
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),
+    _convention("torchtitan.disable_loss_parallel", to_bool,
+        "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
+        "parallelism the output layer's logits are gathered to the full vocabulary on every rank "
+        "and the loss runs on them (recorded by the torchtitan adapter)"),
     _convention("fsdp.allgather_dtype_bytes", positive_int,
         "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
         "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),

@@ -161,6 +161,7 @@ class Conventions:
     #                               (transformers, also run by DeepSpeed; torchtitan), "softmax"
     #                               (an fp32 exp-logits buffer)
     loss_parallel: bool           # torchtitan under tp: DTensor's loss_parallel on sharded logits
+    gathered_logits: bool         # torchtitan under tp without it: full-vocabulary logits per rank
     compiled_loss: bool           # torch.compile runs the loss too (memory/compile.py)
     fsdp_version: int             # 2: fully_shard (torchtitan, accelerate fsdp_version 2); 1:
     #                               FullyShardedDataParallel (the HF Trainer's --fsdp)
@@ -246,7 +247,8 @@ def build(scenario, context) -> Conventions:
         te_fp8=framework != FSDP2,
         flash_head_dim_multiple=8 if megatron and not local else 0,
         loss=_loss(framework, keys),
-        loss_parallel=framework == FSDP2 and topo.tp > 1,
+        loss_parallel=framework == FSDP2 and topo.tp > 1 and not _loss_parallel_disabled(keys),
+        gathered_logits=framework == FSDP2 and topo.tp > 1 and _loss_parallel_disabled(keys),
         compiled_loss=(framework in (HF, FSDP2) and tr.compile and tr.compile_loss is not False),
         fsdp_version=(2 if keys.get("accelerate.fsdp_version") == 2 else 1)
         if "accelerate.fsdp_version" in keys else (1 if framework == HF else 2),
@@ -288,6 +290,13 @@ def build(scenario, context) -> Conventions:
         seq_local=math.ceil(seq / topo.cp),
         rl=rl_conventions(scenario.rl.framework),
     )
+
+
+def _loss_parallel_disabled(keys) -> bool:
+    """torchtitan's disable_loss_parallel (default false: parallel_dims.loss_parallel_enabled is
+    tp > 1 and enable_loss_parallel, pytorch/torchtitan@e7c0cae torchtitan/distributed/
+    parallel_dims.py)."""
+    return keys.get("torchtitan.disable_loss_parallel") is True
 
 
 def _loss(framework: str, keys) -> str:

@@ -31,7 +31,7 @@ are re-exported from memory/model.py.
 from __future__ import annotations
 
 from memlint.memory import inputs
-from memlint.memory.allocator import released_on_retry, reserve_terms
+from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
 from memlint.memory.buffers import buffer_terms
 from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.conventions import optimizer_instances
@@ -172,7 +172,7 @@ def training_estimate(scenario, context=None) -> Estimate:
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes),
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
-                    + compile_assumed(scenario, model.conv),
+                    + compile_assumed(scenario, model.conv) + allocator_assumed(model),
                     scenario=scenario, context=model.context)
 
 
