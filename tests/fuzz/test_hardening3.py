@@ -480,3 +480,19 @@ def test_an_assumption_coefficient_past_2_53_is_an_invalid_value(repo):
     code, out, err = run("estimate", "--format", "json", "memlint.toml")
     assert "internal error" not in err and code in (1, 2)
     assert "1e+308 is too large" in out or "1e+308 is too large" in err
+
+
+def test_the_benchs_table_names_each_case_of_each_finding():
+    """bench/hardening.py's docstring maps every finding of issue 30 to its cases: each row names
+    a case that exists, every case is in a row, and findings 1-13 each have one."""
+    import importlib.util
+
+    path = os.path.join(ROOT, "bench", "hardening.py")
+    spec = importlib.util.spec_from_file_location("memlint_bench_hardening", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    table = bench.__doc__.split("item  what the issue found", 1)[1].split("\n\n", 1)[0]
+    named = [re.split(r"\s{2,}", line.strip())[-1] for line in table.splitlines()[1:]]
+    cases = [case[0] for case in bench.CASES_30]
+    assert sorted(named) == sorted(cases)
+    assert {int(name.split()[0]) for name in cases} == set(range(1, 14))
