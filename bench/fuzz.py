@@ -5,6 +5,7 @@ through the real CLI, in-process, under a time limit each.
 
 Inputs: real configs from fixtures/, the shared real configs of fixtures/shared-real/ last,
 mutated (tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says,
+a tenth of the checks with --fix, --diff, --require-estimate, --statistics or --skip-unknown,
 parseable JSON, no internal error or ML009, no traceback, positions on parse problems, no input
 over the per-input time limit), and a share (--generated) of whole cases from
 tests/fuzz/generators.py: training logs for `compare` (with --write-assumptions), [tool.memlint]
@@ -81,6 +82,8 @@ def _case(seed: int):
     args = mutate.extra_args(rng, name)
     fmt = rng.choice(("json", "json", "json", "text", "sarif"))
     command = "estimate" if rng.random() < 0.1 and "--model" in args else "check"
+    if command == "check" and rng.random() < 0.1:
+        args.append(rng.choice(mutate.CHECK_FLAGS))
     return name, raw, args, fmt, command
 
 
