@@ -971,8 +971,15 @@ def suppressions(text: str) -> dict:
 def inside(path: str, root: str) -> bool:
     """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
     containment check every reader of a referenced file uses)."""
-    real, base = os.path.realpath(path), os.path.realpath(root)
+    real, base = _realpath(path), _realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+@lru_cache(maxsize=4096)
+def _realpath(path: str) -> str:
+    """os.path.realpath, once per path and run (a directory check asks for the root once per
+    file); the editor's server clears it between checks (memlint/document.py)."""
+    return os.path.realpath(path)
 
 
 def repo_root(path: str) -> str:
