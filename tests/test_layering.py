@@ -34,7 +34,8 @@ LAYERS = (
     ("scenario", ("memlint.scenario", "memlint.assumptions")),
     ("memory", ("memlint.memory", "memlint.planner")),
     ("rules", ("memlint.rules",)),
-    ("engine", ("memlint.engine", "memlint.config", "memlint.runs", "memlint.api")),
+    ("engine", ("memlint.engine", "memlint.config", "memlint.runs", "memlint.api",
+                "memlint.fitting", "memlint.comparison", "memlint.comparison_rl")),
     ("reporters", ("memlint.report",)),
     ("cli", ("memlint", "memlint.cli", "memlint.__main__", "memlint.commands")),
 )

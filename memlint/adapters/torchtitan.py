@@ -218,6 +218,17 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
     _derive_model(facts, partial, anchor, base_dir)
     _derive_float8(facts, partial)
     _derive_checkpoint(facts, partial)
+    _derive_loss_parallel(facts, partial)
+
+
+def _derive_loss_parallel(facts: Facts, partial: Partial) -> None:
+    """`disable_loss_parallel` ([parallelism] at e7c0cae, config_manager.py; `--training.` at
+    9dec370): with tensor parallelism the output layer then returns full-vocabulary logits
+    (models/llama3/parallelize_llama.py: ColwiseParallel output_layouts=Replicate()) and the loss
+    runs without DTensor's loss_parallel (distributed/utils.py train_context)."""
+    found = facts.find("disable_loss_parallel", "parallelism", "training")
+    if found is not None and isinstance(found[0], bool):
+        partial.set_extra("torchtitan.disable_loss_parallel", found[0], found[1])
 
 
 def _derive_checkpoint(facts: Facts, partial: Partial) -> None:
