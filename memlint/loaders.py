@@ -980,10 +980,15 @@ def inside(path: str, root: str) -> bool:
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-@lru_cache(maxsize=4096)
 def _realpath(path: str) -> str:
-    """os.path.realpath, once per path and run (a directory check asks for the root once per
-    file); the editor's server clears it between checks (memlint/document.py)."""
+    """os.path.realpath, once per absolute path and run (a directory check asks for the root
+    once per file); a relative path is resolved against the working directory of the moment."""
+    return _absolute_realpath(path) if os.path.isabs(path) else os.path.realpath(path)
+
+
+@lru_cache(maxsize=4096)
+def _absolute_realpath(path: str) -> str:
+    """The editor's server clears this between checks (memlint/document.py)."""
     return os.path.realpath(path)
 
 
