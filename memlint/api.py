@@ -162,7 +162,8 @@ def run_pipeline(run: Run, options: Options, reg, used: Optional[set] = None):
         command_line_partial(options)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=run.config.allow_outside_root,
-                          max_bytes=options.max_bytes, hub=options.hub)
+                          max_bytes=options.max_bytes, hub=options.hub,
+                          models=run.config.models)
     _usage_problems(pre)
     resolved = resolve_context(scenario)
     anchor = run.anchor
@@ -405,7 +406,8 @@ def scenario_of(paths: Iterable[str], options: Options):
     partials = run.partials + _project_assumptions(run.config) + [command_line_partial(options)]
     scenario, diagnostics = build(partials, base_dir=os.getcwd(),
                                   allow_outside_root=run.config.allow_outside_root,
-                                  max_bytes=options.max_bytes, hub=options.hub)
+                                  max_bytes=options.max_bytes, hub=options.hub,
+                                  models=run.config.models)
     errors = [d for d in diagnostics if d.severity >= Severity.ERROR]
     if errors:
         first = errors[0]

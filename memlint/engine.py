@@ -57,6 +57,7 @@ class LintConfig:
     runs: tuple = ()               # ({"name", "files", "set"}) groups of files forming one run
     allow_outside_root: bool = False
     assumptions: dict = field(default_factory=dict)  # [tool.memlint.assumptions]: name -> value
+    models: dict = field(default_factory=dict)  # [tool.memlint.models]: lower-cased id -> entry
 
 
 # ---------------------------------------------------------------------------------------------
