@@ -307,15 +307,17 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
         anchor = anchor_of(scenario)
     anchor = as_anchor(anchor)
     out: list = []
-    # the rules an unused suppression is reported for (suppressions.py): found before the rules
-    judged = {r.code.lower() for r in reg
-              if getattr(r, "reserved", False) and is_enabled(r, config)}
+    used = set() if used is None else used
+    # the rules an unused suppression is reported for (suppressions.py): those found before the
+    # rules run, whose findings are known even where they are turned off
+    judged = {r.code.lower() for r in reg if getattr(r, "reserved", False)}
+    pre = [locate_diagnostic(diagnostic, anchor) for diagnostic in pre]
 
     for diagnostic in pre:
-        diagnostic = locate_diagnostic(diagnostic, anchor)
         rule = reg.get(diagnostic.code)
         if rule is not None:
             if not is_enabled(rule, config):
+                suppressed(diagnostic, suppressions, used)   # a directive for it is not unused
                 continue
             severity = _configured_severity(rule, config)
             if severity is not None:
@@ -349,11 +351,10 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
                     finding = Finding(finding)
                 out.append(to_diagnostic(rule, finding, scenario, config, anchor))
 
-    if scenario is None or any(d.code == "ML001" and d.severity == Severity.ERROR for d in out):
+    if scenario is None or any(d.code == "ML001" and d.severity == Severity.ERROR for d in pre):
         judged = set()          # what an unread file or a failed run would have found is unknown
-    elif estimate is not None:
-        judged.add("all")
-    used = set() if used is None else used
+    elif estimate is not None and not config.select:
+        judged.add("all")       # every rule ran (but those `ignore` turns off everywhere)
     kept = _kept(out, reg, config, suppressions, used)
     kept.extend(unknown_suppressions(suppressions, reg))
     kept.extend(_unused_suppressions(suppressions, used, judged, reg, config))

@@ -340,30 +340,32 @@ class UnusedSuppression(Reserved):
     What it checks:
         Each rule a `# memlint: disable=...` comment (or a JSON file's top-level
         `"memlint": {"disable": [...]}`) names, against the findings it suppressed in the run.
-        Judged only where the rule was evaluated: a rule that is turned off or does not apply to
-        the run's formats is not reported, nor, in a run without a memory estimate, a rule beyond
-        those found before the rules run (parse, schema, keys). A file shared by several runs of
-        one check is reported only when no run used the directive. A name that is no rule at all
-        is ML003's.
+        Judged only where the rule's findings are known: the problems found before the rules
+        run (parse, schema, keys, duplicates) always; any other rule only where it is enabled,
+        applies to the run's formats and the run has a memory estimate; `all` only where every
+        rule ran. A file shared by several runs of one check is reported only when no run used
+        the directive. A name that is no rule at all is ML003's.
 
     Why it matters:
-        A suppression outlives the finding it was written for: after the value that caused it is
-        fixed, it stays and silently hides the next finding of that rule on those lines, such as
-        a new out-of-memory verdict after the batch size doubles.
+        A suppression outlives the finding it was written for: after the key or value that
+        caused it is fixed, it stays and silently hides the next finding of that rule on those
+        lines.
 
     How to fix:
         Remove the directive, or the names in it that no longer match a finding.
 
     Example:
-        Bad (run.memlint.yaml, with tp = 2 and 32 attention heads):
+        Bad (run.memlint.yaml):
 
             memlint:
-              tp: 2   # memlint: disable=ML204
+              tp: 2
+              pp: 1   # memlint: disable=unknown-key
 
         Good (run.memlint.yaml):
 
             memlint:
               tp: 2
+              pp: 1
     """
 
     code, name = D.UNUSED_SUPPRESSION
