@@ -12,8 +12,8 @@ tests/fuzz/generators.py: training logs for `compare` (with --write-assumptions)
 tables beside a config, directory trees for `check DIR`, each with its own oracle (escaped
 output, the pyproject.toml left valid). --count N runs exactly N inputs, however long that
 takes; --time T (without --count) runs until T seconds have passed; neither: --time 600. Prints
-inputs run, time, rate and failures (grouped by message, with a reproducer written under --out).
-Exit 1 if any failed.
+inputs run, time, rate and failures (grouped by message, with a reproducer written under --out),
+also when stopped (Ctrl-C, SIGTERM) before the end. Exit 1 if any failed.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import itertools
 import multiprocessing
 import os
 import random
+import signal
 import sys
 import time
 
@@ -113,6 +114,10 @@ def _work(seed: int) -> tuple:
     return seed, failure, elapsed, grown
 
 
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def _kind(seed: int) -> str:
     """Which generator or mutated corpus input `seed` is (cheap: the first draws of _case)."""
     rng = random.Random(seed)
@@ -170,6 +175,8 @@ def main(argv=None) -> int:
     else:
         _init(include_shared)
         pool, results = None, map(_work, seeds)
+    interrupted = False
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         for seed, failure, elapsed, grown in results:
             ran += 1
@@ -189,6 +196,8 @@ def main(argv=None) -> int:
                       f"{time.perf_counter() - started:.0f}s", flush=True)
             if deadline is not None and time.perf_counter() > deadline:
                 break
+    except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the summary of the inputs run so far
+        interrupted = True
     finally:
         if pool is not None:
             pool.terminate()
@@ -196,6 +205,8 @@ def main(argv=None) -> int:
     if not _CORPUS:
         _init(include_shared)
     print(f"corpus: {len(_CORPUS)} real configs; per-input limit {args.limit}s; jobs {args.jobs}")
+    if interrupted:
+        print(f"interrupted: {ran:,} of {args.count or 'the'} inputs asked for")
     print(f"inputs run: {ran}  time: {total:.1f}s  rate: {ran / total:.0f} inputs/s  "
           f"slowest: {slowest[0]:.2f}s CPU (seed {slowest[1]})  largest peak-RSS growth: "
           f"{biggest[0] / 2**20:.1f} MiB (seed {biggest[1]})")

@@ -415,6 +415,8 @@ def invoke(argv: list, time_limit: float = 5.0):
             code = cli.main(argv)
     except Timeout:
         return f"timeout after {time_limit}s of CPU time"
+    except KeyboardInterrupt:   # the run stopped (bench/fuzz.py: Ctrl-C, SIGTERM), not a failure
+        raise
     except BaseException as exc:  # noqa: BLE001 - anything escaping main is the failure
         return f"escaped main: {type(exc).__name__}: {exc}"
     finally:
