@@ -114,7 +114,11 @@ def _work(seed: int) -> tuple:
     return seed, failure, elapsed, grown
 
 
+_STOPPED = []
+
+
 def _interrupt(_signum, _frame):
+    _STOPPED.append(True)   # memlint's own KeyboardInterrupt handler may swallow the raise
     raise KeyboardInterrupt
 
 
@@ -179,6 +183,9 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         for seed, failure, elapsed, grown in results:
+            if _STOPPED:   # this input was cut short by the stop: not a result
+                interrupted = True
+                break
             ran += 1
             if elapsed > slowest[0]:
                 slowest = (elapsed, seed)
