@@ -12,7 +12,11 @@ Three sets, printed side by side:
   `measured_bytes` (Megatron's `mem-max-allocated-bytes` of the last rank). The stage's
   persistent part (weights, gradients, optimizer states and the workspaces that stay allocated)
   is compared with `allocated_after_step_bytes`, to tell state errors from activation errors.
-  Records memlint cannot estimate are listed with the reason.
+  Records memlint cannot estimate are listed with the reason, and each of the worst records
+  with the set settings the `not-modeled` rule names.
+- GPU features set: `gpu-megatron-ci-features/` (Megatron-LM CI cases of the features issue 26
+  models: activation offloading, distributed-optimizer instances, CUDA graphs, tp-comm overlap,
+  Muon), row by row; checked, never fit.
 - Published set: `gpu-published/manifest.json` (29 published GPU measurements of torchtitan FSDP2,
   HF Trainer + PEFT and DeepSpeed runs, issue 25). Each row's `args` are run as `memlint estimate`
   would run them (from the manifest's folder), and the peak stage is compared with the metric the
@@ -99,6 +103,8 @@ def run_one(calib_dir: str, config_file: str, sets: list):
 
 
 GPU_DIR = "gpu-megatron-ci"
+# Megatron-LM CI cases of the features issue 26 models, not in gpu-megatron-ci (checked, never fit)
+FEATURES_DIR = "gpu-megatron-ci-features"
 # The record's training script decides the model family (the arguments alone do not say it).
 SCRIPT_FAMILY = {"pretrain_gpt.py": "gpt", "examples/bert/pretrain_bert.py": "bert",
                  "examples/t5/pretrain_t5.py": "t5", "pretrain_hybrid.py": "hybrid",
@@ -138,19 +144,23 @@ def gpu_features(extra: dict, scenario) -> list:
     return tags
 
 
-def gpu_run(calib: str, record: dict) -> dict:
+def gpu_run(calib: str, record: dict, folder: str = GPU_DIR) -> dict:
     """One GPU record through the Megatron adapter and the memory model."""
     from memlint.adapters import megatron
+    from memlint.facts.coverage import set_not_modeled
     from memlint.memory.estimate import EstimateError
     from memlint.memory.params import ConfigError
 
-    path = os.path.join(calib, GPU_DIR, record["config_file"])
+    path = os.path.join(calib, folder, record["config_file"])
     partial = megatron.load_path(path, entry=record["training_script"])
     cli = overrides_partial([f"world_size={record['world_size']}", f"gpu={record['gpu']}",
                              f"gpus_per_node={record['gpus_per_node']}"])
     scenario, diagnostics = build([partial, cli])
     row = {"id": record["case"], "family": record["family"], "measured": record["measured_bytes"],
-           "after_step": record.get("allocated_after_step_bytes")}
+           "after_step": record.get("allocated_after_step_bytes"),
+           "feature": record.get("feature", ""),
+           "not_modeled": [f.entry.key for f in set_not_modeled(scenario.extra)
+                           if f.entry.scope == "gpu"]}
     errors = [d for d in diagnostics if d.severity.label == "error"]
     if errors:
         row["not_estimable"] = f"scenario error: {errors[0].message}"
@@ -177,13 +187,27 @@ def gpu_run(calib: str, record: dict) -> dict:
     return row
 
 
-def gpu_rows(calib: str) -> list:
-    path = os.path.join(calib, GPU_DIR, "records.json")
+def gpu_rows(calib: str, folder: str = GPU_DIR) -> list:
+    path = os.path.join(calib, folder, "records.json")
     if not os.path.exists(path):
         return []
     with open(path) as handle:
         records = json.load(handle)
-    return [gpu_run(calib, record) for record in records]
+    return [gpu_run(calib, record, folder) for record in records]
+
+
+def print_gpu_features(rows: list) -> None:
+    """The feature cases, row by row, with the not-modeled settings ML107 names."""
+    done = [r for r in rows if "error" in r]
+    print(f"\nGPU features set (Megatron-LM CI cases of the features issue 26 models, 8 x H100; "
+          f"checked, never fit): {len(done)} estimable of {len(rows)} records")
+    for r in sorted(rows, key=lambda r: -abs(r.get("error", 0))):
+        if "error" not in r:
+            print(f"  {'-':>8}  {r['feature']:<38} {r['id'][:60]}  {r['not_estimable']}")
+            continue
+        flagged = ", ".join(r["not_modeled"]) or "-"
+        print(f"  {r['error']:+8.2%}  state {r.get('state_error', 0):+7.2%}  {r['feature']:<38} "
+              f"{r['id'][:60]}  not modeled: {flagged}")
 
 
 def print_gpu(rows: list, worst: int) -> None:
@@ -221,8 +245,10 @@ def print_gpu(rows: list, worst: int) -> None:
     print(f"\nworst {worst} GPU records (signed error of the last stage; state = persistent part "
           f"vs allocated_after_step):")
     for r in sorted(done, key=lambda r: -abs(r["error"]))[:worst]:
+        flagged = ", ".join(r["not_modeled"])
         print(f"  {r['error']:+8.2%}  state {r.get('state_error', 0):+7.2%}  "
-              f"{r['family']:<17} {r['id'][:64]:<64} {r['phase']}")
+              f"{r['family']:<17} {r['id'][:64]:<64} {r['phase']}"
+              + (f"  not modeled: {flagged}" if flagged else ""))
 
 
 def relative(a: float, b: float) -> float:
@@ -253,11 +279,12 @@ def main(argv=None) -> int:
             print_published(rows)
         return 0
     if args.only == "gpu":
-        rows = gpu_rows(calib)
+        rows, features = gpu_rows(calib), gpu_rows(calib, FEATURES_DIR)
         if args.json:
-            print(json.dumps(rows, indent=1, default=str))
+            print(json.dumps(rows + features, indent=1, default=str))
         else:
             print_gpu(rows, args.worst)
+            print_gpu_features(features)
         return 0
     rows = []
     with open(os.path.join(calib, "records.json")) as handle:
@@ -308,10 +335,11 @@ def main(argv=None) -> int:
                              "predicted_phase": stage.phase,
                              "categories": {k: (p, m) for k, (p, m) in cats.items()}})
     gpu = gpu_rows(calib) if args.only != "cpu" else []
+    features = gpu_rows(calib, FEATURES_DIR) if args.only != "cpu" else []
     published = published_rows(calib) if args.only != "cpu" else []
     if args.json:
-        print(json.dumps({"cpu": rows, "gpu": gpu, "published": published}, indent=1,
-                         default=str))
+        print(json.dumps({"cpu": rows, "gpu": gpu, "gpu_features": features,
+                          "published": published}, indent=1, default=str))
         return 0
     med, p90, worst = summarize([r["error"] for r in rows])
     print(f"CPU set (transformers / FSDP2 steps on the CPU): records: {len(rows)}")
@@ -331,6 +359,8 @@ def main(argv=None) -> int:
         print(f"  {row['error']:+7.2%}  {row['id']:<58} {row['predicted_phase']}/{row['phase']}")
     if gpu:
         print_gpu(gpu, args.worst)
+    if features:
+        print_gpu_features(features)
     if published:
         print_published(published)
     return 0

@@ -1,9 +1,9 @@
 """memlint's library pipeline and public Python API.
 
 One pipeline serves every caller: files -> runs (`memlint.runs`) -> Scenario -> Estimate -> rules
--> Diagnostics. `memlint check`, `memlint estimate` and `memlint plan` call `check_paths`,
-`estimate_paths` and `plan_scenario`; from Python the same is `memlint.check`, `memlint.estimate`
-and `memlint.plan`:
+-> Diagnostics. `memlint check`, `estimate`, `plan`, `fit` and `compare` call `check_paths`,
+`estimate_paths`, `plan_scenario`, `fit_paths` and `compare_paths`; from Python the same is
+`memlint.check`, `memlint.estimate`, `memlint.plan`, `memlint.fit` and `memlint.compare`:
 
     import memlint
 
@@ -17,6 +17,12 @@ and `memlint.plan`:
 
     plans = memlint.plan(model="llama3-8b", gpus=64, gpu="H100-80GB", top=3)
     plans.plans[0].settings, plans.plans[0].estimate.peak_bytes
+
+    answer = memlint.fit(model="llama3-8b", world_size=8, gpu="H100-80GB")
+    answer.answers[0].question, answer.answers[0].value     # e.g. "micro_batch", 3
+
+    seen = memlint.compare("train.log", ["run.memlint.toml"])
+    [(r.rank, r.rows[0].metric, r.rows[0].relative) for r in seen.ranks]
 
 Scenario keys (DESIGN.md) are keyword arguments; a dotted key (`model.hidden_size`,
 `runtime.allocator_fraction`) goes in `settings={...}`. The product decisions live here, not in
@@ -47,6 +53,12 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Iterable, Mapping, Optional
 
+    from memlint.comparison import Comparison
+    from memlint.diagnostics import Diagnostic
+    from memlint.fitting import FitResult
+    from memlint.memory.result import Estimate
+    from memlint.planner import PlanResult
+
 MODEL_ONLY_FORMATS = ("hf_config", "preset", "gpt-neox-model")  # adapters/gpt_neox.py
 
 
@@ -72,8 +84,8 @@ class Options:
 class CheckResult:
     """What a check found: diagnostics (sorted per run), estimates, and the exit code."""
 
-    diagnostics: list = field(default_factory=list)
-    estimates: list = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    estimates: list[Estimate] = field(default_factory=list)
     fail_on: Severity = Severity.ERROR
     registry: object = None
     summary: Optional[verdicts.Summary] = None   # which files got a memory verdict, and why not
@@ -83,7 +95,7 @@ class CheckResult:
         return engine.exit_code(self.diagnostics, self.fail_on)
 
     @property
-    def internal_error(self):
+    def internal_error(self) -> Optional[Diagnostic]:
         return next((d for d in self.diagnostics if d.data.get("internal")), None)
 
 
@@ -438,7 +450,8 @@ def _options(model, settings, select, ignore, fail_on, scenario) -> Options:
 
 def check(paths: Iterable[str] = (), *, model: Optional[str] = None,
           settings: Optional[Mapping[str, object]] = None, select: Iterable[str] = (),
-          ignore: Iterable[str] = (), fail_on=None, **scenario) -> CheckResult:
+          ignore: Iterable[str] = (), fail_on: Optional[str] = None,
+          **scenario: object) -> CheckResult:
     """Lint config files (or directories) as `memlint check` does, from Python.
 
     `model` is a config.json path or a preset name; other scenario keys are keyword arguments
@@ -453,7 +466,7 @@ def check(paths: Iterable[str] = (), *, model: Optional[str] = None,
 
 
 def estimate(paths: Iterable[str] = (), *, model: Optional[str] = None,
-             settings: Optional[Mapping[str, object]] = None, **scenario):
+             settings: Optional[Mapping[str, object]] = None, **scenario: object) -> Estimate:
     """The per-GPU memory Estimate of one run (`memlint estimate`), from Python.
 
     Returns a memlint.memory Estimate: `.peak_bytes`, `.fits`, `.stages` (each with `.terms`,
@@ -507,7 +520,7 @@ def plan(paths: Iterable[str] = (), *, model: Optional[str] = None, gpus: Option
          gpus_per_node: Optional[int] = None, top: Optional[int] = 10,
          headroom: float = PLAN_HEADROOM, settings: Optional[Mapping[str, object]] = None,
          cross_node_tp: bool = False, max_pp: Optional[int] = None, allow_bubble: bool = False,
-         **scenario):
+         **scenario: object) -> PlanResult:
     """The parallel configurations that fit a GPU budget, ranked (`memlint plan`), from Python.
 
     Returns a memlint.planner PlanResult: `.plans` best first, each with `.settings` (scenario
@@ -525,5 +538,67 @@ def plan(paths: Iterable[str] = (), *, model: Optional[str] = None, gpus: Option
                              headroom=headroom, near=near_settings(built) if paths else None,
                              cross_node_tp=cross_node_tp, max_pp=max_pp,
                              allow_bubble=allow_bubble)
+    except (UsageError, SettingsError) as exc:
+        raise MemlintError(str(exc)) from None
+
+
+def fit_paths(paths: Iterable[str], options: Options, *, headroom: Optional[float] = None,
+              questions: Iterable[str] = (), planner: bool = False) -> FitResult:
+    """`memlint fit`: what fits the GPU for the one run the files and options describe (the
+    largest micro_batch and seq_len, the fewest GPUs), searched on the memory model. `headroom`
+    defaults to low-memory-headroom's margin ([tool.memlint], 0.10). Raises UsageError."""
+    # start-up: the search loads only when something is fitted
+    from memlint import fitting
+
+    scenario, config = scenario_of(paths, options)
+    if headroom is None:
+        headroom = fitting.configured_headroom(config)
+    try:
+        return fitting.fit(scenario, headroom, questions=tuple(questions) or fitting.QUESTIONS,
+                           planner=planner)
+    except (fitting.FitError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def compare_paths(log: str, paths: Iterable[str], options: Options) -> tuple[Comparison,
+                                                                              LintConfig]:
+    """`memlint compare`: a training log's memory lines, rank by rank, against the estimate of
+    the run the files and options describe; with the run's settings (where `--write-assumptions`
+    writes). Raises UsageError."""
+    # start-up: the log reader and the comparison load only for a comparison
+    from memlint import comparison
+
+    if not os.path.isfile(log):
+        raise UsageError(f"{log}: no such file")
+    try:
+        report = comparison.read_log(log)
+        scenario, config = scenario_of(paths, options)
+        return comparison.compare(scenario, comparison.estimate_run(scenario), report), config
+    except comparison.CompareError as exc:
+        raise UsageError(f"cannot compare: {exc}") from None
+
+
+def fit(paths: Iterable[str] = (), *, model: Optional[str] = None,
+        headroom: Optional[float] = None, questions: Iterable[str] = (), planner: bool = False,
+        settings: Optional[Mapping[str, object]] = None, **scenario: object) -> FitResult:
+    """What fits the GPU (`memlint fit`), from Python: a FitResult whose `.answers` (one per
+    question: micro_batch, seq_len, world_size) each give the `.value` found, the per-stage
+    peaks at it and what limits it. Raises MemlintError where the CLI exits 2."""
+    try:
+        return fit_paths(list(paths), _options(model, settings, (), (), None, scenario),
+                         headroom=headroom, questions=questions, planner=planner)
+    except (UsageError, SettingsError) as exc:
+        raise MemlintError(str(exc)) from None
+
+
+def compare(log: str, paths: Iterable[str] = (), *, model: Optional[str] = None,
+            settings: Optional[Mapping[str, object]] = None, **scenario: object) -> Comparison:
+    """A training log's memory against the estimate (`memlint compare`), from Python: a
+    Comparison whose `.ranks` each hold the measured and estimated bytes metric by metric and
+    the difference split by what causes it; `.fitted` the runtime assumptions the log measures.
+    Raises MemlintError where the CLI exits 2."""
+    try:
+        return compare_paths(log, list(paths), _options(model, settings, (), (), None,
+                                                        scenario))[0]
     except (UsageError, SettingsError) as exc:
         raise MemlintError(str(exc)) from None

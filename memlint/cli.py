@@ -350,8 +350,8 @@ def cmd_explain(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# fit and compare (issue 17): argument parsing and printing only; the answers come from
-# memlint/commands/fit.py and memlint/commands/compare.py.
+# fit and compare (issue 17): argument parsing and printing only; the answers come from the API
+# (memlint.fit, memlint.compare: memlint/fitting.py and memlint/comparison.py).
 
 
 def _fit_arguments(fit) -> None:
@@ -374,48 +374,30 @@ def _compare_arguments(compare) -> None:
                          "assumptions] (default: the governing pyproject.toml)")
 
 
-def run_scenario(args):
-    """(Scenario, LintConfig) of the one run that PATHS, --model and --set describe."""
-    # start-up: `memlint --version` and usage errors load no pipeline
-    from memlint.api import scenario_of
-
-    return scenario_of(list(args.paths), options_from(args))
-
-
 def cmd_fit(args) -> int:
     # start-up: `memlint --version` and usage errors load no pipeline
-    from memlint.commands import fit
+    from memlint import fitting
+    from memlint.api import fit_paths
 
-    scenario, config = run_scenario(args)
-    headroom = args.headroom if args.headroom is not None else fit.configured_headroom(config)
-    questions = _csv(args.only) or fit.QUESTIONS
-    try:
-        result = fit.fit(scenario, headroom, questions=questions, planner=args.planner)
-    except (fit.FitError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+    result = fit_paths(list(args.paths), options_from(args), headroom=args.headroom,
+                       questions=_csv(args.only), planner=args.planner)
     if args.format == "json":
-        sys.stdout.write(fit.render_json(result))
+        sys.stdout.write(fitting.render_json(result))
     else:
-        fit.render_text(result, _units(args, []))
-    return fit.exit_code(result)
+        fitting.render_text(result, _units(args, []))
+    return fitting.exit_code(result)
 
 
 def cmd_compare(args) -> int:
     # start-up: `memlint --version` and usage errors load no pipeline
-    from memlint.commands import compare
+    from memlint import comparison
+    from memlint.api import compare_paths
 
-    if not os.path.isfile(args.log):
-        raise UsageError(f"{args.log}: no such file")
-    try:
-        report = compare.read_log(args.log)
-        scenario, config = run_scenario(args)
-        result = compare.compare(scenario, compare.estimate_run(scenario), report)
-    except compare.CompareError as exc:
-        raise UsageError(f"cannot compare: {exc}") from None
+    result, config = compare_paths(args.log, list(args.paths), options_from(args))
     if args.format == "json":
-        sys.stdout.write(compare.render_json(result))
+        sys.stdout.write(comparison.render_json(result))
     else:
-        compare.render_text(result, _units(args, []))
+        comparison.render_text(result, _units(args, []))
     if args.write_assumptions is not None:
         if not result.fitted:
             raise UsageError("--write-assumptions: the log measures no runtime assumption "
@@ -426,9 +408,9 @@ def cmd_compare(args) -> int:
         from memlint.escape import one_line
 
         target = args.write_assumptions or config.source or "pyproject.toml"
-        written = compare.write_assumptions(target, result.fitted, args.log,
-                                            safe_write.write_root(os.getcwd()),
-                                            args.allow_outside_root)
+        written = comparison.write_assumptions(target, result.fitted, args.log,
+                                               safe_write.write_root(os.getcwd()),
+                                               args.allow_outside_root)
         sys.stderr.write(f"memlint: wrote {len(written)} assumption(s) to {one_line(target)} "
                          "[tool.memlint.assumptions]\n")
     return 0

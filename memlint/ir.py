@@ -203,6 +203,7 @@ class RL:
     reference: str = "none"
     reference_model: Optional[str] = None   # a different model than the policy (name or path)
     reference_offload: bool = False         # parameters on the host, gathered per unit
+    reference_dtype: Optional[str] = None   # its parameters' dtype (None: the policy's)
     reference_micro_batch: Optional[int] = None
     critic: bool = False                    # a value model trained beside the policy (PPO/GAE)
     critic_model: Optional[str] = None

@@ -458,6 +458,10 @@ _KEYS = [
         "the reference model when it is not the policy's (name or config.json path)"),
     Key("rl.reference_offload", "rl", "reference_offload", to_bool,
         "reference parameters kept on the host and gathered unit by unit for its pass"),
+    Key("rl.reference_dtype", "rl", "reference_dtype",
+        choice("fp32", "bf16", "fp16", aliases={"float32": "fp32", "bfloat16": "bf16",
+                                                "float16": "fp16"}),
+        "the frozen reference's parameter dtype (default: the policy's parameter dtype)"),
     Key("rl.reference_micro_batch", "rl", "reference_micro_batch", positive_int,
         "sequences per GPU in a reference log-prob pass"),
     Key("rl.critic", "rl", "critic", to_bool, "a value model trained beside the policy (PPO)"),
@@ -582,7 +586,7 @@ def word_list(value: Any) -> tuple:
         text = value
     else:
         raise ValueError(f"expected a list of names, got {_short(value)}")
-    return tuple(re.findall(r"[a-z_]+", text))
+    return tuple(re.findall(r"[a-z][a-z0-9_]*", text))
 
 
 def layout_stages(value: Any) -> tuple:
@@ -649,6 +653,19 @@ _CONVENTION_KEYS = [
         "Megatron-LM: unfused attention softmax in fp32"),
     _convention(M + "apply-query-key-layer-scaling", to_bool,
         "Megatron-LM: query-key layer scaling (its unfused softmax runs in fp32)"),
+    _convention(M + "num-distributed-optimizer-instances", positive_int,
+        "Megatron-LM distributed-optimizer instances: each shards the optimizer over dp·cp / N "
+        "ranks (the expert states over expert-dp / N); the instances all-reduce gradients"),
+    _convention(M + "fine-grained-activation-offloading", to_bool,
+        "Megatron-LM fine-grained activation offloading: the saved tensors of --offload-modules "
+        "go to pinned host memory"),
+    _convention(M + "offload-modules", word_list,
+        "Megatron-LM modules whose saved tensors are offloaded (attn_norm, qkv_linear, "
+        "core_attn, attn_proj, mlp_norm, expert_fc1, moe_act)"),
+    _convention(M + "min-offloaded-tensor-size", non_negative_int,
+        "Megatron-LM: tensors of fewer elements stay on the GPU (default 1048576)"),
+    _convention(M + "activation-offload-fraction", fraction,
+        "Megatron-LM: the fraction of eligible offload groups offloaded (default 1.0)"),
     _convention(M + "moe-token-dispatcher-type", choice("allgather", "alltoall", "flex"),
         "Megatron-LM MoE token dispatcher (default allgather): what the experts' tokens are "
         "gathered into and what each MoE layer keeps between steps"),
@@ -705,6 +722,10 @@ _CONVENTION_KEYS = [
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),
+    _convention("torchtitan.disable_loss_parallel", to_bool,
+        "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
+        "parallelism the output layer's logits are gathered to the full vocabulary on every rank "
+        "and the loss runs on them (recorded by the torchtitan adapter)"),
     _convention("fsdp.allgather_dtype_bytes", positive_int,
         "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
         "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),

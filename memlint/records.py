@@ -61,12 +61,28 @@ def field(*, default=_MISSING, default_factory=_MISSING, repr: bool = True,
     return Field(default, default_factory, repr, compare, hash)
 
 
-def record(cls=None, *, frozen: bool = False, slots: bool = False):
-    """Make `cls` a record (see the module docstring); `@record` or `@record(frozen=True)`."""
-    def wrap(klass):
-        return _make(klass, frozen, slots)
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    # PEP 681: type checkers read a record as the dataclass it declares (its __init__, fields)
+    import sys
+    from typing import Any
 
-    return wrap if cls is None else wrap(cls)
+    if sys.version_info >= (3, 11):
+        from typing import dataclass_transform
+    else:
+        from typing_extensions import dataclass_transform
+
+    @dataclass_transform(field_specifiers=(field, Field))
+    def record(cls: Any = None, *, frozen: bool = False, slots: bool = False) -> Any:
+        """Make `cls` a record (see the module docstring); `@record` or
+        `@record(frozen=True)`."""
+else:
+    def record(cls=None, *, frozen: bool = False, slots: bool = False):
+        """Make `cls` a record (see the module docstring); `@record` or `@record(frozen=True)`."""
+        def wrap(klass):
+            return _make(klass, frozen, slots)
+
+        return wrap if cls is None else wrap(cls)
 
 
 def fields(class_or_instance) -> tuple:

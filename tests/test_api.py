@@ -1,11 +1,16 @@
-"""The public API (memlint.check / memlint.estimate / memlint.plan) and run discovery, in process (fast).
+"""The public API (memlint.check / estimate / plan / fit / compare) and run discovery, in process
+(fast).
 
 The same layouts go through the real pre-commit in tests/cli/test_precommit.py.
 """
+import os
+
 import pytest
 
 import memlint
 from memlint.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DS = ('{\n  "train_micro_batch_size_per_gpu": %d,\n  "gradient_accumulation_steps": 1,\n'
       '  "bf16": {"enabled": true},\n  "zero_optimization": {"stage": 1}\n}\n')
@@ -152,3 +157,67 @@ def test_skip_unknown_and_one_exit_code_per_failure_kind(repo, capsys):
         assert main([command, "ds_config.json", "--model", "llama3-8b", "--set",
                      "tp=lots"]) == 1, command
         capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------------------------
+# Every feature has an API door (issue 31): fit and compare, with the CLI calling them
+
+
+def test_fit_from_python_is_what_the_cli_answers(capsys):
+    import json as _json
+
+    import memlint
+    from memlint.cli import main
+
+    result = memlint.fit(model="llama3-8b", world_size=8, gpu="H100-80GB", seq_len=4096, tp=2,
+                         zero=1, questions=("micro_batch",))
+    answer = result.answer("micro_batch")
+    assert answer is not None and isinstance(answer.value, int) and answer.value >= 1
+    assert main(["fit", "--model", "llama3-8b", "--set", "world_size=8", "--gpu", "H100-80GB",
+                 "--set", "seq_len=4096", "--set", "tp=2", "--set", "zero=1", "--only",
+                 "micro_batch", "--format", "json"]) == 0
+    shown = _json.loads(capsys.readouterr().out)
+    assert shown == _json.loads(_json.dumps(result.to_dict()))
+
+
+def test_compare_from_python_reads_a_log(tmp_path):
+    import memlint
+
+    logs = os.path.join(ROOT, "fixtures", "logs")
+    result = memlint.compare(os.path.join(logs, "torchtitan-llama3-8b-cp2.log"),
+                             [os.path.join(logs, "torchtitan-llama3-8b-cp2.memlint.toml")])
+    assert result.ranks and result.ranks[0].rows[0].metric == "max_reserved"
+    with pytest.raises(memlint.MemlintError, match="no such file"):
+        memlint.compare(str(tmp_path / "missing.log"))
+
+
+def test_fit_and_compare_are_in_the_public_api():
+    import memlint
+
+    assert {"fit", "compare"} <= set(memlint.__all__)
+    assert memlint.fit.__module__ == "memlint.api" and memlint.compare.__module__ == "memlint.api"
+
+
+def test_severity_prints_its_name():
+    from memlint.diagnostics import Severity
+
+    assert str(Severity.ERROR) == "error" and f"{Severity.WARNING}" == "warning"
+    assert f"{Severity.INFO:>6}" == "  info" and Severity.ERROR > Severity.WARNING
+
+
+def test_each_subcommand_module_has_the_documented_entry_points():
+    """memlint/commands/__init__.py: every module there but arguments.py (the parser) and fix.py
+    (check --fix) is a subcommand with add_arguments(parser) and run(args), named in
+    cli.COMMANDS."""
+    import importlib
+
+    from memlint.cli import COMMANDS
+
+    folder = os.path.join(ROOT, "memlint", "commands")
+    modules = {f"memlint.commands.{name[:-3]}" for name in os.listdir(folder)
+               if name.endswith(".py") and name not in ("__init__.py", "arguments.py", "fix.py")}
+    named = {c.arguments for c in COMMANDS.values() if isinstance(c.arguments, str)}
+    assert modules == named
+    for name in modules:
+        module = importlib.import_module(name)
+        assert callable(module.add_arguments) and callable(module.run), name

@@ -82,10 +82,9 @@ def test_set_not_modeled_reads_values_when_and_off():
                                       "cuda-graph-impl": "none",
                                       "moe-token-dispatcher-type": "alltoall",
                                       "optimizer": "adam", "log-interval": "1"}))
-    assert sorted(f.entry.key for f in found) == ["--num-distributed-optimizer-instances",
-                                            "--tp-comm-overlap"]
-    found = set_not_modeled(_extra(**{"num-distributed-optimizer-instances": "1",
-                                      "cuda-graph-impl": "transformer_engine",
+    # instances and both common dispatchers are modeled (memory/topology.py, moe_activations.py)
+    assert sorted(f.entry.key for f in found) == ["--tp-comm-overlap"]
+    found = set_not_modeled(_extra(**{"cuda-graph-impl": "transformer_engine",
                                       "moe-token-dispatcher-type": "flex",
                                       "optimizer": "dist_muon"}))
     assert sorted(f.entry.key for f in found) == ["--cuda-graph-impl",
@@ -193,6 +192,14 @@ def test_a_verl_script_setting_a_not_modeled_key_is_found(tmp_path):
     partial = load_file(str(script))
     found = {f.entry.key for f in set_not_modeled(partial.extra)}
     assert found == {"actor_rollout_ref.model.use_liger"}
+
+
+def test_every_easyr1_field_has_a_memory_class():
+    from memlint.adapters import easyr1
+
+    spec = table("easyr1")
+    missing = sorted(k for k in easyr1.defaults()["keys"] if spec.memory_class(k) is None)
+    assert missing == [], f"run tools/rl_coverage.py and class: {missing[:20]}"
 
 
 # ---------------------------------------------------------------------------------------------

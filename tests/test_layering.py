@@ -24,8 +24,9 @@ PACKAGE = os.path.join(ROOT, "memlint")
 #: Layers from left (imported by everyone) to right; a module is in the layer of its longest
 #: matching prefix. `memlint` alone is the package's public facade (the API, imported lazily).
 LAYERS = (
-    ("foundation", ("memlint.__version__", "memlint.errors", "memlint.escape", "memlint.lazy_re",
-                    "memlint.records", "memlint.units", "memlint.ir", "memlint.diagnostics",
+    ("foundation", ("memlint.__version__", "memlint.errors", "memlint.escape",
+                    "memlint.lazy_import", "memlint.lazy_re", "memlint.records", "memlint.units",
+                    "memlint.ir", "memlint.diagnostics",
                     "memlint.keys", "memlint.plugins", "memlint.hardware", "memlint.catalog",
                     "memlint.facts", "memlint.verdicts")),
     ("files", ("memlint.loaders", "memlint.logs", "memlint.safe_write", "memlint.toml_edit")),
@@ -33,7 +34,8 @@ LAYERS = (
     ("scenario", ("memlint.scenario", "memlint.assumptions")),
     ("memory", ("memlint.memory", "memlint.planner")),
     ("rules", ("memlint.rules",)),
-    ("engine", ("memlint.engine", "memlint.config", "memlint.runs", "memlint.api")),
+    ("engine", ("memlint.engine", "memlint.config", "memlint.runs", "memlint.api",
+                "memlint.fitting", "memlint.comparison", "memlint.comparison_rl")),
     ("reporters", ("memlint.report",)),
     ("cli", ("memlint", "memlint.cli", "memlint.__main__", "memlint.commands")),
 )

@@ -19,6 +19,7 @@ THIS = os.path.abspath(__file__)
 DATA = ["docs/DESIGN.md", "docs/STYLE.md", "docs/seeds.md",
         "bench/data/calibration/records.json", "bench/data/calibration/fsdp2-records.json",
         "bench/data/calibration/gpu-megatron-ci/records.json",
+        "bench/data/calibration/gpu-megatron-ci-features/records.json",
         "bench/data/calibration/gpu-published/manifest.json",
         "bench/data/calibration/models/llama/config.json",
         "fixtures/shared-real/SOURCES.md", "tests/data/sarif-schema-2.1.0.json"]

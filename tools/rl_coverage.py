@@ -94,6 +94,7 @@ VERL_MODELED = {
     AR + "model.use_fused_kernels": ["logits"],
     AR + "model.use_remove_padding": SEQ,
     AR + "ref.fsdp_config.param_offload": ["weights", "host"],
+    AR + "ref.fsdp_config.model_dtype": ["weights", "host"],
     AR + "ref.log_prob_micro_batch_size_per_gpu": SEQ,
     AR + "ref.megatron.param_offload": ["weights", "host"],
     AR + "rollout.checkpoint_engine.update_weights_bucket_megabytes": ["buffers"],
@@ -183,7 +184,7 @@ def _verl_not_modeled() -> dict:
                                          "ulysses_sequence_parallel_size", "strategy",
                                          "use_torch_compile"),
              AR + "ref.fsdp_config.": ("dtype", "forward_prefetch", "wrap_policy.min_num_params",
-                                       "fsdp_size", "model_dtype", "reshard_after_forward",
+                                       "fsdp_size", "reshard_after_forward",
                                        "offload_policy", "ulysses_sequence_parallel_size",
                                        "strategy"),
              "critic.model.fsdp_config.": ("dtype", "forward_prefetch",
@@ -575,6 +576,106 @@ def trl_table() -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# EasyR1 (hiyouga/EasyR1@b44b311b)
+
+E = "worker."
+EASYR1_MODELED = {
+    "algorithm.adv_estimator": ALL, "algorithm.disable_kl": ["weights", "activations", "logits"],
+    "data.max_prompt_length": SEQ + ["buffers"], "data.max_response_length": SEQ + ["buffers"],
+    "data.rollout_batch_size": SEQ + ["buffers"], "trainer.n_gpus_per_node": STATES + ["host"],
+    "trainer.nnodes": STATES + ["host"], E + "hybrid_engine": ENGINE,
+    E + "actor.dynamic_batching": SEQ, E + "actor.fsdp.enable_cpu_offload": STATES + ["host"],
+    E + "actor.fsdp.enable_full_shard": STATES, E + "actor.fsdp.fsdp_size": STATES,
+    E + "actor.fsdp.torch_dtype": ALL, E + "actor.global_batch_size": ["gradients"],
+    E + "actor.micro_batch_size_per_device_for_experience": SEQ,
+    E + "actor.micro_batch_size_per_device_for_update": SEQ,
+    E + "actor.model.enable_gradient_checkpointing": ["activations"],
+    E + "actor.model.lora.rank": STATES, E + "actor.model.lora.target_modules": STATES,
+    E + "actor.model.model_path": ALL, E + "actor.offload.offload_optimizer": ["optimizer", "host"],
+    E + "actor.offload.offload_params": ["weights", "host"], E + "actor.padding_free": SEQ,
+    E + "actor.strategy": ALL, E + "actor.ulysses_size": SEQ,
+    E + "critic.micro_batch_size_per_device_for_experience": SEQ,
+    E + "critic.micro_batch_size_per_device_for_update": SEQ,
+    E + "critic.model.enable_gradient_checkpointing": ["activations"],
+    E + "critic.model.model_path": ALL, E + "critic.offload.offload_optimizer": ["optimizer", "host"],
+    E + "critic.offload.offload_params": ["weights", "host"],
+    E + "ref.fsdp.enable_cpu_offload": ["weights", "host"],
+    E + "ref.offload.offload_params": ["weights", "host"], E + "ref.fsdp.torch_dtype": ["weights"],
+    E + "rollout.dtype": ENGINE, E + "rollout.enforce_eager": ["runtime"],
+    E + "rollout.gpu_memory_utilization": ENGINE, E + "rollout.max_model_len": ["buffers"],
+    E + "rollout.max_num_batched_tokens": ["activations", "buffers"], E + "rollout.n": SEQ,
+    E + "rollout.name": ENGINE, E + "rollout.tensor_parallel_size": ENGINE,
+}
+_ER = "hiyouga/EasyR1@b44b311b "
+DEFAULTS_E1: dict = {}
+
+
+def _easyr1_not_modeled() -> dict:
+    global DEFAULTS_E1
+    with open(os.path.join(FACTS, "easyr1_defaults.json"), encoding="utf-8") as handle:
+        DEFAULTS_E1 = {k: v[0] for k, v in json.load(handle)["keys"].items()}
+    out = {}
+    for role in ("actor", "critic", "ref"):
+        f = f"{E}{role}.fsdp."
+        out[f + "mp_param_dtype"] = cls("low", "FSDP mixed precision's compute dtype (memlint "
+                                        "computes in bf16)", off=["bf16", "bfloat16"])
+        out[f + "mp_reduce_dtype"] = cls("either", "the gradient reduction dtype", off=["fp32"])
+        out[f + "mp_buffer_dtype"] = cls("either", "the buffers' dtype", off=["fp32"])
+        out[f + "enable_rank0_init"] = cls("low", "rank 0 loads the weights and broadcasts them "
+                                           "(host RAM at start-up)", off=["true"], scope="host")
+    for key in ("critic.fsdp.enable_cpu_offload", "critic.fsdp.enable_full_shard",
+                "critic.fsdp.fsdp_size", "critic.fsdp.torch_dtype", "critic.padding_free",
+                "critic.dynamic_batching", "critic.ulysses_size", "critic.global_batch_size",
+                "critic.strategy", "ref.fsdp.enable_full_shard", "ref.fsdp.fsdp_size",
+                "ref.strategy"):
+        default = DEFAULTS_E1.get(E + key)
+        out[E + key] = cls("either", "the role's own layout or batching; memlint uses the actor's",
+                           off=None if default is None else [str(default).lower(), str(default)])
+    out[E + "ref.offload.offload_optimizer"] = None
+    for role in ("actor", "critic"):
+        out[f"{E}{role}.optim.strategy"] = cls(
+            "high", "adamw_bf16: bf16 Adam moments (memlint counts fp32)", off=["adamw"])
+        out[f"{E}{role}.model.freeze_vision_tower"] = cls(
+            "high", "the vision tower frozen: no gradients or states for it", off=["false"])
+        out[f"{E}{role}.model.override_config"] = cls("either", "HF config overrides",
+                                                      off=["{}"])
+    out[E + "critic.model.lora.rank"] = cls("high", "LoRA on the critic", off=["0"])
+    out[E + "actor.use_torch_compile"] = cls("low", "eager log-prob functions (torch.compile "
+                                             "off)", when=["false", "False"])
+    out[E + "rollout.limit_images"] = cls("either", "images per prompt the engine accepts "
+                                          "(its encoder cache)", off=["0"])
+    out[E + "rollout.enable_chunked_prefill"] = cls("either", "chunked prefill (vLLM V0 only)",
+                                                    off=["false"])
+    out["data.mini_rollout_batch_size"] = cls("either", "prompts generated per rollout call "
+                                              "(default: the whole rollout batch)",
+                                              off=["null", "None"])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+EASYR1_NEUTRAL = {E + "actor.model.lora.alpha", E + "actor.model.lora.exclude_modules",
+                  E + "critic.model.lora.alpha", E + "critic.model.lora.exclude_modules",
+                  E + "critic.model.lora.target_modules", E + "ref.offload.offload_optimizer",
+                  E + "actor.fsdp.use_orig_params", E + "critic.fsdp.use_orig_params",
+                  E + "ref.fsdp.use_orig_params", E + "actor.model.tokenizer_path",
+                  E + "critic.model.tokenizer_path", E + "rollout.disable_log_stats",
+                  "data.filter_overlong_prompts", "data.filter_overlong_prompts_workers",
+                  "data.min_pixels", "data.val_batch_size", "trainer.max_try_make_batch",
+                  "trainer.save_model_only", "trainer.val_generations_to_log",
+                  "algorithm.online_filtering", "data.max_pixels"}
+
+
+def easyr1_table() -> dict:
+    with open(os.path.join(FACTS, "easyr1_defaults.json"), encoding="utf-8") as handle:
+        data = json.load(handle)
+    return _table("easyr1", "easyr1.", "", f"hiyouga/EasyR1@{data['commit'][:8]}",
+                  set(data["keys"]), EASYR1_MODELED, _easyr1_not_modeled(), {}, EASYR1_NEUTRAL,
+                  "Memory class of every field of EasyR1's PPOConfig "
+                  "(memlint/facts/easyr1_defaults.json), written by tools/rl_coverage.py; "
+                  "memlint/adapters/easyr1_mapping.py reads the modeled ones and records each "
+                  "key a file sets as extra easyr1.<key>.")
+
+
+# ---------------------------------------------------------------------------------------------
 
 def _table(framework, namespace, key_prefix, source, keys, modeled, not_modeled, part_of,
            neutral, about) -> dict:
@@ -615,7 +716,8 @@ def _plainly_neutral(key: str) -> bool:
 
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
-    for name, build in (("verl", verl_table), ("openrlhf", openrlhf_table), ("trl", trl_table)):
+    for name, build in (("verl", verl_table), ("openrlhf", openrlhf_table), ("trl", trl_table),
+                        ("easyr1", easyr1_table)):
         table = build()
         with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as handle:
             json.dump(table, handle, indent=1, sort_keys=False)

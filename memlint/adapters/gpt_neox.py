@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-from fractions import Fraction
 
 from memlint.adapters import deepspeed
 from memlint.adapters._toplevel import top_level_keys
@@ -724,6 +723,9 @@ def _ffn(cfg: dict, num, hidden: int, gated: bool) -> int:
     if _is_int(size) and size > 0:
         ffn = size
     elif isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0:
+        # start-up: fractions (and decimal) load only for a config with an expansion_factor
+        from fractions import Fraction
+
         ffn = int(Fraction(factor) * hidden)  # exact: no float overflow on huge sizes
     else:
         ffn = 4 * hidden

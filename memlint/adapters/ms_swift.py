@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
 from memlint.adapters import _shell
 from memlint.adapters.ms_swift_launch import SOURCE, Launch
@@ -35,6 +34,10 @@ from memlint.adapters.trainer_args import Item, apply, to_int
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import NO_ESTIMATE, Partial, Provenance
 from memlint.loaders import suppressions
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 FORMAT = "ms-swift"
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")

@@ -21,11 +21,10 @@ selective_ac_option "2", optimizer AdamW with the fused implementation.
 """
 from __future__ import annotations
 
-import ast
 import os
 import re
 
-from memlint import lazy_re
+from memlint import lazy_import, lazy_re
 from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.catalog import presets
@@ -37,6 +36,9 @@ from memlint.loaders import inside, load_toml, read_text, repo_root, suppression
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
+
+# start-up: ast loads only when a config_registry.py is read (RegistryReader)
+ast = lazy_import.module("ast")
 
 FORMAT = "torchtitan"
 
@@ -216,6 +218,17 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
     _derive_model(facts, partial, anchor, base_dir)
     _derive_float8(facts, partial)
     _derive_checkpoint(facts, partial)
+    _derive_loss_parallel(facts, partial)
+
+
+def _derive_loss_parallel(facts: Facts, partial: Partial) -> None:
+    """`disable_loss_parallel` ([parallelism] at e7c0cae, config_manager.py; `--training.` at
+    9dec370): with tensor parallelism the output layer then returns full-vocabulary logits
+    (models/llama3/parallelize_llama.py: ColwiseParallel output_layouts=Replicate()) and the loss
+    runs without DTensor's loss_parallel (distributed/utils.py train_context)."""
+    found = facts.find("disable_loss_parallel", "parallelism", "training")
+    if found is not None and isinstance(found[0], bool):
+        partial.set_extra("torchtitan.disable_loss_parallel", found[0], found[1])
 
 
 def _derive_checkpoint(facts: Facts, partial: Partial) -> None:

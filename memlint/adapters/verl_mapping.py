@@ -49,6 +49,8 @@ _ALGORITHMS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plu
 class Reader:
     """Reads resolved verl keys and sets scenario keys with their positions."""
 
+    framework = "verl"
+
     def __init__(self, config, partial: Partial, anchor: Provenance, version: str, file: str):
         self.config, self.partial, self.anchor = config, partial, anchor
         self.version = version   # verl's, and the source file of its defaults (adapters/verl.py)
@@ -72,7 +74,7 @@ class Reader:
         if entry is None or entry.default:
             line = f":{entry.line}" if entry is not None and entry.line else ""
             return Provenance(self.anchor.file, self.anchor.line, self.anchor.column,
-                              f"verl {self.version} default {key} ({self.file}{line})")
+                              f"{self.framework} {self.version} default {key} ({self.file}{line})")
         return entry.prov
 
     def put(self, scenario_key: str, value: Any, key: str) -> None:
@@ -132,8 +134,8 @@ class Reader:
         names = sorted(used)
         shown = ", ".join(f"{k} = {used[k][0]!r}" for k in names)
         self.partial.diagnostics.append(make(
-            UNRESOLVED, Severity.INFO, f"verl {self.version} defaults assumed (no override gives "
-            f"them; {self.file}): {shown}", self.anchor, key="defaults",
+            UNRESOLVED, Severity.INFO, f"{self.framework} {self.version} defaults assumed (no "
+            f"override gives them; {self.file}): {shown}", self.anchor, key="defaults",
             assumed=[{"key": k, "value": used[k][0], "line": used[k][1]} for k in names]))
 
 
@@ -387,6 +389,13 @@ def _roles(read: Reader) -> None:
                  else "algorithm.use_kl_in_reward")
         if strategy != "megatron":
             read.put("rl.reference_offload", True, A + "ref.fsdp_config.param_offload")
+            # the reference's parameters in its own model_dtype (fsdp_workers.py
+            # _build_model_optimizer: fsdp_config.model_dtype of the role)
+            ref_dtype = read.value(A + "ref.fsdp_config.model_dtype")
+            if isinstance(ref_dtype, str) and ref_dtype.lower() != str(
+                    read.value(A + "actor.fsdp_config.model_dtype", "fp32")).lower():
+                read.put("rl.reference_dtype", ref_dtype.lower(),
+                         A + "ref.fsdp_config.model_dtype")
         else:
             read.set_bool("rl.reference_offload", A + "ref.megatron.param_offload")
     else:

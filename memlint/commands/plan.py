@@ -114,7 +114,7 @@ def _run(args) -> int:
     if not gpus:
         # No budget given: answer the smallest GPU count first (memlint fit's planner search).
         # start-up: the CLI imports this module; the planner loads only for `plan`
-        from memlint.commands.fit import smallest_gpus
+        from memlint.fitting import smallest_gpus
 
         fewest = smallest_gpus(scenario, args.headroom, gpn, cross_node_tp=args.cross_node_tp,
                                max_pp=args.max_pp, allow_bubble=args.allow_bubble)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from memlint.memory.buffers import fsdp_gather_bytes, fsdp_root_and_unit
+from memlint.memory.logits import logits_vocab
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
@@ -44,6 +45,29 @@ SRC_LOGITS = ("torchtitan train.py `del pred` before loss.backward() @9dec370 an
 SRC_MLP = ("torchtitan models/llama/model.py FeedForward `w2(F.silu(w1(x)) * w3(x))` @9dec370; "
            "transformers LlamaMLP `down_proj(act_fn(gate_proj(x)) * up_proj(x))`; torch/_inductor "
            "fuses the pointwise silu·mul into one kernel; " + SRC_ALLOCATOR)
+
+ORDER_NOT_MODELED = "not modeled (reserved = allocated)"
+SRC_ORDER_NOT_MODELED = ("memlint/memory/allocator.py: Megatron's and DeepSpeed's allocation order "
+                         "is not modeled, so no idle cached block is counted; their "
+                         "fragmentation is left to the headroom margin (ML102)")
+
+
+def order_modeled(model: Model) -> bool:
+    """Whether the run's allocation order (and so its idle cached blocks) is modeled: on a GPU,
+    for transformers / torchtitan modules. Megatron's and DeepSpeed's are not: their reserved
+    equals allocated and the estimate says so (`allocator_assumed`)."""
+    return model.conv.torch_modules
+
+
+def allocator_assumed(model: Model) -> tuple:
+    """The estimate's `assumed` entry when the caching allocator's reserve is not modeled for the
+    run (a GPU run whose allocation order memlint does not model), else ()."""
+    if model.scenario.hardware.device == "cpu" or not model.assume["buffers.enabled"] \
+            or order_modeled(model):
+        return ()
+    return ({"key": "runtime.allocator", "value": ORDER_NOT_MODELED,
+             "source": SRC_ORDER_NOT_MODELED},)
+
 
 def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str) -> Term:
     return Term("runtime.allocator." + name, "runtime", int(nbytes), formula, dict(inputs),
@@ -134,8 +158,8 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     tr, arch = model.tr, model.arch
     if not plan.last or phase not in ("forward_end", "backward_start"):
         return []
-    if not model.conv.torch_modules:
-        return []   # Megatron's and DeepSpeed's allocation order is not modeled
+    if not order_modeled(model):
+        return []   # Megatron's and DeepSpeed's allocation order: allocator_assumed says so
     terms = []
     tokens = _tokens(model)
     c = model.dt.compute
@@ -148,7 +172,7 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     if (phase == "backward_start" and model.assume["logits.enabled"]
             and model.conv.loss == "log-softmax" and not model.conv.compiled_loss
             and model.dt.compute < 4):
-        vocab = math.ceil(arch.vocab / model.topo.tp)
+        vocab = logits_vocab(model)[0]
         if model.conv.loss_parallel:
             terms.append(freed_loss_parallel_blocks(c, vocab, tokens))
         else:

@@ -81,6 +81,18 @@ def optimizer_shards_over_cp(training) -> bool:
     return training.framework == MEGATRON
 
 
+def optimizer_instances(scenario) -> int:
+    """Megatron's `--num-distributed-optimizer-instances` (default 1): the distributed optimizer
+    shards over the intra-instance group of dp·cp / N ranks, and the expert states over
+    expert-dp / N (parallel_state.py initialize_model_parallel, intra_partial_data_parallel_size,
+    intra_partial_expert_data_parallel_size; optimizer/__init__.py, NVIDIA/Megatron-LM@d98e8a64).
+    1 outside Megatron's distributed optimizer."""
+    if scenario.training.framework != MEGATRON or scenario.parallelism.zero < 1:
+        return 1
+    value = scenario.convention_keys.get("megatron.num-distributed-optimizer-instances", 1)
+    return value if isinstance(value, int) and value > 1 else 1
+
+
 @record(frozen=True)
 class ZeroSettings:
     """DeepSpeed's ZeRO and offload settings as the config gives them (None: not given; sizes may
@@ -117,6 +129,15 @@ class MoeDispatch:
 
 
 @record(frozen=True)
+class FineOffload:
+    """Megatron's fine-grained activation offloading settings (memory/fine_offload.py)."""
+
+    modules: frozenset            # --offload-modules
+    min_elements: int = 1024 * 1024   # --min-offloaded-tensor-size (TransformerConfig default)
+    fraction: float = 1.0         # --activation-offload-fraction
+
+
+@record(frozen=True)
 class Conventions:
     """The conventions of one run (module docstring). Every field is plain data."""
 
@@ -140,6 +161,7 @@ class Conventions:
     #                               (transformers, also run by DeepSpeed; torchtitan), "softmax"
     #                               (an fp32 exp-logits buffer)
     loss_parallel: bool           # torchtitan under tp: DTensor's loss_parallel on sharded logits
+    gathered_logits: bool         # torchtitan under tp without it: full-vocabulary logits per rank
     compiled_loss: bool           # torch.compile runs the loss too (memory/compile.py)
     fsdp_version: int             # 2: fully_shard (torchtitan, accelerate fsdp_version 2); 1:
     #                               FullyShardedDataParallel (the HF Trainer's --fsdp)
@@ -150,6 +172,7 @@ class Conventions:
     softmax_in_fp32: bool         # Megatron's unfused softmax in fp32 (TE, or a flag says so)
     recompute_modules: Optional[frozenset]  # Megatron selective recompute; None outside it
     moe_dispatch: Optional[MoeDispatch]     # Megatron-Core MoE layers; None: the generic count
+    fine_offload: Optional[FineOffload]     # Megatron fine-grained activation offloading
     grouped_gemm: bool            # TE grouped GEMMs for the experts
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
@@ -224,7 +247,8 @@ def build(scenario, context) -> Conventions:
         te_fp8=framework != FSDP2,
         flash_head_dim_multiple=8 if megatron and not local else 0,
         loss=_loss(framework, keys),
-        loss_parallel=framework == FSDP2 and topo.tp > 1,
+        loss_parallel=framework == FSDP2 and topo.tp > 1 and not _loss_parallel_disabled(keys),
+        gathered_logits=framework == FSDP2 and topo.tp > 1 and _loss_parallel_disabled(keys),
         compiled_loss=(framework in (HF, FSDP2) and tr.compile and tr.compile_loss is not False),
         fsdp_version=(2 if keys.get("accelerate.fsdp_version") == 2 else 1)
         if "accelerate.fsdp_version" in keys else (1 if framework == HF else 2),
@@ -236,6 +260,7 @@ def build(scenario, context) -> Conventions:
             "attention-softmax-in-fp32", "apply-query-key-layer-scaling"))),
         recompute_modules=_recompute_modules(tr, keys) if megatron else None,
         moe_dispatch=_moe_dispatch(keys, context.dtypes.compute) if megatron else None,
+        fine_offload=_fine_offload(keys) if megatron else None,
         grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
@@ -267,6 +292,13 @@ def build(scenario, context) -> Conventions:
     )
 
 
+def _loss_parallel_disabled(keys) -> bool:
+    """torchtitan's disable_loss_parallel (default false: parallel_dims.loss_parallel_enabled is
+    tp > 1 and enable_loss_parallel, pytorch/torchtitan@e7c0cae torchtitan/distributed/
+    parallel_dims.py)."""
+    return keys.get("torchtitan.disable_loss_parallel") is True
+
+
 def _loss(framework: str, keys) -> str:
     """Which cross-entropy the run computes: Megatron's vocab-parallel one (also gpt-neox's, on
     DeepSpeed); transformers' log-softmax over upcast logits (ForCausalLMLoss: the HF Trainer,
@@ -295,6 +327,16 @@ def _recompute_modules(tr, keys) -> Optional[frozenset]:
         return None
     names = frozenset(keys.get("megatron.recompute-modules", ()))
     return names or frozenset({"core_attn"})
+
+
+def _fine_offload(keys) -> Optional[FineOffload]:
+    """--fine-grained-activation-offloading with its --offload-modules (TransformerConfig
+    asserts the list is not empty when the feature is on)."""
+    modules = frozenset(keys.get("megatron.offload-modules", ()))
+    if keys.get("megatron.fine-grained-activation-offloading") is not True or not modules:
+        return None
+    return FineOffload(modules, keys.get("megatron.min-offloaded-tensor-size", 1024 * 1024),
+                       keys.get("megatron.activation-offload-fraction", 1.0))
 
 
 _ROUTER_BYTES = {"fp32": 4, "fp64": 8}

@@ -41,8 +41,7 @@ def _logits_terms(model: Model, phase: str) -> list:
     # an encoder-decoder's logits are over the decoder's tokens (T5: --decoder-seq-length)
     dec = decoder_seq(arch)
     tokens = tr.micro_batch * (math.ceil(dec / topo.cp) if dec else model.seq_local)
-    vocab = math.ceil(arch.vocab / topo.tp)
-    v_text = vocab_formula(arch, topo.tp)
+    vocab, v_text = logits_vocab(model)
     c = model.dt.compute
     if model.conv.loss == "vocab-parallel":
         return _megatron_logits_terms(model, phase, tokens, vocab, c, v_text)
@@ -65,7 +64,21 @@ def _logits_terms(model: Model, phase: str) -> list:
     return [Term("logits", "logits", value,
                  f"({formula}) × {v_text} × {tokens:,} tokens",
                  {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens},
-                 "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py")]
+                 "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py"
+                 + (f"; {SRC_GATHERED}" if model.conv.gathered_logits else ""))]
+
+
+SRC_GATHERED = ("pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py (output "
+                "ColwiseParallel output_layouts=Replicate() without loss parallel)")
+
+
+def logits_vocab(model: Model) -> tuple:
+    """(vocabulary entries per GPU the loss runs on, its formula text): V/tp, or the whole V when
+    torchtitan gathers the tensor-parallel logits (disable_loss_parallel)."""
+    arch, tp = model.arch, model.topo.tp
+    if model.conv.gathered_logits:
+        return arch.vocab, vocab_formula(arch, 1) + f" (gathered over tp {tp})"
+    return math.ceil(arch.vocab / tp), vocab_formula(arch, tp)
 
 
 def _megatron_logits_terms(model: Model, phase: str, tokens: int, vocab: int, c: int,

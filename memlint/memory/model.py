@@ -291,16 +291,17 @@ class Model:
             return math.ceil((total - whole) / self.topo.tp) + whole
         return total
 
-    @functools.cached_property
-    def _muon_fraction(self) -> float:
-        counts = self.counts
-        matrices = sum(l.attention + l.mlp + l.experts + l.shared_experts for l in counts.layers)
-        return matrices / max(1, counts.total)
-
-    def muon_matrix_fraction(self) -> float:
-        """Share of parameters that are 2-D hidden matrices (Muon's domain); embeddings, the LM
-        head and norms stay on AdamW. Only totals known (seed): all of them (seed 000 CH 7.4).
-        Computed once per estimate, not once per stage."""
+    def muon_matrix_shares(self, plan, dense_params: int) -> dict:
+        """Share of each state group's parameters that are 2-D hidden matrices (Muon's domain:
+        Megatron-Core's emerging_optimizers.py routes embeddings, the output layer and every
+        non-2-D parameter to the scalar optimizer, Adam): the stage's attention, dense MLP,
+        shared-expert and router weights per GPU over its dense parameters (their biases counted
+        with them), and every routed expert weight. Only totals known (seed): all of them
+        (seed 000 CH 7.4)."""
         if self.uniform:
-            return 1.0
-        return self._muon_fraction
+            return {"dense": 1.0, "experts": 1.0}
+        counts, topo = self.counts, self.topo
+        layers = [counts.layers[i] for i in plan.layers]
+        matrices = sum(l.attention + l.mlp + l.shared_experts + l.router for l in layers)
+        dense = min(1.0, -(-matrices // max(1, topo.tp)) / max(1, dense_params))
+        return {"dense": dense, "experts": 1.0}

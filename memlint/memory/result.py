@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 @record(frozen=True)
 class Estimate:
     profile: str
-    sources: tuple
-    params: dict          # total, trainable, embedding, lm_head, experts, vision (+ more)
+    sources: tuple[str, ...]
+    params: dict[str, int]   # total, trainable, embedding, lm_head, experts, vision (+ more)
     gpu_name: str
     capacity_bytes: int
-    stages: tuple         # StageEstimate per pipeline stage
-    notes: tuple = ()     # assumptions worth telling the user (strings)
+    stages: tuple[StageEstimate, ...]   # per pipeline stage
+    notes: tuple[str, ...] = ()         # assumptions worth telling the user
     # verdict inputs no file gave: ({"key", "value", "source"}, ...), memory/inputs.py
-    assumed: tuple = ()
+    assumed: tuple[dict[str, object], ...] = ()
     # the scenario estimated, for what is derived on demand (host, checkpoint): the planner
     # estimates thousands of layouts and never asks for them
     scenario: Any = field(default=None, repr=False, compare=False)
@@ -66,7 +66,7 @@ class Estimate:
     def peak_stage(self) -> StageEstimate:
         return max(self.stages, key=lambda s: (s.total_bytes, -s.stage))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"sources": list(self.sources), "profile": self.profile,
                 "params": dict(self.params),
                 "gpu": {"name": self.gpu_name, "capacity_bytes": self.capacity_bytes},

@@ -10,7 +10,7 @@ import math
 
 from memlint.memory import activations as act
 from memlint.memory import activations_eager as eager
-from memlint.memory import moe_balance, offload
+from memlint.memory import fine_offload, moe_balance, offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms)
 from memlint.memory.layout_activations import layout_source, plan_layer_items
@@ -46,7 +46,9 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         return _seed_activation_terms(model, plan)
     terms = []
     inflight = stage_inflight(model, plan)
-    per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False)
+    layer_list: list = []
+    per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False,
+                                                       per_layer=layer_list)
     if tr.recompute == "full":
         items = act.recompute_items(model.dt.compute, arch.hidden, topo.tp, par.sp)
         per_layer = sum(i.per_token for i in items)
@@ -74,6 +76,14 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                     "saved": {i.name: round(i.bytes_per_token(seq_local), 2)
                               for i in items_full}},
             source=activation_source(model)))
+    fine = model.conv.fine_offload
+    if fine is not None and full_layers and terms and tr.recompute != "full":
+        # Megatron's fine-grained activation offloading (memory/fine_offload.py)
+        gpu, moved = fine_offload.offload_layer_term(terms[-1], layer_list, fine, seq_local,
+                                                     tokens, model.dt.compute, inflight)
+        terms[-1] = gpu
+        if host_out is not None:
+            host_out.append(moved)
     if kept:
         terms.append(Term(
             name="activations.checkpoints", component="activations",
@@ -241,9 +251,11 @@ def stage_inflight(model: Model, plan: StagePlan) -> float:
                                       chunk_layers=model.rank_chunks(plan.stage))
 
 
-def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
+def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool,
+                          per_layer: Optional[list] = None):
     """Average bytes per token per layer of this stage (dense and MoE layers differ; a per-layer
-    plan, memory/layout_activations.py, gives each kind of layer its own items)."""
+    plan, memory/layout_activations.py, gives each kind of layer its own items). `per_layer`
+    collects (items, MoE layer, separate input norm) of each layer when given."""
     arch, tr, par, topo = model.arch, model.tr, model.par, model.topo
     seq_local = model.seq_local
     total = 0.0
@@ -296,6 +308,8 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool):
         items, per_token = cache[key]
         total += per_token
         items_seen = items
+        if per_layer is not None:
+            per_layer.append((items, moe_layer, arch.mla is not None or model.conv.local_spec))
     return total / max(1, len(plan.layers)), items_seen
 
 

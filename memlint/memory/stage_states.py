@@ -175,7 +175,7 @@ def _trained_states(model: Model, plan: StagePlan, groups: list) -> tuple:
     gradients += states.gradient_terms(groups, dt, par.zero, par.fsdp)
     optimizer += states.optimizer_terms(
         groups, dt, tr.optimizer, par.zero, par.fsdp, par.offload_optimizer,
-        muon_matrix_fraction=model.muon_matrix_fraction(),
+        muon_matrix_shares=model.muon_matrix_shares(plan, groups[0].params),
         adafactor_factored=adafactor_factored(model, plan))
     return weights, gradients, optimizer
 

@@ -13,6 +13,10 @@ from memlint.memory.conventions import DEEPSPEED_BF16_NOTE, precision_convention
 from memlint.memory.terms import Term
 from memlint.records import record
 
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
+
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
@@ -161,7 +165,7 @@ def gradient_terms(groups, dt: Dtypes, zero: int, fsdp: str) -> list:
 
 
 def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
-                    offload_optimizer: str, muon_matrix_fraction: float = 1.0,
+                    offload_optimizer: str, muon_matrix_shares: Optional[dict] = None,
                     adafactor_factored: int = 0) -> list:
     """fp32 master weights + moments, sharded by ZeRO-1+ / FSDP, or moved off the GPU by offload."""
     terms = []
@@ -182,10 +186,11 @@ def optimizer_terms(groups, dt: Dtypes, optimizer: str, zero: int, fsdp: str,
         shard_text = f" / shard {shard}" if shard > 1 else ""
         if optimizer == "muon":
             # Muon: one buffer on 2-D hidden matrices, AdamW's two elsewhere (seed 000 CH 1.2).
-            mix = muon_matrix_fraction * 1 + (1 - muon_matrix_fraction) * 2
+            share = (muon_matrix_shares or {}).get(group.name, 1.0)
+            mix = share * 1 + (1 - share) * 2
             moment_bytes = dt.moment_bytes(count, mix)
             formula = (f"{group.text('trainable', shard)} × {width} × "
-                       f"(1 on 2-D share {muon_matrix_fraction:.3f}, 2 else)")
+                       f"(1 on 2-D share {share:.3f}, 2 else)")
         elif optimizer == "adafactor":
             factored = _ceil_div(adafactor_factored, shard)
             moment_bytes = dt.moment_bytes(factored, 1)

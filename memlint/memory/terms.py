@@ -34,10 +34,10 @@ class Term:
     component: str
     bytes: int
     formula: str
-    inputs: dict = field(default_factory=dict)
+    inputs: dict[str, object] = field(default_factory=dict)
     source: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.component not in COMPONENTS:
             raise ValueError(f"unknown component {self.component!r}")
         if not isinstance(self.bytes, int) or isinstance(self.bytes, bool):
@@ -70,7 +70,7 @@ class Phase:
     """What a stage holds at one moment of the step (forward end, backward, optimizer step)."""
 
     name: str
-    terms: tuple
+    terms: tuple[Term, ...]
 
     @property
     def total(self) -> int:
@@ -82,9 +82,9 @@ class StageEstimate:
     stage: int
     layers: int
     phase: str            # the phase of the peak
-    terms: tuple          # the terms at the peak; they add up to total_bytes exactly
-    phases: tuple = ()    # every phase considered (Phase), for --explain
-    host_terms: tuple = ()  # CPU/NVMe memory of offload, reported apart from GPU memory
+    terms: tuple[Term, ...]   # the terms at the peak; they add up to total_bytes exactly
+    phases: tuple[Phase, ...] = ()   # every phase considered, for --explain
+    host_terms: tuple[Term, ...] = ()  # CPU/NVMe memory of offload, reported apart from GPU memory
 
     @property
     def total_bytes(self) -> int:

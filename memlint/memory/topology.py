@@ -12,7 +12,7 @@ by the topology rules, which read `Topology.problems`.
 """
 from __future__ import annotations
 
-from memlint.memory.conventions import optimizer_shards_over_cp
+from memlint.memory.conventions import optimizer_instances, optimizer_shards_over_cp
 from memlint.records import field, record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -84,6 +84,9 @@ def resolve(scenario) -> Topology:
     if par.fsdp in ("full", "hybrid", "shard_grad_op") or par.zero > 0:
         if par.fsdp == "hybrid" or (par.dp_replicate or 1) > 1:
             replicate = par.dp_replicate or 1
+        instances = optimizer_instances(scenario)
+        if instances > 1:
+            replicate = instances   # the instances replicate the sharded states
         # Megatron's distributed optimizer (and Megatron-FSDP) shard over the data-parallel
         # group with context parallelism (parallel_state get_data_parallel_group(
         # with_context_parallel=True), used by DistributedDataParallel and the optimizer)
@@ -96,7 +99,8 @@ def resolve(scenario) -> Topology:
         if shard * replicate > dp * cp:
             problems.append((f"dp_shard·dp_replicate = {shard}·{replicate} exceeds the "
                              f"data-parallel size {dp * cp}", ("dp_shard", "dp_replicate")))
-        expert_shard = max(1, min(shard, expert_dp))
+        expert_shard = (_div(expert_dp, instances) if instances > 1
+                        else max(1, min(shard, expert_dp)))
     else:
         shard = expert_shard = 1
     return Topology(world=world, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, expert_dp=expert_dp,

@@ -31,9 +31,10 @@ are re-exported from memory/model.py.
 from __future__ import annotations
 
 from memlint.memory import inputs
-from memlint.memory.allocator import released_on_retry, reserve_terms
+from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
 from memlint.memory.buffers import buffer_terms
 from memlint.memory.compile import compile_assumed, compile_notes
+from memlint.memory.conventions import optimizer_instances
 from memlint.memory.logits import logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
@@ -127,7 +128,8 @@ def training_estimate(scenario, context=None) -> Estimate:
             stages.append(replace(done, stage=plan.stage))
             continue
         weights, gradients, optimizer, host = state_terms(model, plan)
-        if model.par.offload_activations and model.assume["activations.model"] != "seed":
+        if ((model.par.offload_activations or model.conv.fine_offload is not None)
+                and model.assume["activations.model"] != "seed"):
             # the host side of activation offload (memory/offload.py), at the end of forward
             moved: list = []
             activation_terms(model, plan, "forward_end", host_out=moved)
@@ -162,6 +164,7 @@ def training_estimate(scenario, context=None) -> Estimate:
         classes[key] = stages[-1]
     notes = [model.dt.note]
     notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
+    notes += instances_note(scenario, model.topo)
     if model.profile == "seed":  # a label of the profile; the model reads its values
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
@@ -169,5 +172,16 @@ def training_estimate(scenario, context=None) -> Estimate:
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes),
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
-                    + compile_assumed(scenario, model.conv),
+                    + compile_assumed(scenario, model.conv) + allocator_assumed(model),
                     scenario=scenario, context=model.context)
+
+
+def instances_note(scenario, topo) -> list:
+    """What the optimizer shard of Megatron's distributed-optimizer instances is, for --explain."""
+    instances = optimizer_instances(scenario)
+    if instances <= 1:
+        return []
+    return [f"{instances} distributed-optimizer instances: optimizer states sharded over "
+            f"{topo.shard} ranks (dp·cp / {instances}), expert states over {topo.expert_shard} "
+            f"(expert-dp / {instances}); megatron/core/parallel_state.py "
+            "intra_partial_data_parallel_size"]

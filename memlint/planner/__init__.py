@@ -22,6 +22,8 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Optional
 
+    from memlint.memory.result import Estimate
+
 __all__ = ["Plan", "PlanResult", "near_settings", "plan", "search_plans"]
 
 #: Default share of GPU memory a plan must leave free to count as "with headroom".
@@ -36,8 +38,8 @@ KEY_ORDER = ("tp", "pp", "dp", "cp", "ep", "sp", "zero", "fsdp", "dp_replicate",
 @record
 class Plan:
     rank: int
-    settings: dict              # scenario keys -> values
-    estimate: object            # memlint.memory.terms.Estimate
+    settings: dict[str, object]   # scenario keys -> values
+    estimate: Estimate
     cost: Cost
     capacity_bytes: int
     headroom_required: float
@@ -97,11 +99,11 @@ class Plan:
 
 @record
 class PlanResult:
-    plans: list
+    plans: list[Plan]
     stats: search.Stats
     gpus: int
     gpus_per_node: int
-    notes: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     reason: Optional[str] = None   # why no configuration fits (None when one does)
 
     def to_dict(self) -> dict:

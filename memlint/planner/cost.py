@@ -106,7 +106,7 @@ class Penalty:
 @record(frozen=True)
 class Cost:
     relative_step_time: float
-    penalties: tuple
+    penalties: tuple[Penalty, ...]
 
     def to_dict(self) -> dict:
         return {"relative_step_time": round(self.relative_step_time, 6),

@@ -168,6 +168,15 @@ def _inputs(term) -> str:
     return ", ".join(f"{key} = {value}" for key, value in term.inputs.items())
 
 
+def _order_caveat(estimate) -> str:
+    """The reserved line's caveat when the run's idle cached blocks are not modeled
+    (memory/allocator.py allocator_assumed)."""
+    for entry in getattr(estimate, "assumed", ()) or ():
+        if entry.get("key") == "runtime.allocator":
+            return f"; runtime.allocator {entry['value']}: {entry['source']}"
+    return ""
+
+
 def explain_lines(estimate, report) -> list:
     """The derivation: every term's formula, substituted inputs and result; sums to the total."""
     units = report.units
@@ -194,7 +203,7 @@ def explain_lines(estimate, report) -> list:
                          "max allocated / torch.cuda.max_memory_allocated")
             lines.append(f"  reserved = allocated + runtime.allocator* (cached, idle) = "
                          f"{stage.reserved_bytes:,} B ({fmt(stage.reserved_bytes, units, 3)}): "
-                         "compare with torchtitan's max reserved")
+                         "compare with torchtitan's max reserved" + _order_caveat(estimate))
             lines.append(f"  device = reserved + CUDA context + NCCL = {stage.device_bytes:,} B "
                          f"({fmt(stage.device_bytes, units, 3)}): nvidia-smi; the OOM verdict "
                          "uses this one")

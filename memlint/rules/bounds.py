@@ -19,10 +19,12 @@ nobody gave, cannot be bounded: a warning.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Optional
-
+from memlint.records import field, record, replace
 from memlint.rules._support import try_estimate, with_training
+
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+if TYPE_CHECKING:
+    from typing import Optional
 
 #: frameworks whose launch config states recompute (absent: the framework's own "none")
 RECOMPUTE_STATED = ("megatron", "torchtitan")
@@ -35,7 +37,7 @@ def _catalog_largest() -> int:
     return max(gpu.capacity_bytes for gpu in CATALOG)
 
 
-@dataclass
+@record
 class Bound:
     """The run re-estimated at the friendliest value of every default."""
 

@@ -229,6 +229,16 @@ class ExceedsGpuMemory(Rule):
                   "not_modeled": [f.entry.key for f in unmodeled]})
 
 
+_ORDER_NOTE = (" (this run's allocator fragmentation is not modeled, reserved = allocated: it "
+               "comes out of this margin)")
+
+
+def _order_not_modeled(estimate) -> bool:
+    """The estimate counts no idle cached block for this run (memory/allocator.py
+    allocator_assumed: Megatron's and DeepSpeed's allocation order)."""
+    return any(a.get("key") == "runtime.allocator" for a in getattr(estimate, "assumed", ()) or ())
+
+
 class LowMemoryHeadroom(Rule):
     """The worst stage fits, but with less free memory than the margin.
 
@@ -297,6 +307,7 @@ class LowMemoryHeadroom(Rule):
             + (f" ({size(ctx, held)} without the allocator's cached blocks)" if held < total
                else "")
             + f": under the {margin:.0%} margin kept for fragmentation and spikes"
+            + (_ORDER_NOTE if _order_not_modeled(estimate) else "")
             + (defaults_note(defaults) if defaults else "")
             + not_modeled_note(flipping_settings(ctx, oom=False)),
             keys=keys_for(stage),

@@ -371,6 +371,8 @@ class Zero3WhenZero2Fits(Rule):
         par = scenario.parallelism
         if estimate is None or not estimate.stages:
             return
+        if getattr(estimate, "rl", None):
+            return  # an RL step's peak is often the rollout, which the trainer's sharding leaves
         if par.zero == 3:
             variant, label, key = with_parallelism(scenario, zero=2), "zero=2", "zero"
         elif par.fsdp == "full" and scenario.training.framework == "fsdp2":

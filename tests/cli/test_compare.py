@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from memlint.cli import main
-from memlint.commands import compare
+from memlint import comparison as compare
 from memlint.memory.estimate import estimate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

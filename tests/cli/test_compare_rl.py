@@ -4,7 +4,7 @@ start-up on an H100).
 
 The three verl runs share one trait the estimate must know: verl's hybrid worker runs vLLM in
 its own process, and vLLM's sleep mode frees the memory below PyTorch, whose counters keep the
-engine's weights and KV cache (memlint/commands/compare_rl.py). Without that, the 7B runs'
+engine's weights and KV cache (memlint/comparison_rl.py). Without that, the 7B runs'
 measured peaks (one of them above the GPU's 80 GB) could not be explained.
 """
 from __future__ import annotations

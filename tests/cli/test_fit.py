@@ -9,7 +9,7 @@ import os
 import pytest
 
 from memlint.cli import main
-from memlint.commands import fit
+from memlint import fitting as fit
 from memlint.memory.estimate import estimate
 from memlint.scenario import build, overrides_partial
 

@@ -16,7 +16,7 @@ import pytest
 
 from fuzz.test_hardening import guard, run
 from memlint import logs
-from memlint.commands import compare
+from memlint import comparison as compare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPT2 = os.path.join(ROOT, "fixtures", "hf", "gpt2.json")

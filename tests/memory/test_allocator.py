@@ -132,6 +132,31 @@ def test_loss_parallel_under_tensor_parallelism():
     assert _term(peak, "runtime.allocator.freed_logits").bytes == (2 + 4) * vocab * tokens
 
 
+def test_disable_loss_parallel_gathers_the_full_vocabulary_logits(tmp_path):
+    """torchtitan's disable_loss_parallel ([parallelism] at e7c0cae, [training] at 9dec370): the
+    output layer returns Replicate() logits of the whole vocabulary on every tp rank and the plain
+    fp32 log-softmax loss runs on them."""
+    tokens = 4096
+    for section in ("parallelism", "training"):
+        path = tmp_path / f"{section}.toml"
+        path.write_text(f"[{section}]\ndisable_loss_parallel = true\n", encoding="utf-8")
+        result = estimate(_scenario(["framework=fsdp2", "fsdp=full", "world_size=16", "tp=8",
+                                     f"seq_len={tokens}", "micro_batch=1"], path=str(path),
+                                    model=LLAMA8B))
+        peak = _phase(result, "backward_start")
+        logits = _term(peak, "logits")
+        assert logits.bytes == 12 * V * tokens and "parallelize_llama.py" in logits.source
+        assert "gathered over tp 8" in logits.formula
+        assert _term(peak, "runtime.allocator.freed_logits").bytes == 2 * V * tokens
+    # false (the default) keeps loss parallel
+    path = tmp_path / "off.toml"
+    path.write_text("[parallelism]\ndisable_loss_parallel = false\n", encoding="utf-8")
+    result = estimate(_scenario(["framework=fsdp2", "fsdp=full", "world_size=16", "tp=8",
+                                 f"seq_len={tokens}", "micro_batch=1"], path=str(path),
+                                    model=LLAMA8B))
+    assert _term(_phase(result, "backward_start"), "logits").bytes == 16 * (V // 8) * tokens
+
+
 def test_no_reserve_on_the_cpu_and_none_modeled_for_megatron():
     cpu = estimate(_scenario(["framework=fsdp2", "fsdp=full", "world_size=8", "device=cpu"],
                              model=LLAMA8B))
@@ -185,3 +210,45 @@ def test_qlora_fsdp_gathers_the_stored_four_bit_base():
     assert unit.inputs["b_compute"] == nf4
     assert unit.bytes == int(unit.inputs["P_unit"] * nf4)
     assert terms["buffers.fsdp.root_unsharded"].inputs["b_compute"] == 2
+
+
+# -- where the allocation order is not modeled, the estimate says so ---------------------------
+
+MEGATRON_CI = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci")
+
+
+def _allocator_entries(result):
+    return [a for a in result.assumed if a["key"] == "runtime.allocator"]
+
+
+def test_deepspeed_and_megatron_runs_say_their_idle_blocks_are_not_modeled():
+    base = ["world_size=8", "gpu=A100-80GB", "precision=bf16", "micro_batch=1", "seq_len=4096"]
+    for sets in (["framework=deepspeed", "zero=2"], ["framework=megatron", "tp=2"]):
+        result = estimate(_scenario(base + sets, model=LLAMA8B))
+        stage = result.stages[0]
+        assert stage.reserved_bytes == stage.allocated_bytes   # nothing idle counted...
+        (entry,) = _allocator_entries(result)                   # ... and the estimate says so
+        assert entry["value"].startswith("not modeled") and "allocator.py" in entry["source"]
+    # transformers / torchtitan runs model their idle blocks: no such entry; nor on the CPU
+    for sets in (["framework=hf"], ["framework=fsdp2", "fsdp=full"], ["framework=deepspeed",
+                                                                      "device=cpu"]):
+        assert not _allocator_entries(estimate(_scenario(base + sets, model=LLAMA8B)))
+
+
+def test_explain_and_headroom_name_the_unmodeled_fragmentation():
+    from memlint.api import estimate_paths
+    from memlint.cli import build_parser, options_from
+    from memlint.report.text_format import explain_lines
+
+    args = ["estimate", "--model", LLAMA8B, "--world-size", "8", "--gpu", "A100-80GB",
+            "--set", "framework=deepspeed", "--set", "zero=2", "--set", "precision=bf16",
+            "--set", "micro_batch=2", "--set", "seq_len=4096", "--set", "recompute=selective",
+            "--allow-outside-root"]
+    parsed = build_parser().parse_args(args)
+    result = estimate_paths(list(parsed.paths), options_from(parsed))
+    headroom = [d for d in result.diagnostics if d.code == "ML102"]
+    assert headroom and "fragmentation is not modeled" in headroom[0].message
+    report = type("R", (), {"units": "GiB", "stage": None})()
+    text = "\n".join(span for line in explain_lines(result.estimates[0], report)
+                     for span, _ in line)
+    assert "runtime.allocator not modeled (reserved = allocated)" in text

@@ -129,6 +129,9 @@ SAMPLES = {
     "gpt_neox.config": "neox.yml", "accelerate.fsdp_version": "2",
     "fsdp.allgather_dtype_bytes": "1",
     "megatron.moe-token-dispatcher-type": "alltoall", "megatron.moe-router-dtype": "fp32",
+    "megatron.num-distributed-optimizer-instances": "2",
+    "megatron.offload-modules": "core_attn expert_fc1", "megatron.min-offloaded-tensor-size": "1048576",
+    "megatron.activation-offload-fraction": "0.5",
 }
 
 

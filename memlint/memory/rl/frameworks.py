@@ -10,6 +10,7 @@ from memlint.records import record
 VERL = "volcengine/verl@f9c855f7 (v0.7.0)"
 OPENRLHF = "OpenRLHF/OpenRLHF@3c3be62"
 TRL = "huggingface/trl@f2cd5771"
+EASYR1 = "hiyouga/EasyR1@b44b311b"
 
 
 @record(frozen=True)
@@ -77,6 +78,23 @@ CONVENTIONS = {
         logits_over_prompt=False, one_process_per_gpu=True,
         placement_source=(f"{TRL} trainer/grpo_trainer.py: vllm_mode colocate runs vLLM in the "
                           "training process; server mode on GPUs of its own (trl vllm-serve)")),
+    "easyr1": RLConventions(
+        "easyr1", update_logit_bytes=2, pass_logit_bytes=2, entropy_update_bytes=4,
+        entropy_pass_bytes=4,
+        logits_source=(f"{EASYR1} workers/actor/dp_actor.py _forward_micro_batch: bf16 logits "
+                       "[tokens, vocab] divided in place, log-probs by flash-attn's "
+                       "cross_entropy_loss with inplace_backward (utils/torch_functional.py "
+                       "log_probs_from_logits_flash_attn); no entropy in the log-prob pass"),
+        logits_over_prompt=True, one_process_per_gpu=True,
+        placement_source=(f"{EASYR1} trainer/main.py: every role in one resource pool, fused "
+                          "into one worker process per GPU; vLLM runs inside it "
+                          "(workers/rollout/vllm_rollout_spmd.py, external_launcher)"),
+        old_logprob_entropy=False,
+        # load_vllm_and_sync_weights: the engine's weights wake, then the offloaded actor comes
+        # back to the GPU for the sync (workers/sharding_manager/fsdp_vllm.py)
+        sync_loads_offloaded=True,
+        reference_source=(f"{EASYR1} workers/fsdp_workers.py: the reference in bf16 "
+                          "(torch_dtype None) with its own fsdp / offload settings")),
 }
 GENERIC = RLConventions(
     "generic", update_logit_bytes=6, pass_logit_bytes=2, entropy_update_bytes=4,

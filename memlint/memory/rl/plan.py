@@ -119,6 +119,7 @@ def build(scenario, context) -> Plan:
                                   micro) if online else 0
     plan.logprob_entropy = conv.old_logprob_entropy and not lora
     frozen_bytes = dt.param
+    ref_bytes = {"fp32": 4, "bf16": 2, "fp16": 2}.get(rl.reference_dtype or "", frozen_bytes)
     # a frozen model's parameters are sharded only where the trainer shards parameters (ZeRO-3,
     # FSDP); under ZeRO-1/2 each GPU holds it whole (OpenRLHF get_ds_eval_config: stage 0)
     par = scenario.parallelism
@@ -127,7 +128,7 @@ def build(scenario, context) -> Plan:
     if rl.reference == "model":
         on_host = rl.reference_offload or (conv.reference_on_host and shard > 1)
         ref_shard = _frozen_shard(scenario, rl.reference_gpus, shard)
-        roles.append(frozen_role("reference", shape, frozen_bytes, ref_shard, on_host,
+        roles.append(frozen_role("reference", shape, ref_bytes, ref_shard, on_host,
                                  dt.compute, False, conv.reference_source
                                  or "a frozen copy of the policy"))
     plan.adapter_reference = rl.reference == "adapter"

@@ -35,6 +35,11 @@ from memlint.planner import search_plans
 from memlint.planner.search import FRAMEWORKS
 from memlint.units import fmt
 
+TYPE_CHECKING = False   # the type checker's names only
+if TYPE_CHECKING:
+    from memlint.ir import Scenario
+    from memlint.memory.result import Estimate
+
 #: The low-memory-headroom rule's default margin (memlint/rules/memory.py, ML102).
 DEFAULT_HEADROOM = 0.10
 #: Search ceilings: far past any real run; reaching one is reported, not hidden.
@@ -125,14 +130,14 @@ class Limit:
 class Answer:
     question: str                 # micro_batch | seq_len | world_size | gpus
     value: Optional[int]          # None: even the smallest value does not fit
-    settings: dict                # scenario keys that reproduce the answer
-    estimate: object = None       # Estimate at the answer (or at the smallest value tried)
+    settings: dict[str, object]   # scenario keys that reproduce the answer
+    estimate: Optional[Estimate] = None  # at the answer (or at the smallest value tried)
     failing: Optional[int] = None  # the neighbouring value that does not fit
-    failing_settings: dict = field(default_factory=dict)
+    failing_settings: dict[str, object] = field(default_factory=dict)
     limit: Optional[Limit] = None
     capped: Optional[str] = None  # why the search stopped short of memory (a ceiling)
-    notes: list = field(default_factory=list)
-    rows: list = field(default_factory=list)  # seq_len: one sub-answer per cp
+    notes: list[str] = field(default_factory=list)
+    rows: list[Answer] = field(default_factory=list)  # seq_len: one sub-answer per cp
 
     @property
     def fits(self) -> bool:
@@ -160,10 +165,10 @@ class Answer:
 
 @dataclass
 class FitResult:
-    scenario: object
+    scenario: Scenario
     headroom: float
     budget_bytes: float
-    answers: list
+    answers: list[Answer]
     # the run's resolved context (memory/context.py), shared with its estimates
     context: object = field(default=None, repr=False, compare=False)
 

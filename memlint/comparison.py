@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from memlint.commands import compare_rl
+from memlint import comparison_rl as compare_rl
 from memlint.escape import one_line
 from memlint.logs import LogReport, read
 from memlint.memory.context import context_of
@@ -86,7 +86,7 @@ class Part:
     name: str
     measured: int
     estimated: int
-    terms: list                   # [(term name, bytes)] of the estimate's side
+    terms: list[tuple[str, int]]  # (term name, bytes) of the estimate's side
 
     def to_dict(self) -> dict:
         return {"part": self.name, "measured_bytes": self.measured,
@@ -100,9 +100,9 @@ class RankComparison:
     rank: int
     stage: int
     style: str
-    rows: list
-    parts: list
-    notes: list = field(default_factory=list)
+    rows: list[Row]
+    parts: list[Part]
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"rank": self.rank, "stage": self.stage, "style": self.style,
@@ -113,9 +113,9 @@ class RankComparison:
 @dataclass
 class Comparison:
     log: str
-    ranks: list
-    fitted: dict                  # assumption -> (value, evidence)
-    notes: list = field(default_factory=list)
+    ranks: list[RankComparison]
+    fitted: dict[str, tuple[object, str]]   # assumption -> (value, evidence)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"log": self.log, "ranks": [r.to_dict() for r in self.ranks],

@@ -1,0 +1,183 @@
+"""The start-up path of a one-file check, as structure (issue 29; bench/speed.py measures it).
+
+A hook pays memlint's start-up on every commit. For one real file of each format memlint reads
+(bench/speed.py's FILES), `memlint check FILE` runs in a fresh interpreter, in a repository of its
+own, and lists the modules it loaded that the bare interpreter had not. Each must be allowed:
+
+- the standard library that argparse, json and re load (measured the same way, so a Python
+  version's own imports need no edit here), what the pipeline uses besides (STDLIB), and PyYAML's
+  or tomllib's own modules for a YAML or TOML file;
+- memlint's CORE (every check), the adapters that can claim the file's name (adapters/registry.py
+  CLAIMS: an adapter ruled out by the name is never imported) with what they import, and what the
+  case's kind needs (the memory model only where the check estimates).
+
+Never on a one-file check: dataclasses and inspect (memlint/records.py declares the classes),
+typing (except through tomllib), ast, traceback, shutil, importlib.metadata (memlint/plugins.py),
+rich (plain text needs none), jsonschema (memlint's own schema walk validates DeepSpeed) and a
+reporter the check does not print with.
+
+This list is the start-up budget that a function-level import (`# start-up:` comment,
+tests/test_layering.py) is justified against: moving an import to the top of a module puts the
+module on the paths below, and this test says so.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from memlint.adapters import registry
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import speed  # noqa: E402 - bench/speed.py: the cases it times are the cases pinned here
+
+NEVER = {"dataclasses", "inspect", "typing", "ast", "traceback", "shutil", "importlib.metadata",
+         "rich", "jsonschema", "memlint.report.json_format", "memlint.report.sarif_format",
+         "memlint.report.html_format", "memlint.commands.plan", "memlint.planner"}
+#: Standard library the pipeline loads itself, besides what argparse, json and re load.
+STDLIB = {"bisect", "_bisect", "errno", "fnmatch", "glob", "contextlib", "math", "gc", "atexit",
+          "importlib", "importlib._bootstrap", "importlib._bootstrap_external",
+          "collections.abc", "encodings.utf_8_sig", "locale", "_locale", "__future__"}
+CORE = {
+    "memlint", "memlint.cli", "memlint.commands", "memlint.commands.arguments", "memlint.api",
+    "memlint.engine", "memlint.config", "memlint.runs", "memlint.scenario", "memlint.ir",
+    "memlint.records", "memlint.lazy_re", "memlint.lazy_import", "memlint.diagnostics",
+    "memlint.errors",
+    "memlint.escape", "memlint.keys", "memlint.loaders", "memlint.assumptions", "memlint.units",
+    "memlint.plugins", "memlint.verdicts", "memlint.catalog", "memlint.catalog.presets",
+    "memlint.facts", "memlint.facts.coverage", "memlint.facts.deepspeed", "memlint.adapters",
+    "memlint.adapters.registry", "memlint.adapters._neighbours", "memlint.adapters._toplevel",
+    "memlint.report", "memlint.report.text_format",
+    "memlint.report.host_lines", "memlint.report.phases",
+    # every check runs every rule: all of them load (their formats decide whether they apply)
+    "memlint.rules", "memlint.rules.base", "memlint.rules._support", "memlint.rules.bounds",
+    *(m for m in __import__("memlint.rules", fromlist=["BUILTIN_MODULES"]).BUILTIN_MODULES),
+}
+#: Every run resolves its context (memory/context.py): what importing it loads joins CORE (the
+#: `stdlib` fixture adds it), but never the memory model itself (MODEL) unless the case estimates.
+CONTEXT = "memlint.memory.context"
+MODEL = ("memlint.memory.estimate", "memlint.memory.model")
+#: The model's architecture read from its config, without an estimate (a config.json alone, a
+#: run whose world size nobody gave): what the parameter counter imports (the `stdlib` fixture
+#: adds it), and the reader of config.json files.
+ARCHITECTURE = {"memlint.adapters.hf_config", "memlint.facts.vocab"}
+COUNTER = "memlint.memory.params"
+#: A check that estimates: the memory model and the facts it reads (any module of them), the
+#: hardware catalogs and the reader of the model's config.json (a Hub id resolves to one).
+ESTIMATE = {"memlint.memory.", "memlint.facts.", "memlint.catalog.nodes", "memlint.catalog.hub",
+            "memlint.hardware", "memlint.adapters.hf_config"}
+#: What each case needs beyond CORE and its adapters (by bench/speed.py's case name): module
+#: names, or "architecture" / "estimate" for the groups above; a case not listed estimates.
+KIND = {
+    "DeepSpeed JSON": (),
+    "torchtitan TOML": ("architecture", "memlint.catalog.torchtitan"),
+    # the registry is Python: read with ast (never executed)
+    "torchtitan config_registry.py": ("memlint.catalog.torchtitan", "ast", "_ast"),
+    "HF config.json": ("architecture",),
+    "accelerate YAML": (),
+    # the trainer reader reads TRL's own arguments with the TRL RL reader
+    "HF Trainer / TRL recipe": ("estimate", "memlint.adapters.trl_rl"),
+}
+PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"
+         "print(repr(sorted(set(sys.modules) - before)))")
+
+
+def loaded(code: str, cwd: str) -> set:
+    """Modules that `code` loads in a fresh interpreter, beyond those the bare one has."""
+    env = dict(os.environ, NO_COLOR="1", HF_HOME=os.path.join(cwd, ".hf-home"),
+               HF_HUB_OFFLINE="1")
+    env.pop("MEMLINT_HUB", None)
+    result = subprocess.run([sys.executable, "-c", PROBE.format(code=code)], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return set(ast.literal_eval(result.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def stdlib(tmp_path_factory) -> dict:
+    """What argparse, json and re load; PyYAML and tomllib on top (YAML, TOML files); and the
+    architecture group: what the parameter counter imports."""
+    cwd = str(tmp_path_factory.mktemp("stdlib"))
+    base = loaded("import argparse, json, re", cwd) | STDLIB
+    toml = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+    counter = {m for m in loaded(f"import {COUNTER}", cwd) if m.startswith("memlint.")}
+    context = {m for m in loaded(f"import {CONTEXT}", cwd) if m.startswith("memlint.")}
+    assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
+    CORE.update(context)
+    return {"": base, ".yaml": base | loaded("import yaml", cwd),
+            ".toml": base | loaded(f"import {toml}", cwd), "architecture": ARCHITECTURE | counter}
+
+
+def adapters_for(name: str, cwd: str) -> set:
+    """The adapters that can claim a file called `name`, and the memlint modules importing them
+    loads."""
+    claimants = [m for m in registry.BUILTIN_ADAPTERS + registry.FALLBACK_ADAPTERS
+                 if registry.could_claim(m, name)]
+    return {m for m in loaded("\n".join(f"import {m}" for m in claimants), cwd)
+            if m.startswith("memlint.")}
+
+
+def allowed(module: str, names: set) -> bool:
+    return module in names or any(n.endswith(".") and module.startswith(n) for n in names)
+
+
+def kind_of(case: str, stdlib: dict) -> set:
+    groups = {"architecture": stdlib["architecture"], "estimate": ESTIMATE}
+    out: set = set()
+    for item in KIND.get(case, ("estimate",)):
+        out |= groups.get(item, {item})
+    return out
+
+
+def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
+               extra: tuple = (), also: frozenset = frozenset()) -> set:
+    for fixture, target in copies:
+        path = tmp_path / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(os.path.join(ROOT, "fixtures", fixture), path)
+    (tmp_path / ".git").mkdir()
+    argv = ["check", checked, *extra]
+    modules = loaded(f"from memlint.cli import main\nmain({argv!r})", str(tmp_path))
+    suffix = os.path.splitext(checked)[1].replace(".yml", ".yaml")
+    names = (stdlib.get(suffix, stdlib[""]) | CORE | kind_of(case, stdlib) | also
+             | adapters_for(os.path.basename(checked), str(tmp_path)))
+    never = modules & (NEVER - names)
+    if "estimate" not in KIND.get(case, ("estimate",)):
+        never |= modules & set(MODEL)
+    assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"
+    outside = sorted(m for m in modules if not allowed(m, names))
+    assert not outside, f"{case}: `memlint {' '.join(argv)}` loads modules outside its " \
+                        f"allow-list (tests/test_startup.py): {outside}"
+    return modules
+
+
+@pytest.mark.parametrize("case,copies,checked", speed.FILES, ids=[c[0] for c in speed.FILES])
+def test_one_file_check_loads_only_what_it_uses(tmp_path, stdlib, case, copies, checked):
+    if not all(os.path.isfile(os.path.join(ROOT, "fixtures", f)) for f, _ in copies):
+        pytest.skip(f"fixtures/{copies[0][0]} is not in this checkout")
+    check_case(tmp_path, case, copies, checked, stdlib)
+
+
+def test_json_output_loads_its_reporter_only(tmp_path, stdlib):
+    case, copies, checked = speed.FILES[0]
+    modules = check_case(tmp_path, case, copies, checked, stdlib, extra=("--format", "json"),
+                         also=frozenset({"memlint.report.json_format"}))
+    assert "memlint.report.json_format" in modules
+    assert not any(m.startswith(("memlint.memory.estimate", "yaml", "memlint.adapters.megatron",
+                                 "memlint.adapters.torchtitan")) for m in modules)
+
+
+def test_version_and_a_usage_error_load_no_pipeline(tmp_path):
+    for code in ("from memlint.cli import main\nmain(['--version'])",
+                 "from memlint.cli import main\nmain(['check', '--bogus'])"):
+        modules = loaded(code, str(tmp_path))
+        assert not any(m.startswith(("memlint.api", "memlint.engine", "memlint.adapters",
+                                     "memlint.rules", "json", "memlint.memory"))
+                       for m in modules), (code, sorted(modules))
+    assert "argparse" not in loaded("from memlint.cli import main\nmain(['--version'])",
+                                    str(tmp_path))
