@@ -26,7 +26,10 @@ import json
 import os
 import re
 from functools import lru_cache
-from typing import Any, Optional
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
@@ -126,7 +129,7 @@ def load(path: str, text: str) -> Partial:
     # start-up: the mapping loads with the reader
     from memlint.adapters import easyr1_mapping
 
-    easyr1_mapping.apply(config, partial, anchor)
+    easyr1_mapping.apply(config, partial, anchor, defaults()["commit"][:8])
     return partial
 
 

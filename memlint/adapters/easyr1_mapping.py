@@ -2,7 +2,10 @@
 their sources are in memlint/adapters/easyr1.py's docstring)."""
 from __future__ import annotations
 
-from typing import Optional
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+
+if TYPE_CHECKING:
+    from typing import Optional
 
 from memlint.adapters.verl_mapping import Reader as VerlReader
 from memlint.ir import Partial, Provenance
@@ -16,12 +19,9 @@ _ALGORITHMS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plu
 class Reader(VerlReader):
     framework = "EasyR1"
 
-    def __init__(self, config, partial: Partial, anchor: Provenance):
-        # start-up: the reader module is loaded already when its mapping runs
-        from memlint.adapters import easyr1
-
+    def __init__(self, config, partial: Partial, anchor: Provenance, version: str):
         self.config, self.partial, self.anchor = config, partial, anchor
-        self.version = easyr1.defaults()["commit"][:8]
+        self.version = version   # the commit of EasyR1's defaults (adapters/easyr1.py)
         self.file = "its dataclasses"
 
     def prov(self, key: str) -> Provenance:
@@ -33,8 +33,8 @@ class Reader(VerlReader):
         return entry.prov
 
 
-def apply(config, partial: Partial, anchor: Provenance) -> None:
-    read = Reader(config, partial, anchor)
+def apply(config, partial: Partial, anchor: Provenance, version: str) -> None:
+    read = Reader(config, partial, anchor, version)
     partial.set("rl.framework", "easyr1", anchor)
     for key, entry in config.entries.items():
         if not entry.default:

@@ -74,7 +74,8 @@ def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
                     qkv_bias=r.bool("attention_bias"), output_bias=r.bool("output_bias"),
                     mlp_bias=r.bool("mlp_bias"),
                     learned_positions=r.int("learned_positions", default=0),
-                    qk_norm="head" if r.bool("qk_layernorm", default=False) else "")
+                    qk_norm="head" if r.bool("qk_layernorm", default=False) else "",
+                    bert_heads=r.str("bert_heads", default=""))
     elif fam == "gpt2":
         arch.update(gated_mlp=False, norm="layernorm", qkv_bias=True, output_bias=True,
                     mlp_bias=True, fused_qkv=True,
