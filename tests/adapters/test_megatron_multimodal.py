@@ -46,3 +46,18 @@ def test_a_module_launch_is_found(capsys):
     assert list(report["summary"]["without_verdict"]) == ["architecture not counted"]
     assert any("--model-provider nemotron-moe-vlm" in d["message"]
                for d in report["diagnostics"])
+
+
+def test_nvlms_vision_tower_is_said_to_be_left_out(capsys):
+    # Issue 27 class 8: examples/multimodal/train.py builds the vision encoder from
+    # --vision-model-type (examples/multimodal/multimodal_args.py, config.py at d98e8a6); NVLM's
+    # InternViT-6B is not counted, which the estimate must say (it is too low, not only "too
+    # high" for --freeze-ViT). fixtures/shared-real/megatron-args: NVLM's
+    # pretrain_qwen20_72b_internvit_6b.sh at d98e8a6, its arguments transcribed
+    path = os.path.join(ROOT, "fixtures", "shared-real", "megatron-args",
+                        "multimodal_nvlm_pretrain_qwen20_72b_internvit_6b.txt")
+    assert main(["check", path, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    [said] = [d for d in report["diagnostics"] if d["code"] == "ML107"
+              and "--vision-model-type internvit" in d["message"]]
+    assert "InternViT-6B" in said["message"] and "too low" in said["message"]
