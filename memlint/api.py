@@ -42,7 +42,7 @@ from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYP
 from memlint.engine import LintConfig, SettingsError
 from memlint.errors import MemlintError, UsageError
 from memlint.ir import NO_ESTIMATE, Provenance
-from memlint.loaders import MAX_FILE_BYTES
+from memlint.loaders import MAX_FILE_BYTES, is_buffered
 from memlint.memory.context import resolve_context
 from memlint.records import field, record, replace
 from memlint.rules import registry
@@ -161,7 +161,8 @@ def run_pipeline(run: Run, options: Options, reg):
         command_line_partial(options)]
     scenario, pre = build(all_partials, base_dir=os.getcwd(),
                           allow_outside_root=run.config.allow_outside_root,
-                          max_bytes=options.max_bytes, hub=options.hub)
+                          max_bytes=options.max_bytes, hub=options.hub,
+                          models=run.config.models)
     _usage_problems(pre)
     resolved = resolve_context(scenario)
     anchor = run.anchor
@@ -364,7 +365,8 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
 
 def run_files(run: Run) -> list:
     """The files a run read (not the model a name resolved to)."""
-    return [p.source for p in run.partials if p.source and os.path.exists(p.source)]
+    return [p.source for p in run.partials if p.source and (os.path.exists(p.source)
+                                                            or is_buffered(p.source))]
 
 
 def missing_estimates(summary: "verdicts.Summary", skip_unknown: bool) -> list:
@@ -402,7 +404,8 @@ def scenario_of(paths: Iterable[str], options: Options):
     partials = run.partials + _project_assumptions(run.config) + [command_line_partial(options)]
     scenario, diagnostics = build(partials, base_dir=os.getcwd(),
                                   allow_outside_root=run.config.allow_outside_root,
-                                  max_bytes=options.max_bytes, hub=options.hub)
+                                  max_bytes=options.max_bytes, hub=options.hub,
+                                  models=run.config.models)
     errors = [d for d in diagnostics if d.severity >= Severity.ERROR]
     if errors:
         first = errors[0]

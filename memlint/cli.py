@@ -54,6 +54,9 @@ def _common(parser, formats: tuple) -> None:
     parser.add_argument("--fail-on", choices=("error", "warning", "info"),
                         help="lowest severity that makes the exit code 1 (default: error)")
     parser.add_argument("--format", choices=formats, default="text", help="output format")
+    parser.add_argument("--output-file", "-o", metavar="FILE",
+                        help="write the report to FILE (atomically, inside the repository root) "
+                        "instead of standard output")
     parser.add_argument("--quiet", "-q", action="store_true", help="only the diagnostics")
     parser.add_argument("--units", choices=("GiB", "GB"), help="units of the text report")
     parser.add_argument("--max-file-size", default="4MiB",
@@ -70,8 +73,14 @@ def _common(parser, formats: tuple) -> None:
 
 def _check_arguments(parser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="config files or directories (walked for the files memlint reads)")
+                        help="config files or directories (walked for the files memlint reads); "
+                        "- reads one config from standard input (name it with --stdin-filename)")
     _common(parser, ("text", "json", "sarif", "github", "junit", "markdown", "html"))
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="with -: the file the text on standard input is (its name tells "
+                        "the format; its folder, the run it belongs to)")
+    parser.add_argument("--statistics", action="store_true",
+                        help="instead of each diagnostic, how many of each code (text)")
     parser.add_argument("--skip-unknown", action="store_true",
                         help="skip files of no format memlint reads, without a warning (hooks)")
     parser.add_argument("--require-estimate", action="store_true",
@@ -209,17 +218,32 @@ _SUMMARY_IN_REPORT = ("text", "json", "markdown", "html")
 
 
 def cmd_check(args) -> int:
+    options = options_from(args)
+    paths = list(args.paths)
+    if "-" in paths:
+        # start-up: only a check of standard input needs the buffers
+        from memlint.loaders import use_buffers
+
+        paths, held = _stdin_paths(args, paths)
+        previous = use_buffers(held)
+        try:
+            return _check(args, options, paths)
+        finally:
+            use_buffers(previous)
+    return _check(args, options, paths)
+
+
+def _check(args, options, paths: list) -> int:
     # start-up: `memlint --version` and usage errors load no pipeline
     from memlint.api import check_paths
     from memlint.report import Report
 
-    options = options_from(args)
-    result = check_paths(list(args.paths), options)
+    result = check_paths(paths, options)
     if args.fix or args.diff:
         fixed = _fix(args, options, result)
         if args.diff or fixed is None:
             return fixed if fixed is not None else 1
-        result = check_paths(list(args.paths), options)   # what is left after the fixes
+        result = check_paths(paths, options)   # what is left after the fixes
     diagnostics, estimates = result.diagnostics, result.estimates
     _print_tracebacks(diagnostics, args)
     shown = args.format in _SUMMARY_IN_REPORT
@@ -228,7 +252,10 @@ def cmd_check(args) -> int:
                     color=_color(args) and args.format == "text", fail_on=result.fail_on,
                     summary=result.summary if shown else None,
                     min_severity=_severity(args.sarif_min_severity))
-    _emit(report, args.format)
+    if args.statistics:
+        _statistics(diagnostics)
+    else:
+        _emit(report, args.format)
     if not shown and result.summary is not None and not args.quiet:
         # machine formats keep stdout to their own syntax: the verdict count goes to stderr
         sys.stderr.write(result.summary.line() + "\n")
@@ -242,6 +269,29 @@ def cmd_check(args) -> int:
         sys.stderr.write(f"memlint: internal error: {where}{one_line(internal.message)} (run "
                          "with --debug for the traceback)\n")
     return code
+
+
+def _stdin_paths(args, paths: list) -> list:
+    """`-`: the text on standard input, checked as the file --stdin-filename names (paths and
+    the {path: text} buffer for loaders.use_buffers: the file need not exist; its folder gives
+    the run)."""
+    if paths.count("-") > 1 or args.fix or args.diff:
+        raise UsageError("- (standard input) may be given once, and not with --fix or --diff")
+    if not args.stdin_filename:
+        raise UsageError("- reads a config from standard input: name the file it is with "
+                         "--stdin-filename PATH (e.g. ds_config.json)")
+    return ([args.stdin_filename if p == "-" else p for p in paths],
+            {args.stdin_filename: sys.stdin.read()})
+
+
+def _statistics(diagnostics: list) -> None:
+    """--statistics: one line per code, most frequent first."""
+    counts: dict = {}
+    for d in diagnostics:
+        key = (d.code, d.rule, d.severity.label)
+        counts[key] = counts.get(key, 0) + 1
+    for (code, rule, severity), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        sys.stdout.write(f"{count:6d}  {code}  {severity:<7}  {rule}\n")
 
 
 def _fix(args, options, result):
@@ -388,6 +438,13 @@ def cmd_fit(args) -> int:
     return fitting.exit_code(result)
 
 
+def _compare_scenario(args):
+    # start-up: only --write-assumptions reads the scenario again
+    from memlint.api import scenario_of
+
+    return scenario_of(list(args.paths), options_from(args))[0]
+
+
 def cmd_compare(args) -> int:
     # start-up: `memlint --version` and usage errors load no pipeline
     from memlint import comparison
@@ -399,6 +456,10 @@ def cmd_compare(args) -> int:
     else:
         comparison.render_text(result, _units(args, []))
     if args.write_assumptions is not None:
+        for line in comparison.states_mismatch(result, _compare_scenario(args)):
+            # the fitted runtime assumptions would absorb a difference that is not runtime
+            sys.stderr.write(f"memlint: warning: {line}; the assumptions written below would "
+                             "hide it\n")
         if not result.fitted:
             raise UsageError("--write-assumptions: the log measures no runtime assumption "
                              "(it needs max allocated with max reserved, or an out-of-memory "
@@ -471,12 +532,36 @@ COMMANDS = {
                       "memlint.commands.server",
                       description="memlint as a Language Server: diagnostics as you type, "
                       "hovers with memory figures, quick fixes. Needs memlint-llm[lsp]."),
+    "completion": Command("print a shell completion script (bash, zsh, fish)",
+                          "memlint.commands.completion",
+                          description="Print a completion script for bash, zsh or fish, made "
+                          "from memlint's own argument parser."),
     "schema": Command("print a JSON Schema memlint publishes (deepspeed, memlint.toml, ...)",
                       "memlint.commands.schema",
                       description="Print a JSON Schema: DeepSpeed's ds_config.json, memlint.toml, "
                       "[tool.memlint] of pyproject.toml, or the SchemaStore catalog entries."),
 }
 VERSION_ONLY = ["--version"]
+
+
+def _run_to_file(command, args) -> int:
+    """--output-file: the command's standard output, written to the file through the safe
+    writer (atomic, locked, inside the repository root unless --allow-outside-root)."""
+    # start-up: io and the writer load only for --output-file
+    import io
+
+    # start-up: io and the writer load only for --output-file
+    from memlint import safe_write
+
+    real, captured = sys.stdout, io.StringIO()
+    sys.stdout = captured
+    try:
+        code = command.run(args)
+    finally:
+        sys.stdout = real
+    safe_write.write(args.output_file, captured.getvalue(), safe_write.write_root(os.getcwd()),
+                     allow_outside_root=getattr(args, "allow_outside_root", False))
+    return code
 
 
 def main(argv: list | None = None) -> int:
@@ -523,6 +608,8 @@ def _main(words: list) -> int:
         return 2
     debug = getattr(args, "debug", False)
     try:
+        if getattr(args, "output_file", None):
+            return _run_to_file(COMMANDS[args.command], args)
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         # start-up: `memlint --version` and usage errors load no pipeline

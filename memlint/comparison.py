@@ -438,6 +438,41 @@ def fit_assumptions(ranks: list, stages: dict) -> dict:
 
 
 ASSUMPTIONS_TABLE = ("tool", "memlint", "assumptions")
+STATES_TOLERANCE = 0.20   # model states further apart than this are not a runtime assumption
+
+
+def states_mismatch(comparison: Comparison, scenario) -> list:
+    """Why not to fit runtime assumptions: per rank whose measured model states (allocated
+    between steps) differ from the estimate's by more than STATES_TOLERANCE, one line naming the
+    settings whose factor the ratio matches (the sharding degree, tp, pp), else the settings that
+    decide the bytes per parameter."""
+    out = []
+    for rc in comparison.ranks:
+        states = next((p for p in rc.parts if p.name.startswith("model states")), None)
+        if states is None or states.estimated <= 0:
+            continue
+        ratio = states.measured / states.estimated
+        if abs(ratio - 1) <= STATES_TOLERANCE:
+            continue
+        out.append(f"rank {rc.rank}: the model states measure {fmt(states.measured)}, the "
+                   f"estimate has {fmt(states.estimated)} ({(ratio - 1) * 100:+.0f}%): "
+                   + _likely_settings(ratio, scenario))
+    return out
+
+
+def _likely_settings(ratio: float, scenario) -> str:
+    par = scenario.parallelism
+    shard = par.dp if par.dp and (par.zero > 0 or par.fsdp != "none") else None
+    factors = [("zero / fsdp / world_size (the estimate shards the states over dp "
+                f"{shard})", shard), (f"tp (the estimate splits layers over tp {par.tp})",
+                                      par.tp), (f"pp (the estimate has pp {par.pp})", par.pp)]
+    for text, factor in factors:
+        if factor and factor > 1 and any(abs(ratio * f - 1) <= 0.1 or abs(ratio / f - 1) <= 0.1
+                                         for f in (factor,)):
+            return f"{ratio:.2f}x is about {factor}x: check {text}"
+    return ("check the settings that decide the bytes per parameter: precision, param_dtype, "
+            "master_weights, optimizer and optimizer_state_dtype, and what is trained "
+            "(train_base, lora_rank, trainable_layers)")
 
 
 def write_assumptions(path: str, fitted: dict, source: str, root: str,

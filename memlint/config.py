@@ -22,6 +22,9 @@ set = ["world_size=64"]
 model = "llama3-8b"
 [tool.memlint.assumptions]           # runtime assumptions of this cluster (memlint compare
 "runtime.allocator_fraction" = 0.08  # --write-assumptions fits them from a training log)
+[tool.memlint.models]                # the project's own models, by the name its configs use
+"acme/llm-7b" = "models/llm-7b/config.json"   # a config.json (relative to this file)
+"acme/tiny" = { model_type = "llama", hidden_size = 512, num_hidden_layers = 4 }  # or its keys
 ```
 """
 from __future__ import annotations
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
 
 _KNOWN = {"select", "extend-select", "ignore", "fail-on", "per-file-ignores", "severity",
           "options", "files", "runs", "scenario", "allow-outside-root", "exclude",
-          "assumptions"}
+          "assumptions", "models"}
 
 
 def _read_toml(path: str) -> dict:
@@ -155,11 +158,42 @@ def parse_table(table: dict, source: str) -> LintConfig:
             if not isinstance(value, dict):
                 raise SettingsError(f"{where} must be a table of assumption = value")
             config.assumptions = dict(value)
+        elif key == "models":
+            config.models = _models(value, where, config.root, source)
         elif key == "runs":
             config.runs = tuple(_run(item, f"{where}[{index}]", config.root)
                                 for index, item in enumerate(value if isinstance(value, list)
                                                              else [value]))
     return config
+
+
+def _models(table, where: str, root: str, source: str) -> dict:
+    """[tool.memlint.models]: a Hub id (or any name a config uses) -> the path of its config.json
+    (relative to the pyproject.toml) or an inline table of its config.json keys. A project's own
+    models resolve before the HF cache and the bundled catalog (scenario.load_model_source)."""
+    if not isinstance(table, dict):
+        raise SettingsError(f"{where} must be a table of name = \"path/to/config.json\" or "
+                            "name = { model_type = ..., hidden_size = ... }")
+    models = {}
+    for name, value in table.items():
+        here = f"{where}.{name}"
+        if isinstance(value, str) and value.strip():
+            path = os.path.normpath(os.path.join(root, os.path.expanduser(value)))
+            if os.path.isdir(path):
+                path = os.path.join(path, "config.json")
+            entry = {"id": name, "path": path, "source": source}
+        elif isinstance(value, dict) and value:
+            if not any(k in value for k in ("model_type", "hidden_size", "text_config")):
+                raise SettingsError(f"{here} must give the model's config.json keys "
+                                    "(model_type, hidden_size, ...)")
+            entry = {"id": name, "config": dict(value), "source": source}
+        else:
+            raise SettingsError(f"{here} must be the path of a config.json or a table of its keys")
+        key = name.strip().lower()
+        if key in models:
+            raise SettingsError(f"{here}: {name!r} is given twice (names are case-insensitive)")
+        models[key] = entry
+    return models
 
 
 def _run(item, where: str, root: str) -> dict:

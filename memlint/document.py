@@ -34,6 +34,7 @@ class Analysis:
     options: Options
     runs: list = field(default_factory=list)
     diagnostics: list = field(default_factory=list)   # of this document only
+    elsewhere: dict = field(default_factory=dict)     # path -> the run's findings in its other files
     error: str = ""                                    # memlint could not check it (why)
 
     @property
@@ -69,10 +70,15 @@ def analyze(path: str, buffers: dict, options: Options = None) -> Analysis:
             found, estimate = run_pipeline(run, options, reg)
             result.runs.append(RunState(run, found, estimate))
             for d in found:
-                identity = (d.code, d.message, d.line, d.column)
-                if d.path and os.path.abspath(d.path) == path and identity not in seen:
-                    seen.add(identity)
+                identity = (d.code, d.message, d.path, d.line, d.column)
+                if not d.path or identity in seen:
+                    continue
+                seen.add(identity)
+                where = os.path.abspath(d.path)
+                if where == path:
                     result.diagnostics.append(d)
+                elif os.path.isfile(where):
+                    result.elsewhere.setdefault(where, []).append(d)
     except Exception as exc:  # noqa: BLE001 - the editor gets one message, never a crash
         result.error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
             path) else str(exc)

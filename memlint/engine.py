@@ -56,6 +56,7 @@ class LintConfig:
     runs: tuple = ()               # ({"name", "files", "set"}) groups of files forming one run
     allow_outside_root: bool = False
     assumptions: dict = field(default_factory=dict)  # [tool.memlint.assumptions]: name -> value
+    models: dict = field(default_factory=dict)  # [tool.memlint.models]: lower-cased id -> entry
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,7 +350,29 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
             continue
         seen.add(identity)
         kept.append(diagnostic)
+    kept.extend(unknown_suppressions(suppressions, reg))
     return sorted(kept, key=Diagnostic.sort_key)
+
+
+def unknown_suppressions(suppressions: dict, reg: Registry) -> list:
+    """ML003 (warning) for a `memlint: disable` directive naming no rule (a misspelt code turns
+    nothing off), at the directive's line (line 1 for the file-wide and JSON forms)."""
+    known = {"all"} | {code.lower() for code in reg.rules} | {n.lower() for n in reg.by_name}
+    out = []
+    for path, table in suppressions.items():
+        first: dict = {}
+        for line, names in table.items():
+            for name in names:
+                if name not in known:
+                    first[name] = min(first.get(name, line), line)
+        for name, line in sorted(first.items()):
+            hint = suggest(name.upper(), list(reg.rules)) or suggest(name, list(reg.by_name))
+            message = (f"unknown rule {name!r} in a `memlint: disable` directive: it turns "
+                       "nothing off" + (f"; did you mean {hint!r}?" if hint else ""))
+            out.append(Diagnostic("ML003", "unknown-key", Severity.WARNING, message, path,
+                                  max(line, 1), 1, key=name,
+                                  data={"suggestion": hint} if hint else {}))
+    return out
 
 
 def has_internal_error(diagnostics: Iterable[Diagnostic]) -> bool:

@@ -45,12 +45,14 @@ def one_line(text: Optional[str]) -> Optional[str]:
 
 
 # Characters json.dumps(ensure_ascii=False) writes raw that must not reach a terminal or an
-# editor as they are (they reorder or break displayed lines): written as JSON escapes instead,
-# which decode to the same string.
+# editor as they are (DEL, the C1 controls: 0x9b is a one-byte CSI; the separators and the
+# bidirectional controls that break or reorder displayed lines): written as JSON escapes
+# instead, which decode to the same string.
 _JSON_RAW = {code: f"\\u{code:04x}" for code in
-             (0x2028, 0x2029, *range(0x202a, 0x202f), *range(0x2066, 0x206a))}
+             (*range(0x7f, 0xa0), 0x2028, 0x2029, *range(0x202a, 0x202f), *range(0x2066, 0x206a))}
 
 
 def json_safe(text: str) -> str:
-    """JSON text with the line separators and bidirectional controls as \\uXXXX escapes."""
+    """JSON text with DEL, C1 controls, line separators and bidirectional controls as \\uXXXX
+    escapes."""
     return text.translate(_JSON_RAW)

@@ -106,6 +106,8 @@ def non_negative_float(value: Any) -> float:
     number = _number(value)
     if number < 0:
         raise ValueError(f"must not be negative, got {_short(value)}")
+    if number > MAX_INT:   # a coefficient of 1e308 overflows the byte counts it multiplies
+        raise ValueError(f"{_short(value)} is too large")
     return number
 
 

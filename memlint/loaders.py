@@ -86,6 +86,11 @@ def use_buffers(texts: dict) -> dict:
     return previous
 
 
+def is_buffered(path: str) -> bool:
+    """True when an editor buffer (or standard input) stands for this path."""
+    return bool(_BUFFERS) and os.path.abspath(path) in _BUFFERS
+
+
 def _buffer(path: str, max_bytes: int):
     text = _BUFFERS.get(os.path.abspath(path))
     if text is None:

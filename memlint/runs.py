@@ -33,7 +33,7 @@ from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
 from memlint.loaders import inside
-from memlint.loaders import MAX_FILE_BYTES, read_text, repo_root
+from memlint.loaders import MAX_FILE_BYTES, is_buffered, read_text, repo_root
 from memlint.records import field, record
 from memlint.scenario import parse_assignment
 
@@ -82,7 +82,7 @@ class Paths:
 
 
 def check_exists(path: str) -> None:
-    if not os.path.exists(path):
+    if not os.path.exists(path) and not is_buffered(path):
         if os.path.islink(path):
             raise UsageError(f"{path}: a broken symbolic link or a symbolic link loop")
         raise UsageError(f"{path}: no such file or directory")

@@ -128,20 +128,56 @@ def _unflatten(settings: dict) -> dict:
     return config
 
 
+def project_model(name: str, entry: dict, prov: Provenance,
+                  max_bytes: Optional[int] = None) -> Partial:
+    """A model of the project's own `[tool.memlint.models]`: its config.json or its inline keys,
+    with an info saying where it came from."""
+    # start-up: the HF config reader loads only when a model is given
+    from memlint.adapters import hf_config
+
+    where = f"[tool.memlint.models] of {os.path.relpath(entry['source'])}"
+    if "path" in entry:
+        path = entry["path"]
+        if not os.path.exists(path):
+            partial = Partial(source=name, fmt="hf_config")
+            partial.diagnostics.append(make(
+                MISSING_MODEL, Severity.WARNING,
+                f"no memory estimate: model {name!r} is given in {where} as {path}, which does "
+                "not exist", prov, key=prov.key or "model",
+                no_estimate=verdicts.MODEL_NOT_RESOLVED))
+            return partial
+        partial = (hf_config.load_path(path, max_bytes) if max_bytes is not None
+                   else hf_config.load_path(path))
+        detail = f"{where}: {os.path.relpath(path)}"
+    else:
+        partial = Partial(source=f"project:{entry['id']}", fmt="catalog")
+        for key, value in hf_config.flatten(entry["config"]):
+            partial.set(f"model.{key}", value, prov)
+        detail = f"{where} (its keys written there)"
+    partial.diagnostics.append(make(
+        UNRESOLVED, Severity.INFO, f"model {name!r} resolved from the project's own models, "
+        f"{detail}", prov, key=prov.key or "model", origin="project"))
+    return partial
+
+
 def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = None,
                       allow_outside_root: bool = False, max_bytes: Optional[int] = None,
-                      hub: Optional[bool] = None) -> Partial:
+                      hub: Optional[bool] = None, models: Optional[dict] = None) -> Partial:
     """`model=PATH|PRESET` -> the model's settings (`model.<hf_key>`), as a Partial.
 
     A path written in a config file is relative to that file and is never read outside that
     file's repository root unless `allow_outside_root`; one given on the command line
     (`--model`, `--set model=`) is the user's own choice and is read as given. A name that is
     neither a preset nor an existing path but has the shape of a Hub id resolves through
-    `load_hub_model` (HF cache, bundled catalog, then the Hub only if `hub` allows it).
+    `load_hub_model` (HF cache, bundled catalog, then the Hub only if `hub` allows it). A name
+    the project lists in `[tool.memlint.models]` (`models`) resolves there first.
     """
     # start-up: the HF config reader loads only when a model is given
     from memlint.adapters import hf_config
 
+    entry = (models or {}).get(name.strip().lower())
+    if entry is not None:
+        return project_model(name, entry, prov, max_bytes)
     preset = presets.get(name)
     if preset is not None:
         partial = Partial(source=f"preset:{name}", fmt="preset")
@@ -289,8 +325,10 @@ def checkpoint_quantization(model_settings: dict) -> Optional[tuple]:
 
 
 def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bool = False,
-          max_bytes: Optional[int] = None, hub: Optional[bool] = None) -> tuple[Scenario, list]:
-    """Merge partials (lowest priority first) and build the typed Scenario."""
+          max_bytes: Optional[int] = None, hub: Optional[bool] = None,
+          models: Optional[dict] = None) -> tuple[Scenario, list]:
+    """Merge partials (lowest priority first) and build the typed Scenario. `models`: the
+    project's `[tool.memlint.models]` (LintConfig.models)."""
     diagnostics: list = []
     for partial in partials:
         diagnostics.extend(partial.diagnostics)
@@ -303,7 +341,7 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         # The model source ranks below every explicit model.* key: load it and merge underneath.
         model_setting = settings["model"]
         model_partial = load_model_source(str(model_setting.value), model_setting.prov, base_dir,
-                                          allow_outside_root, max_bytes, hub)
+                                          allow_outside_root, max_bytes, hub, models)
         model_partial.source = "<model>"
         diagnostics.extend(model_partial.diagnostics)
         for key, setting in model_partial.settings.items():

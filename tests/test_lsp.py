@@ -78,6 +78,11 @@ def test_an_editor_session_over_stdio(project, tmp_path):
         assert edit["range"]["start"] == {"line": 4, "character": 3}
         assert any(a["title"].startswith("Suppress ML003") for a in actions)
 
+        # the run's out-of-memory verdict points at the memlint.toml's gpu line: published there
+        toml = client.diagnostics((project / "memlint.toml").as_uri())
+        [oom] = [d for d in toml if d["code"] == "ML101"]
+        assert oom["severity"] == 1 and "GiB" in oom["message"]
+
         # the editor applies the fix (incremental change): the diagnostic goes
         client.notify("textDocument/didChange", {
             "textDocument": {"uri": uri, "version": 2},

@@ -26,7 +26,10 @@ import json
 import os
 import re
 from functools import lru_cache
-from typing import Any, Optional
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance

@@ -2,7 +2,10 @@
 their sources are in memlint/adapters/easyr1.py's docstring)."""
 from __future__ import annotations
 
-from typing import Optional
+TYPE_CHECKING = False   # start-up: typing is for the type checker only
+
+if TYPE_CHECKING:
+    from typing import Optional
 
 from memlint.adapters.verl_mapping import Reader as VerlReader
 from memlint.ir import Partial, Provenance

@@ -19,6 +19,48 @@ from typing import Optional
 from memlint.errors import UsageError
 
 GiB = 1024**3
+PROGRESS_AFTER = 1.0   # seconds: a search that runs longer says so on stderr
+
+
+class Progress:
+    """A search that runs past PROGRESS_AFTER seconds says so on stderr: on a terminal, the
+    seconds so far, rewritten in place and cleared at the end; elsewhere (a CI log) one line."""
+
+    def __init__(self, what: str, stream=None):
+        self.what, self.stream = what, stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.shown = False
+
+    def __enter__(self) -> "Progress":
+        # start-up: threads only for a plan search
+        import threading
+        import time
+
+        self.done = threading.Event()
+        self.start = time.monotonic()
+
+        def tick():
+            if self.done.wait(PROGRESS_AFTER):
+                return
+            while True:
+                elapsed = time.monotonic() - self.start
+                self.stream.write(("\r" if self.tty else "")
+                                  + f"memlint plan: {self.what} ({elapsed:.0f} s)"
+                                  + ("" if self.tty else "\n"))
+                self.stream.flush()
+                self.shown = True
+                if not self.tty or self.done.wait(0.5):
+                    return
+        self.thread = threading.Thread(target=tick, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.done.set()
+        self.thread.join()
+        if self.shown and self.tty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
 
 
 MAX_TOP = 200   # plans shown at most: each one shown is a full estimate
@@ -49,6 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--detail", action="store_true",
                         help="also print each plan's per-stage memory and throughput penalties")
     parser.add_argument("--format", choices=("text", "json", "html"), default="text")
+    parser.add_argument("--output-file", "-o", metavar="FILE",
+                        help="write the plans to FILE (atomically, inside the repository root) "
+                        "instead of standard output")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
@@ -116,8 +161,10 @@ def _run(args) -> int:
         # start-up: the CLI imports this module; the planner loads only for `plan`
         from memlint.fitting import smallest_gpus
 
-        fewest = smallest_gpus(scenario, args.headroom, gpn, cross_node_tp=args.cross_node_tp,
-                               max_pp=args.max_pp, allow_bubble=args.allow_bubble)
+        with Progress("searching for the smallest GPU count"):
+            fewest = smallest_gpus(scenario, args.headroom, gpn,
+                                   cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
+                                   allow_bubble=args.allow_bubble)
         if fewest.value is None:
             print(f"memlint plan: {fewest.notes[0]}", file=sys.stderr)
             return 1
@@ -125,11 +172,12 @@ def _run(args) -> int:
         print(f"smallest GPU count with a layout that leaves {args.headroom:.0%} free: {gpus}"
               + (f" ({fewest.notes[-1]})" if fewest.failing is not None else ""),
               file=sys.stderr if args.format != "text" else sys.stdout)
-    result = plan_scenario(scenario, gpus, gpus_per_node=gpn, top=min(args.top, MAX_TOP),
-                           headroom=args.headroom,
-                           near=near_settings(scenario) if from_files else None,
-                           cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
-                           allow_bubble=args.allow_bubble)
+    with Progress(f"searching the layouts of {gpus:,} GPUs"):
+        result = plan_scenario(scenario, gpus, gpus_per_node=gpn, top=min(args.top, MAX_TOP),
+                               headroom=args.headroom,
+                               near=near_settings(scenario) if from_files else None,
+                               cross_node_tp=args.cross_node_tp, max_pp=args.max_pp,
+                               allow_bubble=args.allow_bubble)
     if args.top > MAX_TOP:
         result.notes.insert(0, f"--top {args.top}: the best {MAX_TOP} plans are shown (each "
                                "plan shown is estimated in full)")
@@ -206,17 +254,16 @@ def render_text(result, scenario, args, file=None) -> None:
         shard = f"zero{s['zero']}" if s["fsdp"] == "none" else s["fsdp"] + (
             f" r{s['dp_replicate']}" if "dp_replicate" in s else "")
         rec = s["recompute"] + (f"/{s['recompute_every']}" if s["recompute"] == "selective" else "")
-        off = "-" if s["offload_optimizer"] == "none" and s["offload_params"] == "none" else (
-            "params+opt" if s["offload_params"] != "none" else "opt")
         table.add_row(str(p.rank), p.label(), shard, rec,
-                      f"{s['micro_batch']}×{s.get('grad_accum', '-')}", off,
+                      f"{s['micro_batch']}×{s.get('grad_accum', '-')}", p.offload(),
                       _gib(p.peak_bytes, units),
                       f"{p.headroom_fraction * 100:.0f}%" + ("" if p.has_headroom else " (low)"),
                       f"{p.cost.relative_step_time:.2f}")
     console.print(table)
     for p in result.plans:
+        # one line however wide: the --set list is copied into a shell as it is
         console.print(f"\n[bold]#{p.rank} {p.label()}[/bold]  --set " + " --set ".join(
-            p.assignments()))
+            p.assignments()), soft_wrap=True)
         if p.changed:
             console.print("  changes: " + ", ".join(p.changed))
         if not getattr(args, "detail", False):

@@ -32,6 +32,13 @@ DEBOUNCE = 0.3   # seconds of quiet after a change before the document is checke
 SOURCE = "memlint"
 
 
+def as_uri(path: str) -> str:
+    # start-up: pathlib only in the server
+    from pathlib import Path
+
+    return Path(path).as_uri()
+
+
 def path_of(uri: str):
     parsed = urlparse(uri)
     if parsed.scheme != "file":
@@ -48,6 +55,7 @@ class MemlintServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlint-check")
         self.analyses: dict = {}   # uri -> (version, Analysis)
         self.pending: dict = {}    # uri -> asyncio task waiting out the debounce
+        self.related: dict = {}    # uri -> uris of its runs' other files it published for
 
     # -- what the worker does ---------------------------------------------------------------
 
@@ -77,6 +85,22 @@ class MemlintServer(LanguageServer):
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
             uri=uri, version=version, diagnostics=[_diagnostic(d) for d in found.diagnostics]
             + ([_failure(found.error)] if found.error else [])))
+        self.publish_elsewhere(uri, found)
+
+    def publish_elsewhere(self, uri: str, found) -> None:
+        """A run's verdict may point into another of its files (the memlint.toml's gpu line):
+        those files get the run's findings too (and an empty list once they are gone), unless
+        the editor has them open, where their own check speaks for them."""
+        others = {as_uri(path): found_here for path, found_here in found.elsewhere.items()}
+        for other in self.related.get(uri, set()) - set(others):
+            if other not in self.workspace.text_documents:
+                self.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=other, diagnostics=[]))
+        for other, found_here in others.items():
+            if other not in self.workspace.text_documents:
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                    uri=other, diagnostics=[_diagnostic(d) for d in found_here]))
+        self.related[uri] = set(others)
 
     def schedule(self, uri: str, delay: float) -> None:
         waiting = self.pending.pop(uri, None)

@@ -34,7 +34,7 @@ class UnknownModelType(ConfigError):
 KNOWN_MODEL_TYPES = frozenset({
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt2", "gpt_neox",
     "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
-    "llava", "qwen2_vl", "qwen2_5_vl",
+    "llava", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "starcoder2",
 })
 
 
@@ -115,6 +115,8 @@ class Architecture:
     gated_mlp: bool = True   # SwiGLU/GeGLU (3 matrices) vs plain GeLU MLP (2 matrices)
     norm: str = "rmsnorm"    # rmsnorm | layernorm
     learned_positions: int = 0  # rows of a learned position table (gpt2), 0 for RoPE
+    bert_heads: str = ""        # Megatron BERT: "lm" (masked-LM head), "lm+binary" (+ pooler,
+    #                             binary head and token-type embeddings), "" otherwise
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     embedding_dropout: float = 0.0
@@ -169,6 +171,12 @@ class ParamCounts:
     layers: tuple          # LayerParams per decoder layer
     vision: int = 0
     projector: int = 0
+    # Megatron BERT's heads (memory/params.py bert_head_params): on the last stage, held whole
+    # by every tensor-parallel rank (head_whole) or split (head_split); on the first stage the
+    # token-type embeddings (whole)
+    head_whole: int = 0
+    head_split: int = 0
+    tokentype: int = 0
 
     # cached: each is a sum over the layers, asked once per pipeline stage (O(pp x layers))
     @functools.cached_property
@@ -182,7 +190,8 @@ class ParamCounts:
     @functools.cached_property
     def total(self) -> int:
         return (self.embedding + self.position_embedding + self.lm_head + self.final_norm
-                + self.decoder + self.vision + self.projector)
+                + self.decoder + self.vision + self.projector + self.head_whole
+                + self.head_split + self.tokentype)
 
 
 def mlp_params(d: int, ffn: int, gated: bool, bias: bool) -> int:

@@ -82,6 +82,11 @@ _FAMILY_DEFAULTS: dict = {
     "qwen2_5_vl_vision": dict(depth=32, hidden_size=3584, intermediate_size=3420, num_heads=16,
                               in_channels=3, patch_size=14, spatial_merge_size=2,
                               temporal_patch_size=2, out_hidden_size=3584),
+    # transformers Qwen3VLVisionConfig's defaults
+    "qwen3_vl_vision": dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16,
+                            in_channels=3, patch_size=16, spatial_merge_size=2,
+                            temporal_patch_size=2, out_hidden_size=3584,
+                            num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24]),
 }
 _FAMILY_DEFAULTS["qwen2_5_vl_text"] = _FAMILY_DEFAULTS["qwen2_vl_text"]
 

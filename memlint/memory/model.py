@@ -240,13 +240,15 @@ class Model:
         if plan.first:
             dense += self.counts.embedding + self.counts.position_embedding
             whole += self.counts.position_embedding
+            dense += self.counts.tokentype
+            whole += self.counts.tokentype
         if plan.last and self.mtp_layers:
             mtp_dense, mtp_experts = self.mtp_params()
             dense += mtp_dense
             experts += mtp_experts
         if plan.last:
-            dense += self.counts.final_norm
-            whole += self.counts.final_norm
+            dense += self.counts.final_norm + self.counts.head_whole + self.counts.head_split
+            whole += self.counts.final_norm + self.counts.head_whole
             if self.counts.lm_head:
                 dense += self.counts.lm_head
             elif self.par.pp > 1:

@@ -33,11 +33,13 @@ APPROXIMATE_MODEL_TYPES = {
     "gemma3_text": "q/k norms and two of the four norms per layer",
     "gpt_oss": "the experts' biases and the attention sinks (0.03% of gpt-oss-120b)",
     "olmo2": "its q/k norms over the full width",
+    "olmo3": "its q/k norms over the full width (OLMo-2's shapes; the sliding-window layers "
+             "have no parameters of their own)",
+    "smollm3": "nothing (llama's shapes: 3,075,098,624 for SmolLM3-3B, as transformers; its NoPE "
+               "layers have no parameters of their own)",
     "glm4": "its two post-sublayer norms per layer",
     "internlm2": "nothing (wqkv, wo, w1-w3 have llama's shapes)",
     "internlm3": "nothing measured (llama's shapes)",
-    "qwen3_vl": "the vision tower (the language model is read as Qwen3)",
-    "qwen3_vl_moe": "the vision tower (the language model is read as Qwen3-MoE)",
     "qwen3_vl_text": "nothing measured (read as Qwen3)",
     "qwen3_vl_moe_text": "nothing measured (read as Qwen3-MoE)",
 }

@@ -50,7 +50,8 @@ from memlint.memory.layout_arch import (LAYOUT_MODEL_TYPES, layout_architecture,
                                         layout_lora_per_layer)
 from memlint.memory.model_types import counted_as
 from memlint.memory.text_model import text_architecture
-from memlint.memory.vlm_model import llava_architecture, qwen_vl_architecture, text_reader, vlm_tied
+from memlint.memory.vlm_model import (llava_architecture, qwen3_vl_architecture, qwen_vl_architecture,
+                                      text_reader, vlm_tied)
 from memlint.records import replace
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -101,6 +102,8 @@ def _architecture(config: Mapping) -> Architecture:
         return llava_architecture(config)
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
         return qwen_vl_architecture(config, model_type)
+    if model_type in ("qwen3_vl", "qwen3_vl_moe"):
+        return qwen3_vl_architecture(config, model_type)
     if (not any(key in config for key in ("hidden_size", "n_embd", "d_model"))
             and isinstance(config.get("text_config"), Mapping)):
         # a multimodal family not known here (llama4, qwen3_vl, gemma3/4, ...): its language
@@ -169,11 +172,31 @@ def count_params(arch: Architecture) -> ParamCounts:
                                       mlp=mlp_params(d, arch.ffn, arch.gated_mlp, arch.mlp_bias),
                                       norms=norms))
     vision = arch.vision
+    whole, split, tokentype = bert_head_params(arch, per_norm)
     return ParamCounts(embedding=arch.vocab * d, position_embedding=arch.learned_positions * d,
                        lm_head=0 if arch.tied else arch.vocab * d, final_norm=per_norm,
                        layers=tuple(layers),
                        vision=vision.params if vision else 0,
-                       projector=vision.projector_params if vision else 0)
+                       projector=vision.projector_params if vision else 0,
+                       head_whole=whole, head_split=split, tokentype=tokentype)
+
+
+def bert_head_params(arch: Architecture, per_norm: int) -> tuple:
+    """(whole, split, token-type) parameters of Megatron BERT's heads
+    (megatron/core/models/bert/bert_model.py, bert_lm_head.py, pooler.py at
+    NVIDIA/Megatron-LM@d98e8a64): the masked-LM head's dense d×d + d (get_linear_layer, not
+    tensor-parallel) and its norm, the output layer's bias (V, split like the vocabulary); with
+    the binary head (`--bert-binary-head`, the default) the pooler's dense d×d + d, the binary
+    head d×2 + 2 and 2 token-type embeddings of d (torch.nn.Embedding, not split)."""
+    if not arch.bert_heads:
+        return 0, 0, 0
+    d = arch.hidden
+    whole = d * d + d + per_norm
+    tokentype = 0
+    if arch.bert_heads == "lm+binary":
+        whole += (d * d + d) + (2 * d + 2)
+        tokentype = 2 * d
+    return whole, arch.vocab, tokentype
 
 
 def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:

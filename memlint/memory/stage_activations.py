@@ -104,6 +104,8 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                 source="activation checkpointing re-runs one layer's forward in its backward"))
     if plan.last and model.mtp_layers and tr.recompute != "full":
         terms.append(_mtp_term(model, plan, tokens))
+    if plan.last and arch.bert_heads:
+        terms.append(_bert_head_term(model, tokens))
     if par.offload_activations:
         # activation offload (memory/offload.py): offloaded layers are host memory
         terms, moved = offload.activation_offload(terms, layers,
@@ -122,6 +124,22 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
     return terms
 
 
+
+
+def _bert_head_term(model: Model, tokens: int) -> Term:
+    """Megatron BERT's masked-LM head on the last stage (bert_lm_head.py BertLMHead.forward:
+    dense -> gelu -> norm, then the output layer): beyond what a GPT keeps (the output layer's
+    input), the dense output (gelu's input), gelu's output (the norm's input) and the norm's
+    output, each d wide in the compute dtype, plus the norm's fp32 mean and rstd; over the
+    sequence-parallel shard of the tokens."""
+    c, d, topo = model.dt.compute, model.arch.hidden, model.topo
+    rep = topo.tp if model.par.sp and topo.tp > 1 else 1
+    per_token = (3 * c * d + 8) / rep
+    return Term("activations.bert_lm_head", "activations", int(per_token * tokens),
+                f"(3 × {c} B × d {d} + 8 B)" + (f" / tp {topo.tp} (sp)" if rep > 1 else "")
+                + f" × {tokens:,} tokens (dense output, gelu output, norm output and stats)",
+                {"bytes_per_token": per_token, "tokens": tokens},
+                "megatron/core/models/bert/bert_lm_head.py BertLMHead.forward")
 
 
 def _seed_activation_terms(model: Model, plan: StagePlan) -> list:

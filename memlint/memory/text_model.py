@@ -74,7 +74,8 @@ def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
                     qkv_bias=r.bool("attention_bias"), output_bias=r.bool("output_bias"),
                     mlp_bias=r.bool("mlp_bias"),
                     learned_positions=r.int("learned_positions", default=0),
-                    qk_norm="head" if r.bool("qk_layernorm", default=False) else "")
+                    qk_norm="head" if r.bool("qk_layernorm", default=False) else "",
+                    bert_heads=r.str("bert_heads", default=""))
     elif fam == "gpt2":
         arch.update(gated_mlp=False, norm="layernorm", qkv_bias=True, output_bias=True,
                     mlp_bias=True, fused_qkv=True,
@@ -92,6 +93,12 @@ def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
         arch.update(qkv_bias=r.bool("qkv_bias", default=True))
     elif fam == "phi3":
         arch.update(fused_qkv=True)
+    elif fam == "starcoder2":
+        # Starcoder2: LayerNorm (with bias), biased q/k/v/o and a plain GELU MLP (c_fc, c_proj),
+        # all biased when `use_bias` (transformers models/starcoder2/modeling_starcoder2.py)
+        bias = r.bool("use_bias", default=True)
+        arch.update(gated_mlp=False, norm="layernorm", qkv_bias=bias, output_bias=bias,
+                    mlp_bias=bias)
     elif fam in ("mistral", "mixtral"):
         pass
     else:  # llama, gemma*, qwen3*, olmoe, deepseek*, and the generic path
@@ -99,7 +106,7 @@ def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
         arch.update(qkv_bias=bias, output_bias=bias)
         if fam in ("llama", "deepseek_v2") or not known:
             arch.update(mlp_bias=r.bool("mlp_bias", default=False))
-    if fam in ("qwen3", "qwen3_moe"):
+    if fam in ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"):
         arch["qk_norm"] = "head"
     elif fam == "olmoe":
         arch["qk_norm"] = "full"

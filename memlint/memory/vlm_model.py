@@ -1,6 +1,6 @@
-"""A vision-language model's config -> `Architecture`: LLaVA (CLIP/SigLIP tower, projector) and
-Qwen2-VL / Qwen2.5-VL (their ViT with patch merging), the language model read by
-memory/text_model.py.
+"""A vision-language model's config -> `Architecture`: LLaVA (CLIP/SigLIP tower, projector),
+Qwen2-VL / Qwen2.5-VL (their ViT with patch merging) and Qwen3-VL (learned positions and the
+DeepStack mergers), the language model read by memory/text_model.py.
 """
 from __future__ import annotations
 
@@ -125,4 +125,48 @@ def qwen_vl_architecture(config: Mapping, model_type: str) -> Architecture:
                     image_size=image, tokens_per_image=tokens, params=tower,
                     projector_params=projector, model_type=f"{model_type}_vision",
                     spatial_merge_size=merge, temporal_patch_size=temporal, norm=norm)
+    return replace(text_arch, model_type=model_type, vision=vision, known=True)
+
+
+def qwen3_vl_architecture(config: Mapping, model_type: str) -> Architecture:
+    """Qwen3-VL / Qwen3-VL-MoE (transformers models/qwen3_vl*/modeling_qwen3_vl*.py): the language
+    model is Qwen3 (or Qwen3-MoE) in `text_config`; the vision tower (Qwen3VLVisionModel) is a
+    Conv3d patch embedding with bias, a learned position table of `num_position_embeddings`
+    rows, blocks of LayerNorm norm1/norm2, biased fused qkv + proj and a plain GELU MLP
+    (linear_fc1/linear_fc2, biased), then the merger (LayerNorm over the hidden width,
+    Linear(h·m², h·m²) + GELU + Linear(h·m², out_hidden_size), biased) and one DeepStack merger
+    per `deepstack_visual_indexes` entry (the same, its LayerNorm over h·m²)."""
+    moe = model_type == "qwen3_vl_moe"
+    sub = config.get("text_config")
+    if not isinstance(sub, Mapping):
+        raise ConfigError("text_config", "missing required key 'text_config'")
+    family = "qwen3_moe" if moe else "qwen3"
+    text = ConfigReader(sub, family, "text_config", nested=True)
+    text_arch = text_architecture(text, family, tied=vlm_tied(config, text))
+    if not isinstance(config.get("vision_config"), Mapping):
+        raise ConfigError("vision_config", "missing required key 'vision_config'")
+    v = ConfigReader(config["vision_config"], "qwen3_vl_vision", "vision_config", nested=True)
+    layers = v.int("depth", minimum=1)
+    heads = v.int("num_heads", minimum=1)
+    e = v.int("hidden_size", minimum=1)
+    ffn = v.int("intermediate_size", minimum=1)
+    out = v.int("out_hidden_size", minimum=1)
+    channels = v.int("in_channels", minimum=1)
+    patch = v.int("patch_size", minimum=1)
+    temporal = v.int("temporal_patch_size", minimum=1)
+    merge = v.int("spatial_merge_size", minimum=1)
+    positions = v.int("num_position_embeddings", minimum=0)
+    deepstack = len(v.int_list("deepstack_visual_indexes"))
+    tower = (channels * temporal * patch * patch * e + e + positions * e
+             + layers * (2 * 2 * e + 3 * e * e + 3 * e + e * e + e
+                         + e * ffn + ffn + ffn * e + e))
+    merged = e * merge * merge
+    linears = merged * merged + merged + merged * out + out
+    projector = (2 * e + linears) + deepstack * (2 * merged + linears)
+    image = NOMINAL_QWEN_IMAGE
+    vision = Vision(hidden=e, layers=layers, heads=heads, ffn=ffn, patch_size=patch,
+                    image_size=image, tokens_per_image=(image // (patch * merge)) ** 2,
+                    params=tower, projector_params=projector,
+                    model_type=f"{model_type}_vision", spatial_merge_size=merge,
+                    temporal_patch_size=temporal, norm="layernorm")
     return replace(text_arch, model_type=model_type, vision=vision, known=True)

@@ -74,6 +74,13 @@ class Plan:
                 out.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
         return out
 
+    def offload(self) -> str:
+        """What the plan offloads to the host: "-", "opt" or "params+opt" (text and HTML)."""
+        s = self.settings
+        if s.get("offload_params", "none") != "none":
+            return "params+opt"
+        return "opt" if s.get("offload_optimizer", "none") != "none" else "-"
+
     def label(self) -> str:
         s = self.settings
         parts = [f"TP{s['tp']}", f"PP{s['pp']}"]

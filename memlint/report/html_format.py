@@ -92,7 +92,7 @@ def stage_bars(estimate, units: str, width: int = 860) -> str:
     scale = max([capacity] + [s.total_bytes for s in estimate.stages]) * 1.04
     left, bar_h, gap, top = 70, 26, 12, 22
     plot = width - left - 190
-    height = top + len(estimate.stages) * (bar_h + gap) + 18
+    height = top + len(estimate.stages) * (bar_h + gap) + 32   # + the headroom line's label
 
     def x(value: float) -> float:
         return left + plot * value / scale
@@ -119,9 +119,13 @@ def stage_bars(estimate, units: str, width: int = 860) -> str:
     out.append(f'<text x="{x(capacity) - 4:.1f}" y="{top - 10}" text-anchor="end">capacity '
                f'{_e(fmt(capacity, units))}</text>')
     margin = capacity * (1 - MARGIN)
+    headroom = (f"{MARGIN:.0%} headroom: {fmt(margin, units)} (low-memory-headroom warns "
+                "past it)")
     out.append(f'<line class="margin" x1="{x(margin):.1f}" y1="{top - 4}" x2="{x(margin):.1f}" '
                f'y2="{bottom}" stroke="{CAPACITY_COLOR}" stroke-width="1" '
-               'stroke-dasharray="4 3"/>')
+               f'stroke-dasharray="4 3"><title>{_e(headroom)}</title></line>')
+    out.append(f'<text class="margin-label" x="{x(margin) - 4:.1f}" y="{bottom + 12}" '
+               f'text-anchor="end">{_e(f"{MARGIN:.0%} headroom {fmt(margin, units)}")}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -333,7 +337,7 @@ def render_plan(result, scenario, units: str = "GiB") -> str:
         shard = f"zero{s['zero']}" if s["fsdp"] == "none" else s["fsdp"]
         rows.append(f'<tr><td class="num">{p.rank}</td><td><b>{_e(p.label())}</b></td>'
                     f'<td>{_e(shard)}</td><td>{_e(s["recompute"])}</td>'
-                    f'<td class="num">{_e(s["micro_batch"])}</td>'
+                    f'<td class="num">{_e(s["micro_batch"])}</td><td>{_e(p.offload())}</td>'
                     f'<td class="num">{_e(fmt(p.peak_bytes, units))}</td>'
                     f'<td class="num">{p.headroom_fraction:.0%}</td>'
                     f'<td class="num">{p.cost.relative_step_time:.2f}</td>'
@@ -341,7 +345,7 @@ def render_plan(result, scenario, units: str = "GiB") -> str:
                     '</td></tr>')
     body.append('<h2>Ranked layouts</h2><table class="plans"><thead><tr><th class="num">#</th>'
                 '<th>layout</th><th>zero/fsdp</th><th>recompute</th><th class="num">micro '
-                'batch</th><th class="num">peak</th><th class="num">headroom</th>'
+                'batch</th><th>offload</th><th class="num">peak</th><th class="num">headroom</th>'
                 '<th class="num">step ×</th><th>reproduce</th></tr></thead><tbody>'
                 + "".join(rows) + "</tbody></table>")
     report = Report(units=units)

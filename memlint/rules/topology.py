@@ -7,6 +7,8 @@ construction, which fail minutes into a job after the allocation is granted.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from memlint.diagnostics import Severity
 from memlint.rules.base import Context, Finding, Rule
 
@@ -15,22 +17,33 @@ if TYPE_CHECKING:
     from typing import Optional
 
 
-def _cfg(ctx: Context, *names: str) -> Optional[int]:
+def _configs(ctx: Context) -> list:
+    """(prefix, mapping): the model config, then a VLM's language model (`text_config`)."""
     model = ctx.scenario.model
     if model is None:
-        return None
-    for name in names:
-        value = model.config.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        return []
+    found = [("", model.config)]
+    text = model.config.get("text_config")
+    if isinstance(text, Mapping):
+        found.append(("text_config.", text))
+    return found
+
+
+def _cfg(ctx: Context, *names: str) -> Optional[int]:
+    for _prefix, config in _configs(ctx):
+        for name in names:
+            value = config.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
     return None
 
 
 def _cfg_key(ctx: Context, *names: str) -> str:
-    model = ctx.scenario.model
-    for name in names:
-        if model is not None and isinstance(model.config.get(name), int):
-            return f"model.{name}"
+    for prefix, config in _configs(ctx):
+        for name in names:
+            value = config.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return f"model.{prefix}{name}"
     return f"model.{names[0]}"
 
 

@@ -199,6 +199,17 @@ def tool_memlint() -> dict:
         "assumptions": {"type": "object",
                         "description": "named assumptions (runtime.allocator_fraction, ...) "
                                        "that `memlint compare --write-assumptions` records"},
+        "models": {"type": "object",
+                   "additionalProperties": {"anyOf": [
+                       {"type": "string", "minLength": 1,
+                        "description": "the model's config.json (or its folder), relative to "
+                                       "pyproject.toml"},
+                       {"type": "object", "minProperties": 1,
+                        "description": "the model's config.json keys (model_type, hidden_size, "
+                                       "...)"}]},
+                   "description": "the project's own models: name (as its configs write it) = "
+                                  "the path of its config.json, or a table of its keys; they "
+                                  "resolve before the HF cache and memlint's catalog"},
     }
     # parse_table reads snake_case spellings of the same settings too
     for name in list(properties):

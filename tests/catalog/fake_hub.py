@@ -1,7 +1,9 @@
 """A stand-in for the Hugging Face Hub on 127.0.0.1, for the opt-in `--hub` tests.
 
 It serves `/<org>/<name>/resolve/<revision>/config.json` (HEAD and GET) with the headers
-huggingface_hub reads (X-Repo-Commit, ETag, Content-Length), answers 404 for any other file, and
+huggingface_hub reads (X-Repo-Commit, ETag, Content-Length), `/api/models/<org>/<name>` (the
+model info the catalog refresh reads: `sha` and `safetensors.total`, when `params` gives the
+repository's count), answers 404 for any other file, and
 401 when a token is required and missing. Every request is recorded, so a test can check that
 only config.json was asked for. It listens on loopback only and stops with the test.
 """
@@ -16,8 +18,10 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class FakeHub:
-    def __init__(self, repos: dict, token: str | None = None):
+    def __init__(self, repos: dict, token: str | None = None, params: dict | None = None):
         self.repos = {k: json.dumps(v, indent=2).encode() for k, v in repos.items()}
+        self.info = {k: json.dumps({"id": k, "sha": COMMIT, "safetensors": {
+            "parameters": {"BF16": n}, "total": n}}).encode() for k, n in (params or {}).items()}
         self.token = token
         self.requests: list = []
         hub = self
@@ -38,6 +42,8 @@ class FakeHub:
                 if len(parts) >= 5 and parts[2] == "resolve":
                     repo, filename = "/".join(parts[:2]), "/".join(parts[4:])
                     data = hub.repos.get(repo) if filename == "config.json" else None
+                elif len(parts) == 4 and parts[:2] == ["api", "models"]:
+                    data = hub.info.get("/".join(parts[2:]))
                 else:
                     data = None
                 if data is None:

@@ -430,9 +430,10 @@ def test_every_text_segment_is_one_escaped_line(monkeypatch):
 def test_json_writes_bidi_controls_and_line_separators_as_escapes():
     from memlint.escape import json_safe
 
-    text = json_safe(json.dumps({"source": "x\u202ey\u2028z\u2066"}, ensure_ascii=False))
-    assert text == '{"source": "x\\u202ey\\u2028z\\u2066"}'
-    assert json.loads(text) == {"source": "x\u202ey\u2028z\u2066"}
+    value = "x\u202ey\u2028z\u2066\x7f\x9b2J"
+    text = json_safe(json.dumps({"source": value}, ensure_ascii=False))
+    assert text == '{"source": "x\\u202ey\\u2028z\\u2066\\u007f\\u009b2J"}'
+    assert json.loads(text) == {"source": value}
 
 
 def test_the_rule_docs_writer_is_the_safe_writer(tmp_path):
@@ -471,3 +472,11 @@ def test_rollout_rule_survives_a_gpu_of_no_memory(repo):
     code, _out, err = run("check", "--set", "gpu_memory=1e-300", "--model", "mixtral-8x7b",
                           sorted(found)[0])
     assert "internal error" not in err and code in (0, 1)
+
+
+def test_an_assumption_coefficient_past_2_53_is_an_invalid_value(repo):
+    # "runtime.allocator_fraction" = 1e308 made the allocator term infinite (OverflowError)
+    (repo / "memlint.toml").write_text('model = "llama3-8b"\n"runtime.allocator_fraction" = 1e308\n')
+    code, out, err = run("estimate", "--format", "json", "memlint.toml")
+    assert "internal error" not in err and code in (1, 2)
+    assert "1e+308 is too large" in out or "1e+308 is too large" in err

@@ -115,3 +115,28 @@ def test_sequence_parallel_output_layer_gathers_into_the_global_buffer():
     assert last.term("buffers.global_memory_buffer").inputs == {
         "sequence-parallel input all-gather": tokens * 512 * 2}   # d 512, bf16
     assert first.term("buffers.global_memory_buffer") is None
+
+
+def test_bert_heads_are_counted_on_their_stages():
+    """examples/bert/pretrain_bert.py (Megatron CI bert_mcore_tp4_pp1: d 1024, 24 layers, tp 4,
+    vocab 30,522 padded to 30,720): the masked-LM head's dense and LayerNorm, the pooler and the
+    binary head are held whole by every tensor-parallel rank, the output bias is split, and the
+    head keeps three d-wide tensors per token (bert_model.py, bert_lm_head.py, pooler.py)."""
+    path = os.path.join(CI, "configs", "bert__bert_mcore_tp4_pp1.yaml")
+    partial = M.load_path(path, entry="examples/bert/pretrain_bert.py")
+    scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB"])])
+    assert scenario.model.config["bert_heads"] == "lm+binary"
+    result = estimate(scenario)
+    counts = result.context.counts
+    d = 1024
+    assert counts.head_whole == (d * d + d + 2 * d) + (d * d + d) + (2 * d + 2)
+    assert counts.head_split == 30720 and counts.tokentype == 2 * d
+    last = result.stages[-1]
+    assert last.term("activations.bert_lm_head").bytes == (3 * 2 * d + 8) * 4 * 512
+    measured = record("bert__bert_mcore_tp4_pp1")["allocated_after_step_bytes"]
+    assert abs(persistent(last) - measured) / measured < 0.025
+
+
+def persistent(stage) -> int:
+    optimizer = next(p for p in stage.phases if p.name == "optimizer")
+    return sum(t.bytes for t in optimizer.terms if t.component != "runtime")

@@ -104,6 +104,14 @@ PUBLISHED = {
                            spatial_merge_size=2, spatial_patch_size=14, window_size=112,
                            fullatt_block_indexes=[7, 15, 23, 31], tokens_per_second=2,
                            temporal_patch_size=2)),
+    # bigcode/starcoder2-7b: dimensions as NVIDIA/NeMo's Starcoder2Config7B
+    # (nemo/collections/llm/gpt/model/starcoder2.py at 8cfedd7), vocabulary 49,152, tied
+    # embeddings; 7,173,923,840 is the model card's 7.17B
+    "starcoder2-7b": dict(
+        architectures=["Starcoder2ForCausalLM"], model_type="starcoder2", hidden_size=4608,
+        intermediate_size=18432, num_hidden_layers=32, num_attention_heads=36,
+        num_key_value_heads=4, vocab_size=49152, use_bias=True, tie_word_embeddings=True,
+        norm_epsilon=1e-5, sliding_window=4096),
 }
 
 
@@ -137,6 +145,12 @@ TRUTH = {
     "OLMoE-1B-7B-0924": (6919161856, 103022592, 103022592, 6442450944, 0, 0),
     "Qwen2-VL-2B-Instruct": (2208985600, 233373696, 0, 0, 631183360, 34087936),
     "Qwen2.5-VL-3B-Instruct": (3754622976, 311164928, 0, 0, 631975680, 36708608),
+    # Qwen3-VL (fixtures/hf byte copies): vision = visual.patch_embed + pos_embed + blocks,
+    # projector = visual.merger + deepstack_merger_list (transformers' totals, issue 27)
+    "Qwen3-VL-8B-Instruct": (8767123696, 622329856, 622329856, 0, 415891440, 160496896),
+    "Qwen3-VL-30B-A3B-Instruct": (31070754032, 311164928, 311164928, 28991029248, 415891440,
+                                  122739968),
+    "starcoder2-7b": (7173923840, 226492416, 0, 0, 0, 0),
 }
 
 # One representative per family (the brief's list), so each family has its own test.
@@ -147,7 +161,8 @@ FAMILY = {
     "mixtral": "Mixtral-8x7B-v0.1", "qwen2_moe": "Qwen1.5-MoE-A2.7B", "qwen3_moe": "Qwen3-30B-A3B",
     "deepseek_v2": "DeepSeek-V2-Lite", "deepseek_v3": "DeepSeek-V3", "olmoe": "OLMoE-1B-7B-0924",
     "llava": "llava-1.5-7b-hf", "qwen2_vl": "Qwen2-VL-2B-Instruct",
-    "qwen2_5_vl": "Qwen2.5-VL-3B-Instruct",
+    "qwen2_5_vl": "Qwen2.5-VL-3B-Instruct", "qwen3_vl": "Qwen3-VL-8B-Instruct",
+    "qwen3_vl_moe": "Qwen3-VL-30B-A3B-Instruct", "starcoder2": "starcoder2-7b",
 }
 
 

@@ -94,6 +94,7 @@ def model(it: Interp) -> None:
                  + ")")
         dropouts(it, anchor)
         llava(it, anchor)
+        bert_heads(it, anchor)
     vocab(it)
     moe(it, moe_experts, ffn)
     if mla:
@@ -106,6 +107,20 @@ def model(it: Interp) -> None:
             else:
                 it.set(target, default, "--multi-latent-attention",
                          f"{target[6:]} (Megatron default {default})")
+
+
+def bert_heads(it: Interp, anchor: str) -> None:
+    """examples/bert/pretrain_bert.py builds BertModel: the masked-LM head always, the pooler,
+    binary head and 2 token-type embeddings unless --bert-no-binary-head (bert_binary_head,
+    default True; megatron/core/models/bert/bert_model.py)."""
+    entry = it.partial.extra.get("megatron.entry-script")
+    if entry is None or not re.search(r"pretrain_bert\.py$", str(entry.value)):
+        return
+    binary = not it.on("--bert-no-binary-head")
+    flag = "--bert-no-binary-head" if not binary else anchor
+    it.set("model.bert_heads", "lm+binary" if binary else "lm", flag,
+           "bert_heads " + ("lm+binary (pretrain_bert.py: masked-LM head, pooler, binary head)"
+                            if binary else "lm (--bert-no-binary-head)"))
 
 
 def llava(it: Interp, anchor: str) -> None:
