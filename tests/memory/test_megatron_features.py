@@ -84,3 +84,24 @@ def test_fine_grained_offloading_moves_the_offloaded_modules_tensors_to_the_host
     assert -0.10 < (last.allocated_bytes - measured) / measured < 0
     found = {f.entry.key: f.entry for f in set_not_modeled(scenario.extra)}
     assert found["--fine-grained-activation-offloading"].direction == "low"
+
+
+def test_fp8_param_gather_keeps_bf16_embeddings_and_the_hopper_transpose():
+    """--fp8-param-gather (TE fp8_model_init): the linear weights are FP8 with their 1 B
+    transpose on Hopper (tensor/utils.py post_all_gather_processing), the embedding, output
+    layer and norms stay bf16 (memory/fp8.py). Megatron CI's weekly FP8 case (tp 4, cp 2,
+    distributed optimizer) allocates 300.7 MB after the step on H100: within 1%."""
+    path = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci")
+    with open(os.path.join(path, "records.json"), encoding="utf-8") as handle:
+        rec = next(r for r in json.load(handle) if r["case"] ==
+                   "gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap")
+    partial = M.load_path(os.path.join(path, rec["config_file"]), entry=rec["training_script"])
+    scenario, _ = build([partial, overrides_partial(["world_size=8", "gpu=H100-80GB"])])
+    assert scenario.training.fp8_params
+    last = estimate(scenario).stages[-1]
+    fp8, transpose = last.term("weights.fp8"), last.term("weights.fp8_transpose")
+    assert fp8.bytes == transpose.bytes > 0
+    # the word embedding (tied with the output layer), positions and norms stay 2 B each
+    assert "× 2 B" in last.term("weights").formula
+    after = rec["allocated_after_step_bytes"]
+    assert abs(persistent(last) - after) / after < 0.01
