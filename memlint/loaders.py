@@ -114,22 +114,21 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
         held = _buffer(path, max_bytes)
         if held is not None:
             return held
-    prov = Provenance(path, None, None, None)
-    if not regular:
-        try:
-            info = os.stat(path)
-        except OSError as exc:
-            return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}",
-                               prov)]
-        if not stat.S_ISREG(info.st_mode):
-            return None, [make(PARSE_ERROR, Severity.ERROR, f"not a regular file "
-                               f"({_kind(info)}); not read", prov)]
-        if info.st_size > max_bytes:
-            return None, [make(PARSE_ERROR, Severity.ERROR,
-                               f"file is {info.st_size} bytes, over the {max_bytes}-byte limit "
-                               "for configs (raise it with --max-file-size)", prov)]
     if regular:
-        return _read_listed(path, max_bytes, prov)
+        return _read_listed(path, max_bytes)
+    prov = Provenance(path, None, None, None)
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}",
+                           prov)]
+    if not stat.S_ISREG(info.st_mode):
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"not a regular file "
+                           f"({_kind(info)}); not read", prov)]
+    if info.st_size > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR,
+                           f"file is {info.st_size} bytes, over the {max_bytes}-byte limit "
+                           "for configs (raise it with --max-file-size)", prov)]
     try:
         fd = os.open(path, _O_READ)
         try:
@@ -159,7 +158,7 @@ _O_LISTED = _O_READ | getattr(os, "O_NOFOLLOW", 0)
 _FIRST_READ = 64 * 1024
 
 
-def _read_listed(path: str, max_bytes: int, prov) -> tuple[Optional[str], list]:
+def _read_listed(path: str, max_bytes: int) -> tuple[Optional[str], list]:
     """read_text of a file a directory listing called regular (a walk reads 100,000 of them): no
     stat and no fstat, so three system calls. Opened without following a link (one swapped in
     since the listing fails) and non-blocking; read 64 KiB at a time up to the limit."""
@@ -180,11 +179,12 @@ def _read_listed(path: str, max_bytes: int, prov) -> tuple[Optional[str], list]:
         finally:
             os.close(fd)
     except OSError as exc:
-        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}", prov)]
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}",
+                           Provenance(path, None, None, None))]
     if len(raw) > max_bytes:
         return None, [make(PARSE_ERROR, Severity.ERROR,
                            f"file is over the {max_bytes}-byte limit for configs (raise it with "
-                           "--max-file-size)", prov)]
+                           "--max-file-size)", Provenance(path, None, None, None))]
     return decode_bytes(raw, path)
 
 
