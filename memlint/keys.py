@@ -181,10 +181,15 @@ def to_bytes(value: Any) -> int:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         return int(number)
     text = str(value)
-    match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
-    if not match:
-        raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
-    number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
+    digits = text.rstrip("bBiIkKmMgGtT")
+    unit = text[len(digits):].lower()
+    if digits.isascii() and digits.isdigit() and unit in _UNITS and len(text) <= MAX_SIZE_CHARS:
+        number = float(digits) * _UNITS[unit]   # '4MiB', '80GB': as _SIZE reads them (start-up)
+    else:
+        match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
+        if not match:
+            raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
+        number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
     if number <= 0:
         raise ValueError(f"must be positive, got {_short(value)}")
     if not number <= MAX_BYTES:  # also inf from '1e400'
