@@ -225,4 +225,7 @@ def _size(text: str) -> Optional[int]:
     scale = {"": 1, "k": 1000, "m": 10**6, "g": 10**9}[match.group(2).lower()]
     if match.group(2).isupper():
         scale = {"K": 1024, "M": 1024**2, "G": 1024**3}[match.group(2)]
-    return int(float(match.group(1)) * scale)
+    whole, _, fraction = match.group(1).partition(".")
+    # exact integers (int(float(...)) overflowed on a 400-digit length): the key's own check
+    # then refuses a value too large, with its position
+    return int(whole) * scale + int(fraction or 0) * scale // 10 ** len(fraction)

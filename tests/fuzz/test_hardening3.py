@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from fuzz.test_hardening import guard, run
+from fuzz.test_hardening import check_json, guard, run
 from memlint import logs
 from memlint import comparison as compare
 
@@ -518,3 +518,12 @@ def test_the_benchs_table_names_each_case_of_each_finding():
     cases = [case[0] for case in bench.CASES_30]
     assert sorted(named) == sorted(cases)
     assert {int(name.split()[0]) for name in cases} == set(range(1, 14))
+
+
+def test_a_vllm_length_of_400_digits_is_an_invalid_value_not_an_overflow(repo):
+    # fuzz seed 6083395: int(float("1" + 400 zeros)) raised OverflowError in the vllm-serve reader
+    (repo / "serve.sh").write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len "
+                                   + "1" + "0" * 400 + " --max-num-batched-tokens 1.5k\n")
+    code, data = check_json(str(repo / "serve.sh"))
+    assert code == 1
+    assert any("max_model_len" in d["message"] and "too large" in d["message"] for d in data)
