@@ -688,6 +688,12 @@ _CONVENTION_KEYS = [
     _convention(M + "use-te-activation-func", to_bool,
         "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
         "applied after them, keeping their output)"),
+    _convention(M + "entry-script", to_str,
+        "the Megatron training script (recorded by the adapter): which get_batch builds the "
+        "batch (pretrain_gpt.py / pretrain_hybrid.py: the dataloader's attention mask)"),
+    _convention(M + "no-create-attention-mask-in-dataloader", to_bool,
+        "Megatron-LM: the GPT dataloader builds no B x 1 x T x T attention mask (default: it "
+        "does, megatron/core/datasets/gpt_dataset.py)"),
     _convention(M + "unsupported-architecture", to_str,
         "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
     _convention("gpt_neox.unsupported-architecture", to_str,
