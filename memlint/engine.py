@@ -282,7 +282,7 @@ def per_file_ignored(diagnostic: Diagnostic, rule: Optional[Rule], config: LintC
 def suppressed(diagnostic: Diagnostic, suppressions: dict, used=None) -> bool:
     """Inline `# memlint: disable=CODE,name` on the diagnostic's line (or disable-file); the
     directives that turn it off are added to `used` (suppressions.record_use)."""
-    if not diagnostic.path:
+    if not diagnostic.path or not suppressions:
         return False
     key = diagnostic.path
     table = suppressions.get(key)
