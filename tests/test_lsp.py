@@ -153,6 +153,34 @@ def test_the_suppress_action_for_json_adds_the_native_key(project):
     assert not any(d.code == "ML003" for d in again.diagnostics)
 
 
+def test_an_unused_suppression_is_removed_by_its_quick_fix(project):
+    from memlint.fixes import apply
+
+    path = str(project / "ds_config.json")
+    text = BROKEN.replace('{\n', '{\n  "memlint": {"disable": ["ML003", "duplicate-key"]},\n', 1)
+    found = analyze(path, {path: text})
+    [unused] = [d for d in found.diagnostics if d.code == "ML011"]
+    assert (unused.line, unused.key) == (2, "duplicate-key")
+    [remove] = A.actions(found, text, 2, 2)
+    assert remove.title == "Remove the unused suppression of duplicate-key" and remove.preferred
+    fixed = apply(text, remove.edits)
+    assert json.loads(fixed)["memlint"] == {"disable": ["ML003"]}
+    assert not [d for d in analyze(path, {path: fixed}).diagnostics if d.code in ("ML011", "ML003")]
+    # the last name takes the whole member (and its line) with it
+    text = BROKEN.replace('{\n', '{\n  "memlint": {"disable": ["duplicate-key"]},\n', 1)
+    [remove] = A.actions(analyze(path, {path: text}), text, 2, 2)
+    assert apply(text, remove.edits) == BROKEN
+    # a comment directive: the name, then the comment (alone on its line: the line)
+    toml = str(project / "memlint.toml")
+    run = RUN + "# memlint: disable=ML204,ML001\ntp = 1\n"
+    found = analyze(toml, {toml: run})
+    assert [d.key for d in found.diagnostics if d.code == "ML011"] == ["ml001", "ml204"]
+    first = apply(run, A.actions(found, run, 7, 7)[0].edits)
+    assert first.endswith("# memlint: disable=ML204\ntp = 1\n")
+    second = analyze(toml, {toml: first})
+    assert apply(first, A.actions(second, first, 7, 7)[0].edits) == RUN + "tp = 1\n"
+
+
 def test_a_shell_suppression_goes_before_the_whole_continued_command(tmp_path):
     (tmp_path / ".git").mkdir()
     script = ("#!/bin/bash\ntorchrun pretrain_gpt.py \\\n  --num-layers 2 --hidden-size 64 \\\n"
