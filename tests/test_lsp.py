@@ -1,7 +1,7 @@
 """`memlint server` driven over stdio as an editor drives it (tests/lsp_client.py): initialize,
 didOpen of a broken DeepSpeed config, publishDiagnostics at the right line, hover with GiB
-figures, the did-you-mean code action, a change that fixes the file, shutdown. The protocol-free
-parts (memlint/lsp/analysis.py) are tested directly below."""
+figures, the did-you-mean code action, a change that fixes the file, its save, shutdown. The
+protocol-free parts (memlint/lsp/analysis.py) are tested directly below."""
 import json
 import os
 import sys
@@ -89,6 +89,10 @@ def test_an_editor_session_over_stdio(project, tmp_path):
             "contentChanges": [{"range": edit["range"], "text": edit["newText"]}]})
         fixed = client.diagnostics(uri, version=2)
         assert not [d for d in fixed if d["code"] == "ML003"]
+        # the editor saves it: checked again, as it is now on disk
+        (project / "ds_config.json").write_text(BROKEN.replace("optimisation", "optimization"))
+        client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        assert client.diagnostics(uri, version=2) == fixed
         assert client.close() == 0
     finally:
         (tmp_path / "lsp-transcript.json").write_text(json.dumps(client.transcript, indent=1))
