@@ -181,10 +181,15 @@ def to_bytes(value: Any) -> int:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         return int(number)
     text = str(value)
-    match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
-    if not match:
-        raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
-    number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
+    digits = text.rstrip("bBiIkKmMgGtT")
+    unit = text[len(digits):].lower()
+    if digits.isascii() and digits.isdigit() and unit in _UNITS and len(text) <= MAX_SIZE_CHARS:
+        number = float(digits) * _UNITS[unit]   # '4MiB', '80GB': as _SIZE reads them (start-up)
+    else:
+        match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
+        if not match:
+            raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
+        number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
     if number <= 0:
         raise ValueError(f"must be positive, got {_short(value)}")
     if not number <= MAX_BYTES:  # also inf from '1e400'
@@ -683,6 +688,12 @@ _CONVENTION_KEYS = [
     _convention(M + "use-te-activation-func", to_bool,
         "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
         "applied after them, keeping their output)"),
+    _convention(M + "entry-script", to_str,
+        "the Megatron training script (recorded by the adapter): which get_batch builds the "
+        "batch (pretrain_gpt.py / pretrain_hybrid.py: the dataloader's attention mask)"),
+    _convention(M + "no-create-attention-mask-in-dataloader", to_bool,
+        "Megatron-LM: the GPT dataloader builds no B x 1 x T x T attention mask (default: it "
+        "does, megatron/core/datasets/gpt_dataset.py)"),
     _convention(M + "unsupported-architecture", to_str,
         "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
     _convention("gpt_neox.unsupported-architecture", to_str,
@@ -763,33 +774,88 @@ MAX_UNKNOWN_LISTED = 100
 
 
 def suggest(name: str, candidates) -> Optional[str]:
-    """The closest known name, for did-you-mean messages.
-
-    difflib's ratio is 2*matches/(len(a)+len(b)), so a candidate whose length is too far from
-    the name's can never reach the 0.6 cutoff: those are dropped before difflib runs, and a name
-    longer than any flag gets no suggestion (callers also cap how many they ask for per file)."""
-    import difflib  # for start-up speed: only a did-you-mean needs it
-
+    """The closest known name, for did-you-mean messages: difflib's answer
+    (`get_close_matches(name, candidates, n=1, cutoff=0.6)`, see close_matches). A name longer
+    than any flag gets no suggestion (callers also cap how many they ask for per file)."""
     size = len(name)
     if not size or size > MAX_SUGGEST_CHARS:
         return None
-    # The matches difflib counts are at most the shorter string's length, and each distinct
-    # character of one string that the other lacks is one character that cannot match: both
-    # bounds are set operations (no Python loop over characters), and a candidate that fails
-    # them could not have reached the cutoff, so the answer is difflib's own.
+    if isinstance(candidates, tuple):   # a fixed table: the same unknown name, the same answer
+        key = (name, candidates)
+        if key not in _SUGGESTED:
+            if len(_SUGGESTED) >= 10_000:
+                _SUGGESTED.clear()
+            _SUGGESTED[key] = next(iter(close_matches(name, candidates, 1)), None)
+        return _SUGGESTED[key]
+    return next(iter(close_matches(name, candidates, 1)), None)
+
+
+def close_matches(name: str, candidates, n: int = 3) -> list:
+    """`difflib.get_close_matches(name, candidates, n, cutoff=0.6)`, found without running
+    difflib on every candidate.
+
+    difflib's ratio is 2*M/(len(a)+len(b)) with M the characters of its matching blocks, so two
+    bounds of it need no alignment: M is at most the shorter length (its real_quick_ratio) and at
+    most the characters the two have in common, counted with multiplicity (its quick_ratio). A
+    candidate whose bound is under the cutoff is dropped, as difflib drops it; the rest are
+    aligned best bound first, and the search stops once the n best ratios found exceed every
+    bound left (a tie still goes to the larger string, as difflib's nlargest orders them)."""
+    size = len(name)
+    if n <= 0 or not size:
+        # difflib: n must be > 0; an empty name matches only an empty candidate (ratio 1)
+        import difflib  # start-up: only these corner cases need difflib itself
+
+        return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
     chars = set(name)
-    close = []
+    bounded = []   # (bound from the characters the two share at all, candidate)
     for c in candidates:
-        need = 0.6 * (size + len(c))
-        if need > 2 * min(size, len(c)):
+        total = size + len(c)
+        if 0.6 * total > 2 * min(size, len(c)):
             continue
         other = _CHARSETS.get(c)
         if other is None:
             other = _CHARSETS[c] = frozenset(c)
-        if need <= 2 * min(size - len(chars - other), len(c) - len(other - chars)):
-            close.append(c)
-    found = difflib.get_close_matches(name, close, n=1, cutoff=0.6)
-    return found[0] if found else None
+        shared = min(size - len(chars - other), len(c) - len(other - chars))
+        if 0.6 * total <= 2 * shared:
+            bounded.append((2.0 * shared / total, c))
+    if not bounded:
+        return []
+    # start-up: difflib loads only when a did-you-mean has a candidate to align
+    import difflib
+
+    bounded.sort(reverse=True)
+    counts = _counts(name)
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(name)
+    best: list = []   # the n best (ratio, candidate), best first
+    for bound, c in bounded:
+        if len(best) == n and bound < best[-1][0]:
+            break      # sorted: no candidate left can reach the n-th best ratio
+        theirs = _counts(c)
+        common = 2.0 * sum(min(k, theirs.get(ch, 0)) for ch, k in counts.items()) / (size + len(c))
+        if common < 0.6 or (len(best) == n and common < best[-1][0]):
+            continue
+        matcher.set_seq1(c)
+        found = (matcher.ratio(), c)
+        if found[0] >= 0.6 and (len(best) < n or found > best[-1]):
+            best.append(found)
+            best.sort(reverse=True)
+            del best[n:]
+    return [c for _, c in best]
+
+
+def _counts(text: str) -> dict:
+    """How often each character occurs in `text` (cached: candidate lists are fixed tables)."""
+    found = _COUNTS.get(text)
+    if found is None:
+        found = {}
+        for ch in text:
+            found[ch] = found.get(ch, 0) + 1
+        if len(_COUNTS) < 100_000:
+            _COUNTS[text] = found
+    return found
 
 
 _CHARSETS: dict = {}  # candidate -> its characters (the candidate lists are fixed tables)
+_COUNTS: dict = {}    # candidate -> its character counts
+_SUGGESTED: dict = {}  # (name, a tuple of candidates) -> suggest's answer, per process

@@ -930,14 +930,29 @@ def load_toml(path: str, text: str) -> Document:
     return doc
 
 
-_COMMENT_DIRECTIVE = re.compile(
+_COMMENT_DIRECTIVE = lazy_re.compile(
     r"#\s*memlint:\s*(disable(?:-file|-next-line)?)\s*=\s*([A-Za-z0-9_,\- ]+)")
 # JSON has no comments: `"memlint": {"disable": ["ML302", "unknown-key"]}` at the top level
 # (DeepSpeed and HF config.json ignore top-level keys they do not know) disables for the file.
-_JSON_DIRECTIVE = re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
+_JSON_DIRECTIVE = lazy_re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
 
 
-def suppressions(text: str) -> dict:
+class Suppressions(dict):
+    """line -> set of the codes/names (lower-case) turned off there (0: the whole file), and
+    `directives`: each directive as (its line, its names, the table lines it covers), so that
+    the engine can tell one that turned nothing off (ML011)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.directives: list = []
+
+    def add(self, line: int, names: set, covers: tuple) -> None:
+        self.directives.append((line, frozenset(names), covers))
+        for covered in covers:
+            self.setdefault(covered, set()).update(names)
+
+
+def suppressions(text: str) -> Suppressions:
     """`# memlint: disable=ML301,name` comments: line -> set of codes/names (lower-case).
 
     A comment alone on its line applies to the next line too, and to the lines a backslash
@@ -945,12 +960,13 @@ def suppressions(text: str) -> dict:
     everywhere (stored under line 0), as does a JSON file's top-level
     `"memlint": {"disable": [...]}`.
     """
-    found: dict = {}
+    found = Suppressions()
     if '"memlint"' in text:
         match = _JSON_DIRECTIVE.search(text)
         if match:
             names = {n.strip().strip('"').lower() for n in match.group(1).split(",")}
-            found.setdefault(0, set()).update(n for n in names if n)
+            if names - {""}:
+                found.add(text.count("\n", 0, match.start()) + 1, names - {""}, (0,))
     if "memlint:" not in text:
         return found
     lines = text.splitlines()
@@ -961,23 +977,34 @@ def suppressions(text: str) -> dict:
         names = {n.strip().lower() for n in match.group(2).split(",") if n.strip()}
         kind = match.group(1)
         if kind == "disable-file":
-            found.setdefault(0, set()).update(names)
+            found.add(number, names, (0,))
             continue
-        found.setdefault(number, set()).update(names)
+        covers = [number]
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
-            following = number + 1
-            found.setdefault(following, set()).update(names)
-            while following <= len(lines) and lines[following - 1].rstrip().endswith("\\"):
-                following += 1
-                found.setdefault(following, set()).update(names)
+            covers.append(number + 1)
+            while covers[-1] <= len(lines) and lines[covers[-1] - 1].rstrip().endswith("\\"):
+                covers.append(covers[-1] + 1)
+        found.add(number, names, tuple(covers))
     return found
 
 
 def inside(path: str, root: str) -> bool:
     """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
     containment check every reader of a referenced file uses)."""
-    real, base = os.path.realpath(path), os.path.realpath(root)
+    real, base = _realpath(path), _realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _realpath(path: str) -> str:
+    """os.path.realpath, once per absolute path and run (a directory check asks for the root
+    once per file); a relative path is resolved against the working directory of the moment."""
+    return _absolute_realpath(path) if os.path.isabs(path) else os.path.realpath(path)
+
+
+@lru_cache(maxsize=4096)
+def _absolute_realpath(path: str) -> str:
+    """The editor's server clears this between checks (memlint/document.py)."""
+    return os.path.realpath(path)
 
 
 def repo_root(path: str) -> str:

@@ -215,14 +215,8 @@ def _make(klass, frozen: bool, slots: bool):
                     delattr(klass, f.name)
                 else:
                     setattr(klass, f.name, f.default)
-    scope = {"__missing__": _MISSING, "__setattr__": object.__setattr__}
-    for f in declared:
-        scope[f"__default_{f.name}__"] = f.default
-        scope[f"__factory_{f.name}__"] = f.default_factory
-    exec(_init_source(names, declared, frozen, slots, hasattr(klass, "__post_init__")), scope)
-    init = scope["__init__"]
-    init.__qualname__ = f"{klass.__qualname__}.__init__"
-    klass.__init__ = init
+    klass.__init__ = _deferred_init(klass, declared, frozen, slots)
+    klass.__signature__ = _Signature()
     klass.__record_fields__ = tuple(declared)
     klass.__dataclass_fields__ = _DataclassFields()
     klass.__dataclass_params__ = _DataclassParams(frozen)
@@ -241,6 +235,106 @@ def _make(klass, frozen: bool, slots: bool):
     else:
         klass.__hash__ = None
     return klass
+
+
+#: Objects a record class makes with the interpreted `__init__` before its own is compiled: in a
+#: one-file check most record classes make one or two objects, and compiling an `__init__` costs
+#: as much as binding the arguments of a hundred calls in Python.
+INTERPRETED_CALLS = 4
+
+
+def _deferred_init(klass, declared: list, frozen: bool, slots: bool):
+    """The class's `__init__` until it is compiled: the first INTERPRETED_CALLS objects get their
+    fields bound in Python, as the compiled `__init__` binds them (in declaration order, each
+    default factory called in turn); then, or at once for a call it does not bind plainly (too
+    many arguments, an unknown or repeated keyword, a required field missing: the compiled one
+    raises the TypeError Python gives), the real `__init__` is compiled, put on the class and
+    run."""
+    names = tuple(f.name for f in declared)
+    calls = [0]
+
+    def __init__(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] > INTERPRETED_CALLS or len(args) > len(names):
+            return _compiled_init(klass)(self, *args, **kwargs)
+        values = {}
+        for f, value in zip(declared, args):
+            values[f.name] = value
+        for name, value in kwargs.items():
+            if name in values or name not in names:
+                return _compiled_init(klass)(self, *args, **kwargs)
+            values[name] = value
+        if len(values) < len(names) and not _with_defaults(declared, values):
+            return _compiled_init(klass)(self, *args, **kwargs)
+        if frozen and slots:
+            for f in declared:
+                object.__setattr__(self, f.name, _value(f, values))
+        elif frozen:
+            fields = self.__dict__
+            for f in declared:
+                fields[f.name] = _value(f, values)
+        else:
+            for f in declared:
+                setattr(self, f.name, _value(f, values))
+        if hasattr(klass, "__post_init__"):
+            self.__post_init__()
+
+    __init__.__qualname__ = f"{klass.__qualname__}.__init__"
+    __init__.__record_init__ = (declared, frozen, slots)
+    return __init__
+
+
+def _with_defaults(declared: list, values: dict) -> bool:
+    """Every field not given has a default or a default factory."""
+    return all(f.name in values or f.default is not _MISSING or f.default_factory is not _MISSING
+               for f in declared)
+
+
+def _value(f: Field, values: dict):
+    if f.name in values:
+        return values[f.name]
+    if f.default_factory is not _MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def _compiled_init(klass):
+    """The record class's compiled `__init__` (compiled now if it was not)."""
+    init = klass.__dict__["__init__"]
+    deferred = getattr(init, "__record_init__", None)
+    if deferred is None:
+        return init   # compiled already (by another thread, or for a signature)
+    declared, frozen, slots = deferred
+    scope = {"__missing__": _MISSING, "__setattr__": object.__setattr__}
+    for f in declared:
+        scope[f"__default_{f.name}__"] = f.default
+        scope[f"__factory_{f.name}__"] = f.default_factory
+    exec(_init_source([f.name for f in declared], declared, frozen, slots,
+                      hasattr(klass, "__post_init__")), scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{klass.__qualname__}.__init__"
+    klass.__init__ = init
+    return init
+
+
+class _Signature:
+    """`__signature__` of a record class (what inspect.signature and help() show): the
+    parameters of the `__init__` it runs, a record's compiled when asked for."""
+
+    def __get__(self, obj, owner):
+        if obj is not None:
+            return None   # an object has no signature of its own (records are not callable)
+        for klass in owner.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is not None:
+                if hasattr(init, "__record_init__"):
+                    init = _compiled_init(klass)
+                break
+        # start-up: only introspection (help(), inspect.signature) imports inspect
+        import inspect
+
+        signature = inspect.signature(init)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
 def _key_of(names: list):
