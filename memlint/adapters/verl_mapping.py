@@ -30,14 +30,21 @@ Read at volcengine/verl@f9c855f7 (v0.7.0); each rule below names the verl code i
 """
 from __future__ import annotations
 
+from memlint import verdicts
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
-from memlint.ir import Partial, Provenance
+from memlint.ir import VERSION_DEPENDENT, Partial, Provenance
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Optional
 
 A = "actor_rollout_ref."
+# free_cache_engine=False is honoured since verl PR #1464 (afee3acb5, 2025-06-29, first in v0.5.0);
+# before, the FSDP sharding manager put vLLM >= 0.7 to sleep at level 1 after every rollout
+# whatever the setting said (verl v0.4.1 verl/workers/sharding_manager/fsdp_vllm.py __exit__)
+AWAKE_SINCE = ("free_cache_engine=False keeps the engine awake between phases since verl 0.5.0 "
+               "(PR #1464); verl before 0.5 put vLLM 0.7+ to sleep at level 1 after each rollout "
+               "whatever it said (sharding_manager/fsdp_vllm.py at v0.4.1)")
 SLEEP_SOURCE = ("verl/third_party/vllm/__init__.py VLLM_SLEEP_LEVEL = 2 for vLLM >= 0.8.5 (1 "
                 "before, and on NPUs), level 1 with rollout.layered_summon "
                 "(workers/rollout/vllm_rollout/vllm_rollout.py)")
@@ -56,12 +63,15 @@ class Reader:
         self.version = version   # verl's, and the source file of its defaults (adapters/verl.py)
         self.file = file
 
-    def entry(self, key: str):
+    def entry(self, key: str, no_estimate: Optional[str] = None):
+        """The key's entry, or None (said, as info) where the script computes its value when it
+        runs; a value the estimate cannot go without names `no_estimate` (the summary's reason)."""
         entry = self.config.get(key)
         if entry is not None and entry.unresolved:
+            data = {"no_estimate": no_estimate} if no_estimate else {}
             self.partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO, f"{key}: {'; '.join(entry.unresolved)}; its value is "
-                "not known statically", entry.prov, key=key))
+                "not known statically", entry.prov, key=key, **data))
             return None
         return entry
 
@@ -224,7 +234,7 @@ def _topology(read: Reader) -> Optional[int]:
 
 
 def _model(read: Reader) -> None:
-    entry = read.entry(A + "model.path")
+    entry = read.entry(A + "model.path", verdicts.RUNTIME_VALUE)
     if entry is not None and isinstance(entry.value, str) and entry.value.strip() \
             and not entry.default:
         # start-up: the HF trainer reader is needed only here (one shared Hub/folder rule)
@@ -235,7 +245,7 @@ def _model(read: Reader) -> None:
         read.partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO, "actor_rollout_ref.model.path is not given: verl's "
             f"default ({entry.value}) is a placeholder; no memory estimate without a model",
-            read.anchor, key="model"))
+            read.anchor, key="model", no_estimate=verdicts.MODEL_NOT_RESOLVED))
     lora = read.number(A + "model.lora_rank", minimum=0)
     if lora:
         read.put("lora_rank", lora, A + "model.lora_rank")
@@ -482,6 +492,8 @@ def _engine(read: Reader) -> None:
     free = read.truth(r + "free_cache_engine")
     if free is False:
         read.put("engine.sleep_level", 0, r + "free_cache_engine")
+        read.partial.set_extra(VERSION_DEPENDENT + "engine_awake", AWAKE_SINCE,
+                               read.prov(r + "free_cache_engine"))
     elif read.truth(r + "layered_summon"):
         read.put("engine.sleep_level", 1, r + "layered_summon")
     else:
