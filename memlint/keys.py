@@ -688,6 +688,12 @@ _CONVENTION_KEYS = [
     _convention(M + "use-te-activation-func", to_bool,
         "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
         "applied after them, keeping their output)"),
+    _convention(M + "tp-comm-overlap", to_bool,
+        "Megatron-LM --tp-comm-overlap: Transformer Engine's userbuffers, device memory outside "
+        "PyTorch's allocator (memory/userbuffers.py)"),
+    _convention(M + "first-last-layers-bf16", to_bool,
+        "Megatron-LM --first-last-layers-bf16: bf16 layers beside FP8 ones (a second, "
+        "unquantized set of userbuffers under --tp-comm-overlap)"),
     _convention(M + "entry-script", to_str,
         "the Megatron training script (recorded by the adapter): which get_batch builds the "
         "batch (pretrain_gpt.py / pretrain_hybrid.py: the dataloader's attention mask)"),
