@@ -13,10 +13,10 @@ settings override theirs.
 """
 from __future__ import annotations
 
-import importlib
 import os
 from functools import lru_cache
 
+from memlint import lazy_import
 from memlint import plugins as _plugins
 from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
@@ -55,7 +55,7 @@ _CACHE: dict = {}
 
 def _import(name: str, builtin: bool, problems: list):
     try:
-        module = importlib.import_module(name)
+        module = lazy_import.imported(name)
     except ModuleNotFoundError as exc:
         if builtin and exc.name == name:
             return None
@@ -116,7 +116,8 @@ CLAIMS = {
     "memlint.adapters.llamafactory_v1": (".yaml", ".yml"),
     "memlint.adapters.llamafactory": (".yaml", ".yml"),
     "memlint.adapters.deepspeed_chat": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
-    "memlint.adapters.ms_swift": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
+    "memlint.adapters.ms_swift": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",
+                                  NO_EXTENSION),
     "memlint.adapters.hf_trainer": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", ".json",
                                     NO_EXTENSION),
     "memlint.adapters.deepspeed": (".json", ".hjson", ".conf"),
