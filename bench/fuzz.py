@@ -131,7 +131,8 @@ def main(argv=None) -> int:
                         help="without --count: run until this many seconds have passed "
                         "(default 600)")
     parser.add_argument("--progress", type=int, default=10_000,
-                        help="print a progress line every this many inputs (0: none)")
+                        help="print a progress line every this many inputs and each new "
+                        "distinct failure as it happens (0: neither)")
     parser.add_argument("--generated", type=float, default=_GENERATED,
                         help=f"share of generated cases (default {_GENERATED})")
     parser.add_argument("--seed", type=int, default=0, help="first seed (input i uses seed+i)")
@@ -174,8 +175,10 @@ def main(argv=None) -> int:
             if grown > biggest[0]:
                 biggest = (grown, seed)
             if failure is not None:
-                key = failure.split(":", 2)[:2]
-                failures.setdefault(":".join(key), []).append((seed, failure))
+                key = ":".join(failure.split(":", 2)[:2])
+                if key not in failures and args.progress:
+                    print(f"  new failure (seed {seed}): {failure[:200]}", flush=True)
+                failures.setdefault(key, []).append((seed, failure))
             kinds[_kind(seed)] += 1
             if args.progress and ran % args.progress == 0:
                 found = sum(len(v) for v in failures.values())

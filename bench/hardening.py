@@ -8,6 +8,56 @@ case the exit code DESIGN.md gives (2 only where memlint cannot do its job, with
 reason) and never "internal error". CPU time (user + system, from wait4) rather than wall time,
 so that a loaded machine does not change the verdict; tests/fuzz/test_hardening.py (issue 19)
 and tests/fuzz/test_hardening3.py (issue 30) pin the behaviour behind each number.
+
+Issue 30, item by item (its "Found" list) -> the case names below (each begins with the item's
+number; tests/fuzz/test_hardening3.py checks that this table and CASES_30 agree):
+
+  item  what the issue found                          case
+  1     log name's newline injects keys               1 file name injects keys
+        a control character leaves it invalid         1 control characters in its name
+        8 parallel runs lose [project]                1 8 parallel writers
+        follows a symlinked pyproject.toml out        1 symlinked pyproject.toml
+        writes one above the git root                 1 above the git root
+        CRLF files come back LF                       1 CRLF pyproject.toml
+        header inside a multi-line string             1 header in a multi-line string
+        inline `assumptions = {...}`                  1 inline assumptions = {...}
+        read-only target: internal error              1 read-only target
+        a directory: internal error                   1 a directory as the target
+        a missing folder: internal error              1 a missing folder
+  2     compare log number `1.2.3`                    2 log number 1.2.3
+        a 400-digit number                            2 log number of 400 digits
+        a 5,000-digit rank                            2 log rank of 5,000 digits
+        a 5,000-digit step                            2 log step of 5,000 digits
+        `.`                                           2 log number '.'
+        an unknown unit                               2 log unknown unit
+        (all of them at once: exit 2, one line)       2 log with no readable line
+  3     quadratic pattern, 144 KB line                3 torchtitan line of 144 KB
+        quadratic pattern, 240 KB line                3 DeepSpeed line of 240 KB
+        (the out-of-memory pattern, 240 KB)           3 out-of-memory line of 240 KB
+  4     1M-rank log: a 3.9 MB error message           4 1M-rank log, world size 8
+        1M ranks, matching world size: 7.17 GB        4 1M-rank log, its world size
+  5     newline in a file name, text output           5 newline in a file name (text)
+        newline in a file name, --format github       5 newline in a file name (github)
+        compare prints ESC/BEL of the log's name      5 ESC and BEL in a log's name
+  6     markdown passes <img>, <a>, @mentions         6 markdown: HTML and @mention
+  7     pyproject.toml of 1.5 GB read uncapped        7 pyproject.toml of 1.5 GB
+  8     check DIR, 1,000-deep tree: RecursionError    8 check a 1,000-deep tree
+        100k non-config files: 13-15 s                8 check 100k non-config files
+  9     deep config.json in the HF cache              9 deep config.json in the HF cache
+        deep config.json fetched with --hub           9 deep config.json from --hub
+  10    one Latin-1 byte in [tool.memlint]            10 Latin-1 byte in pyproject.toml
+  11    launch line after ~64 KB of preamble          11 launch line after 64 KB
+  12    DeepSpeed JSON, 120,000 unknown keys          12 DeepSpeed, 120,000 unknown keys
+  13    plan --global-batch 2**50: 3.4 s              13 plan --global-batch 2**50
+        plan --top 100000: 8.7 s                      13 plan --top 100000
+        memlint.toml listing 20k files: 5.3 s         13 memlint.toml listing 20k files
+        a 200 MB binary log: 3.2 s                    13 a 200 MB binary log
+        a 4 MB TOML float: 480 MB                     13 a 4 MB TOML float
+
+Exit 2 (memlint cannot do its job) and its one-line reason: a symlinked, read-only, directory or
+missing target, or one above the git root (not written); a log with no readable memory line, a
+binary log, ranks the run does not have; a pyproject.toml over the size cap or not UTF-8 (the
+configuration cannot be read); a --hub config nested deeper than the JSON limit.
 """
 from __future__ import annotations
 
@@ -120,6 +170,7 @@ GOOD = ("[Rank 0] (after 10 iterations) memory (MB) | allocated: 10250.5 | max a
         "| reserved: 17482.0 | max reserved: 17482.0\n")
 COMPARE = ["compare", "train.log", "--model", GPT2]
 WRITE = COMPARE + ["--write-assumptions"]
+CONTROLS = "c\x1b[31m\x07\x7f\x01.log"
 HOSTILE = "a\nFORGED::error file=x.py,line=1::forged\x1b[31m\x07<img src=x>@someone.json"
 DS = '{"train_batch_size": 8, "zero_optimization": {"stage": 7}}'
 
@@ -191,7 +242,7 @@ def _github_lines(work, out, err):
 
 def _markdown(work, out, err):
     text = re.sub(r"(`+)[^`]*?\1", "", out)
-    found = [n for n in ("<img", "@someone") if n in text]
+    found = [n for n in ("<img", "<a ", "</a>", "@someone") if n in text]
     return f"passes {found}" if found else None
 
 
@@ -292,6 +343,9 @@ CASES_30 = [
      ["compare", "a\nallow-outside-root = true\n.log", "--model", GPT2, "--write-assumptions"],
      (0,), lambda w: shutil.copy(LOG, os.path.join(w, "a\nallow-outside-root = true\n.log")),
      _intact, None),
+    ("1 control characters in its name", {"pyproject.toml": PYPROJECT},
+     ["compare", CONTROLS, "--model", GPT2, "--write-assumptions"], (0,),
+     lambda w: shutil.copy(LOG, os.path.join(w, CONTROLS)), _intact, None),
     ("1 8 parallel writers", {"pyproject.toml": PYPROJECT}, WRITE, (0,), _log_file, _intact,
      "parallel"),
     ("1 symlinked pyproject.toml", {}, WRITE, (2,), lambda w: (_log_file(w), _symlink_out(w)),
@@ -351,7 +405,8 @@ CASES_30 = [
     ("5 ESC and BEL in a log's name", {}, ["compare", "t\x1b[2J\x07.log", "--model", GPT2],
      (0,), lambda w: shutil.copy(LOG, os.path.join(w, "t\x1b[2J\x07.log")), _no_forged, None),
     ("6 markdown: HTML and @mention", {HOSTILE: DS, "b.json": '{"train_batch_size": 8, '
-                                                            '"<img src=x>": 1, "@someone": 2}'},
+                                                            '"<img src=x>": 1, "@someone": 2, '
+                                                            '"<a href=x>y</a>": 3}'},
      ["check", "--format", "markdown", "."], (1,), None, _markdown, None),
     ("7 pyproject.toml of 1.5 GB", {"ds_config.json": DS}, ["check", "ds_config.json"], (2,),
      _sparse_pyproject, _one_line("over the"), None),

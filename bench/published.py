@@ -25,6 +25,12 @@ METRIC_FIELD = {"max_reserved": "reserved_bytes", "max_allocated": "allocated_by
                 "peak_active": "allocated_bytes", "unspecified": "device_bytes"}
 
 
+# the engine that runs the step (scenario key `framework`), as the README's accuracy section
+# names the families: a Qwen Q-LoRA row is a DeepSpeed run, whoever published it
+FRAMEWORK_FAMILY = {"fsdp2": "torchtitan / FSDP2", "hf": "HF Trainer", "deepspeed": "DeepSpeed",
+                    "megatron": "Megatron-LM"}
+
+
 @contextlib.contextmanager
 def _cwd(path: str):
     before = os.getcwd()
@@ -73,6 +79,8 @@ def published_run(folder: str, row: dict) -> dict:
                error=(predicted - out["measured"]) / out["measured"],
                allocated=stage.allocated_bytes, reserved=stage.reserved_bytes,
                device=stage.device_bytes, components=stage.components(),
+               framework=FRAMEWORK_FAMILY.get(estimate.scenario.training.framework,
+                                              estimate.scenario.training.framework),
                assumed=[a.get("key") if isinstance(a, dict) else str(a)
                         for a in getattr(estimate, "assumed", ())])
     return out
@@ -114,6 +122,9 @@ def print_published(rows: list, worst: int = 0) -> None:
     print("per group:")
     for group in sorted({r["group"] for r in done}):
         line("  " + group, [r for r in done if r["group"] == group])
+    print("per framework (the engine that runs the step):")
+    for family in sorted({r["framework"] for r in done}):
+        line("  " + family, [r for r in done if r["framework"] == family])
     print("per metric (compared with):")
     for metric in sorted({r["metric"] for r in done}):
         line(f"  {metric} ({METRIC_FIELD[metric].split('_')[0]})",
@@ -125,10 +136,12 @@ def print_published(rows: list, worst: int = 0) -> None:
         if "not_estimable" in r:
             print(f"  not estimable: {r['id']}: {r['not_estimable']}")
     print("\nrows (signed error; GiB: measured, allocated / reserved / device; phase; "
-          "components):")
+          "components; * = the allocator's idle blocks are not modeled for the run's engine, "
+          "reserved = allocated beside the loss's: assumption runtime.allocator):")
     ordered = sorted(done, key=lambda r: -abs(r["error"]))
     for r in ordered[:worst] if worst else ordered:
         comp = " ".join(f"{k[:3]} {v / GiB:.1f}" for k, v in r["components"].items() if v)
-        print(f"  {r['error']:+7.2%} {r['id']:<28} {r['metric'][:5]:<6}"
+        star = "*" if "runtime.allocator" in r["assumed"] else " "
+        print(f"  {r['error']:+7.2%}{star}{r['id']:<28} {r['metric'][:5]:<6}"
               f"{r['measured'] / GiB:6.1f} | {r['allocated'] / GiB:5.1f} / "
               f"{r['reserved'] / GiB:5.1f} / {r['device'] / GiB:5.1f}  {r['phase']:<18} {comp}")

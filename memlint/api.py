@@ -48,6 +48,7 @@ from memlint.records import field, record, replace
 from memlint.rules import registry
 from memlint.runs import Planner, Run, default_paths, expand, file_anchor
 from memlint.scenario import build, overrides_partial
+from memlint.suppressions import drop_used
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def _usage_problems(diagnostics: list) -> None:
 # One run
 
 
-def run_pipeline(run: Run, options: Options, reg):
+def run_pipeline(run: Run, options: Options, reg, used: Optional[set] = None):
     """partials -> Scenario -> Estimate (with a model) -> engine: (diagnostics, estimate).
 
     The run's resolved context (topology, architecture, dtypes, schedule; memory/context.py) is
@@ -211,7 +212,7 @@ def run_pipeline(run: Run, options: Options, reg):
     formats = tuple(p.fmt for p in partials)
     suppressions = {p.source: p.suppressions for p in partials if p.suppressions}
     diagnostics = engine.lint(scenario, estimate, run.config, reg, pre, suppressions, formats,
-                              anchor=anchor, resolved=resolved)
+                              anchor=anchor, resolved=resolved, used=used)
     return diagnostics, estimate
 
 
@@ -343,10 +344,11 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
     fail_on = None
     seen = set()
     summary = verdicts.Summary()
+    used: set = set()      # the inline suppressions some run used (ML011 is for the others)
     for run in runs:
         validate(run.config, reg)
         fail_on = run.config.fail_on if fail_on is None else min(fail_on, run.config.fail_on)
-        found, estimate = run_pipeline(run, options, reg)
+        found, estimate = run_pipeline(run, options, reg, used)
         for d in found:
             identity = (d.code, d.message, d.path, d.line, d.column)
             if identity not in seen:   # a file shared by two runs: one report per finding
@@ -356,7 +358,7 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
             estimates.append(estimate)
         summary.add(run_files(run), verdicts.run_reason(
             found, estimate, all(p.fmt == "unknown" for p in run.partials)))
-    result = CheckResult(diagnostics, estimates,
+    result = CheckResult(drop_used(diagnostics, used), estimates,
                          fail_on or lint_config(options, cwd).fail_on, reg, summary)
     if options.require_estimate:
         result.diagnostics.extend(missing_estimates(summary, options.skip_unknown))

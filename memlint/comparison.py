@@ -256,6 +256,17 @@ def _world(scenario, estimate, by_rank: dict) -> int:
     return world
 
 
+def _pipeline(scenario, stages: dict, world: int) -> int:
+    """The pipeline stages ranks are placed on: the estimate's own (a vLLM engine's is one stage
+    whatever pp the scenario sets), which must divide the world size."""
+    pp = scenario.parallelism.pp if len(stages) == scenario.parallelism.pp else len(stages)
+    if world % pp or sorted(stages) != list(range(pp)):
+        raise CompareError(f"the run's world size {world} is not a multiple of its {pp} pipeline "
+                           "stages: its ranks cannot be placed on stages (give the run's "
+                           "--world-size and --set pp=...)")
+    return pp
+
+
 def _peak(measured: dict) -> int:
     for metric in ("max_allocated", "max_active", "max_reserved", "device", "allocated"):
         if metric in measured:
@@ -294,8 +305,8 @@ def compare(scenario, estimate, report: LogReport) -> Comparison:
     notes = _log_notes(report)
     by_rank = _by_rank(report, notes)
     world = _world(scenario, estimate, by_rank)
-    pp = scenario.parallelism.pp
     stages = {s.stage: s for s in estimate.stages}
+    pp = _pipeline(scenario, stages, world)
     sides_of: dict = {}
     ranks = []
     for rank, measured in sorted(_shown_ranks(by_rank, world, pp, notes).items()):

@@ -95,6 +95,7 @@ UNRESOLVED = ("ML007", "unresolved-value")
 UNKNOWN_MODEL_TYPE = ("ML008", "unknown-model-type")
 INTERNAL_ERROR = ("ML009", "internal-error")
 DUPLICATE_KEY = ("ML010", "duplicate-key")
+UNUSED_SUPPRESSION = ("ML011", "unused-suppression")
 
 
 def make(kind: tuple, severity: Severity, message: str, prov: Optional[Provenance] = None,

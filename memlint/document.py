@@ -17,6 +17,7 @@ from memlint import loaders
 from memlint.api import Options, lint_config, run_pipeline, validate
 from memlint.rules import registry
 from memlint.runs import Planner
+from memlint.suppressions import drop_used
 
 
 @dataclass
@@ -64,10 +65,10 @@ def analyze(path: str, buffers: dict, options: Options = None) -> Analysis:
         reg = registry()
         planner = Planner(options.max_bytes, options.allow_outside_root,
                           config_of=lambda p: lint_config(options, p))
-        seen = set()
+        seen, used = set(), set()
         for run in planner.plan([path]):
             validate(run.config, reg)
-            found, estimate = run_pipeline(run, options, reg)
+            found, estimate = run_pipeline(run, options, reg, used)
             result.runs.append(RunState(run, found, estimate))
             for d in found:
                 identity = (d.code, d.message, d.path, d.line, d.column)
@@ -79,6 +80,9 @@ def analyze(path: str, buffers: dict, options: Options = None) -> Analysis:
                     result.diagnostics.append(d)
                 elif os.path.isfile(where):
                     result.elsewhere.setdefault(where, []).append(d)
+        result.diagnostics = drop_used(result.diagnostics, used)
+        result.elsewhere = {where: drop_used(found, used)
+                            for where, found in result.elsewhere.items()}
     except Exception as exc:  # noqa: BLE001 - the editor gets one message, never a crash
         result.error = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(
             path) else str(exc)

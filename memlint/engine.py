@@ -28,6 +28,7 @@ from memlint.records import field, record, replace
 from memlint.rules import Registry, configure
 from memlint.rules import registry as default_registry
 from memlint.rules.base import Context, Finding, Rule
+from memlint.suppressions import record_use, unused
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -261,19 +262,24 @@ def per_file_ignored(diagnostic: Diagnostic, rule: Optional[Rule], config: LintC
     return False
 
 
-def suppressed(diagnostic: Diagnostic, suppressions: dict) -> bool:
-    """Inline `# memlint: disable=CODE,name` on the diagnostic's line (or disable-file)."""
+def suppressed(diagnostic: Diagnostic, suppressions: dict, used=None) -> bool:
+    """Inline `# memlint: disable=CODE,name` on the diagnostic's line (or disable-file); the
+    directives that turn it off are added to `used` (suppressions.record_use)."""
     if not diagnostic.path:
         return False
-    table = suppressions.get(diagnostic.path)
+    key = diagnostic.path
+    table = suppressions.get(key)
     if table is None:
-        table = suppressions.get(os.path.abspath(diagnostic.path))
+        key = os.path.abspath(diagnostic.path)
+        table = suppressions.get(key)
     if not table:
         return False
     names = set(table.get(0, ()))
     if diagnostic.line is not None:
         names |= set(table.get(diagnostic.line, ()))
     wanted = {"all", diagnostic.code.lower(), diagnostic.rule.lower()}
+    if names & wanted and used is not None:
+        record_use(key, table, wanted, diagnostic.line, used)
     return bool(names & wanted)
 
 
@@ -284,13 +290,15 @@ def suppressed(diagnostic: Diagnostic, suppressions: dict) -> bool:
 def lint(scenario, estimate, config: Optional[LintConfig] = None,
          reg: Optional[Registry] = None, pre: Iterable[Diagnostic] = (),
          suppressions: Optional[dict] = None, formats: tuple = (),
-         anchor=None, resolved: Optional[Resolved] = None) -> list:
+         anchor=None, resolved: Optional[Resolved] = None, used: Optional[set] = None) -> list:
     """Run every enabled rule; filter and stamp their findings and the `pre` diagnostics.
 
     `anchor` (a path or a Provenance) is where the run is defined: a finding whose values came
     from the command line or from no file is reported there, so every diagnostic has a location.
     `resolved`: the run's resolved context (memory/context.py); without one, the estimate's, or
     one made here. Every rule gets the same one, so each part is computed once per run.
+    `used`: collects the inline suppressions that turned a finding off (several runs of one
+    check share it, so that suppressions.drop_used can keep an unused one of every run only).
     """
     config = config or LintConfig()
     reg = reg or default_registry()
@@ -299,12 +307,17 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
         anchor = anchor_of(scenario)
     anchor = as_anchor(anchor)
     out: list = []
+    used = set() if used is None else used
+    # the rules an unused suppression is reported for (suppressions.py): those found before the
+    # rules run, whose findings are known even where they are turned off
+    judged = {r.code.lower() for r in reg if getattr(r, "reserved", False)}
+    pre = [locate_diagnostic(diagnostic, anchor) for diagnostic in pre]
 
     for diagnostic in pre:
-        diagnostic = locate_diagnostic(diagnostic, anchor)
         rule = reg.get(diagnostic.code)
         if rule is not None:
             if not is_enabled(rule, config):
+                suppressed(diagnostic, suppressions, used)   # a directive for it is not unused
                 continue
             severity = _configured_severity(rule, config)
             if severity is not None:
@@ -319,6 +332,8 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
                 continue
             if rule.formats and not set(rule.formats) & set(formats):
                 continue
+            if estimate is not None:
+                judged.add(rule.code.lower())
             ctx = Context(scenario=scenario, estimate=estimate, options=_options(rule, config),
                           formats=tuple(formats), resolved=resolved)
             try:
@@ -336,13 +351,26 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
                     finding = Finding(finding)
                 out.append(to_diagnostic(rule, finding, scenario, config, anchor))
 
+    if scenario is None or any(d.code == "ML001" and d.severity == Severity.ERROR for d in pre):
+        judged = set()          # what an unread file or a failed run would have found is unknown
+    elif estimate is not None and not config.select:
+        judged.add("all")       # every rule ran (but those `ignore` turns off everywhere)
+    kept = _kept(out, reg, config, suppressions, used)
+    kept.extend(unknown_suppressions(suppressions, reg))
+    kept.extend(_unused_suppressions(suppressions, used, judged, reg, config))
+    return sorted(kept, key=Diagnostic.sort_key)
+
+
+def _kept(found: list, reg: Registry, config: LintConfig, suppressions: dict,
+          used: set) -> list:
+    """The findings that no per-file ignore or inline suppression drops, each once."""
     kept = []
     seen = set()
-    for diagnostic in out:
+    for diagnostic in found:
         rule = reg.get(diagnostic.code)
         if not diagnostic.data.get("internal") and (
-                per_file_ignored(diagnostic, rule, config)
-                or suppressed(diagnostic, suppressions)):
+                suppressed(diagnostic, suppressions, used)
+                or per_file_ignored(diagnostic, rule, config)):
             continue
         identity = (diagnostic.code, diagnostic.message, diagnostic.path, diagnostic.line,
                     diagnostic.column)
@@ -350,8 +378,28 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
             continue
         seen.add(identity)
         kept.append(diagnostic)
-    kept.extend(unknown_suppressions(suppressions, reg))
-    return sorted(kept, key=Diagnostic.sort_key)
+    return kept
+
+
+def _unused_suppressions(suppressions: dict, used: set, judged: set, reg: Registry,
+                         config: LintConfig) -> list:
+    """ML011 (suppressions.unused) where it is enabled, at its configured severity, and not
+    itself suppressed."""
+    rule = reg.get("ML011")
+    if rule is None or not is_enabled(rule, config):
+        return []
+    judged = judged | {reg.rules[code.upper()].name.lower() for code in judged
+                       if code.upper() in reg.rules}
+    known = {"all"} | {code.lower() for code in reg.rules} | {n.lower() for n in reg.by_name}
+    severity = _configured_severity(rule, config)
+    out = []
+    for diagnostic in unused(suppressions, used, judged, known):
+        if severity is not None:
+            diagnostic = diagnostic.with_severity(severity)
+        if not (suppressed(diagnostic, suppressions, used)
+                or per_file_ignored(diagnostic, rule, config)):
+            out.append(diagnostic)
+    return out
 
 
 def unknown_suppressions(suppressions: dict, reg: Registry) -> list:

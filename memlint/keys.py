@@ -372,8 +372,10 @@ _KEYS = [
         "modules trained in full beside the LoRA adapters (PEFT modules_to_save: embed_tokens, "
         "lm_head)"),
     Key("base_quant", "training", "base_quant",
-        choice("none", "int8", "nf4", aliases={"4bit": "nf4", "8bit": "int8"}),
-        "quantization of the frozen base (QLoRA: nf4)"),
+        choice("none", "int8", "nf4", "gptq", aliases={"4bit": "nf4", "8bit": "int8",
+                                                      "gptq4": "gptq"}),
+        "quantization of the frozen base (QLoRA: nf4; gptq: a 4-bit GPTQ checkpoint, group size "
+        "128, run through auto-gptq's QuantLinear)"),
     Key("images_per_sample", "training", "images_per_sample", non_negative_int,
         "images per sample (VLMs)"),
     Key("tokens_per_image", "training", "tokens_per_image", non_negative_int,
@@ -724,6 +726,11 @@ _CONVENTION_KEYS = [
     _convention("accelerate.fsdp_version", positive_int,
         "accelerate's fsdp_config.fsdp_version: 1 FullyShardedDataParallel (the default), 2 "
         "fully_shard (recorded by the accelerate adapter)"),
+    _convention("transformers.loss_upcast", to_bool,
+        "the model's causal-LM loss upcasts the logits to fp32 (default true: transformers' own "
+        "classes, ForCausalLMLoss / logits.float()); false for remote modeling code that runs "
+        "CrossEntropyLoss on the logits as they are (Qwen v1 modeling_qwen.py). Under "
+        "torch.autocast cross_entropy runs in fp32 either way"),
     _convention("torchtitan.disable_loss_parallel", to_bool,
         "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
         "parallelism the output layer's logits are gathered to the full vocabulary on every rank "

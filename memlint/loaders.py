@@ -114,22 +114,21 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
         held = _buffer(path, max_bytes)
         if held is not None:
             return held
-    prov = Provenance(path, None, None, None)
-    if not regular:
-        try:
-            info = os.stat(path)
-        except OSError as exc:
-            return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}",
-                               prov)]
-        if not stat.S_ISREG(info.st_mode):
-            return None, [make(PARSE_ERROR, Severity.ERROR, f"not a regular file "
-                               f"({_kind(info)}); not read", prov)]
-        if info.st_size > max_bytes:
-            return None, [make(PARSE_ERROR, Severity.ERROR,
-                               f"file is {info.st_size} bytes, over the {max_bytes}-byte limit "
-                               "for configs (raise it with --max-file-size)", prov)]
     if regular:
-        return _read_listed(path, max_bytes, prov)
+        return _read_listed(path, max_bytes)
+    prov = Provenance(path, None, None, None)
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}",
+                           prov)]
+    if not stat.S_ISREG(info.st_mode):
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"not a regular file "
+                           f"({_kind(info)}); not read", prov)]
+    if info.st_size > max_bytes:
+        return None, [make(PARSE_ERROR, Severity.ERROR,
+                           f"file is {info.st_size} bytes, over the {max_bytes}-byte limit "
+                           "for configs (raise it with --max-file-size)", prov)]
     try:
         fd = os.open(path, _O_READ)
         try:
@@ -159,7 +158,7 @@ _O_LISTED = _O_READ | getattr(os, "O_NOFOLLOW", 0)
 _FIRST_READ = 64 * 1024
 
 
-def _read_listed(path: str, max_bytes: int, prov) -> tuple[Optional[str], list]:
+def _read_listed(path: str, max_bytes: int) -> tuple[Optional[str], list]:
     """read_text of a file a directory listing called regular (a walk reads 100,000 of them): no
     stat and no fstat, so three system calls. Opened without following a link (one swapped in
     since the listing fails) and non-blocking; read 64 KiB at a time up to the limit."""
@@ -180,11 +179,12 @@ def _read_listed(path: str, max_bytes: int, prov) -> tuple[Optional[str], list]:
         finally:
             os.close(fd)
     except OSError as exc:
-        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}", prov)]
+        return None, [make(PARSE_ERROR, Severity.ERROR, f"cannot read file: {_why(exc)}",
+                           Provenance(path, None, None, None))]
     if len(raw) > max_bytes:
         return None, [make(PARSE_ERROR, Severity.ERROR,
                            f"file is over the {max_bytes}-byte limit for configs (raise it with "
-                           "--max-file-size)", prov)]
+                           "--max-file-size)", Provenance(path, None, None, None))]
     return decode_bytes(raw, path)
 
 
@@ -937,7 +937,22 @@ _COMMENT_DIRECTIVE = re.compile(
 _JSON_DIRECTIVE = re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
 
 
-def suppressions(text: str) -> dict:
+class Suppressions(dict):
+    """line -> set of the codes/names (lower-case) turned off there (0: the whole file), and
+    `directives`: each directive as (its line, its names, the table lines it covers), so that
+    the engine can tell one that turned nothing off (ML011)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.directives: list = []
+
+    def add(self, line: int, names: set, covers: tuple) -> None:
+        self.directives.append((line, frozenset(names), covers))
+        for covered in covers:
+            self.setdefault(covered, set()).update(names)
+
+
+def suppressions(text: str) -> Suppressions:
     """`# memlint: disable=ML301,name` comments: line -> set of codes/names (lower-case).
 
     A comment alone on its line applies to the next line too, and to the lines a backslash
@@ -945,12 +960,13 @@ def suppressions(text: str) -> dict:
     everywhere (stored under line 0), as does a JSON file's top-level
     `"memlint": {"disable": [...]}`.
     """
-    found: dict = {}
+    found = Suppressions()
     if '"memlint"' in text:
         match = _JSON_DIRECTIVE.search(text)
         if match:
             names = {n.strip().strip('"').lower() for n in match.group(1).split(",")}
-            found.setdefault(0, set()).update(n for n in names if n)
+            if names - {""}:
+                found.add(text.count("\n", 0, match.start()) + 1, names - {""}, (0,))
     if "memlint:" not in text:
         return found
     lines = text.splitlines()
@@ -961,15 +977,14 @@ def suppressions(text: str) -> dict:
         names = {n.strip().lower() for n in match.group(2).split(",") if n.strip()}
         kind = match.group(1)
         if kind == "disable-file":
-            found.setdefault(0, set()).update(names)
+            found.add(number, names, (0,))
             continue
-        found.setdefault(number, set()).update(names)
+        covers = [number]
         if kind == "disable-next-line" or line[:match.start()].strip() == "":
-            following = number + 1
-            found.setdefault(following, set()).update(names)
-            while following <= len(lines) and lines[following - 1].rstrip().endswith("\\"):
-                following += 1
-                found.setdefault(following, set()).update(names)
+            covers.append(number + 1)
+            while covers[-1] <= len(lines) and lines[covers[-1] - 1].rstrip().endswith("\\"):
+                covers.append(covers[-1] + 1)
+        found.add(number, names, tuple(covers))
     return found
 
 

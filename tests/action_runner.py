@@ -138,9 +138,21 @@ def run_action(folder: str, inputs: dict, *, workspace: str, temp: str, env: dic
     contexts = {"inputs": values, "runner": {"os": "Linux", "temp": temp},
                 "github": dict(github or {"event_name": "push", "repository": "me/trainer",
                                           "actor": "me"}), "steps": {}}
+    result = run_steps(action["runs"]["steps"], contexts, folder=folder, workspace=workspace,
+                       temp=temp, env=env, timeout=timeout)
+    result.outputs = {name: substitute(spec["value"], contexts)
+                      for name, spec in (action.get("outputs") or {}).items()}
+    return result
+
+
+def run_steps(steps: list, contexts: dict, *, folder: str, workspace: str, temp: str, env: dict,
+              timeout: int = 900) -> ActionRun:
+    """Run a job's (or a composite action's) steps in order, as the runner would: `run:`
+    scripts with bash -eo pipefail in the workspace, `uses:` steps recorded, not run."""
+    contexts.setdefault("steps", {})     # each step's outputs, for the ones after it
     summary = os.path.join(temp, "step-summary.md")
     result = ActionRun()
-    for number, step in enumerate(action["runs"]["steps"]):
+    for number, step in enumerate(steps):
         name = step.get("name", f"step {number}")
         # GitHub adds success() to every condition without a status function
         wanted = not result.failed and (condition(step["if"], contexts) if "if" in step else True)
@@ -171,6 +183,4 @@ def run_action(folder: str, inputs: dict, *, workspace: str, temp: str, env: dic
             contexts["steps"][step["id"]] = {"outputs": outputs}
         if done.returncode != 0:
             result.failed = True
-    result.outputs = {name: substitute(spec["value"], contexts)
-                      for name, spec in (action.get("outputs") or {}).items()}
     return result

@@ -148,7 +148,7 @@ def _readme_blocks(language: str) -> list:
 @needs_bash
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_the_readme_recipe_runs_the_action_from_a_copy_of_the_source_tree(tmp_path):
-    from action_runner import run_action
+    from action_runner import run_action, run_steps
     from snapshot_repo import GIT_ENV, snapshot
 
     home, user, temp = tmp_path / "home", tmp_path / "trainer", tmp_path / "runner-temp"
@@ -180,3 +180,19 @@ def test_the_readme_recipe_runs_the_action_from_a_copy_of_the_source_tree(tmp_pa
     assert sarif["runs"][0]["results"] and sarif["runs"][0]["tool"]["driver"]["semanticVersion"]
     assert (temp / "step-summary.md").read_text().startswith("## memlint ❌ fails")
     assert run.ran[-1] == "Fail on findings" and run.failed and run.outputs["exit-code"] == "1"
+
+    # "Or by hand, from the same copy": the README's steps, in the action's virtual environment
+    [by_hand] = [yaml.safe_load(b) for b in _readme_blocks("yaml") if b.startswith("- run: pip")]
+    (user / "memlint.sarif").unlink()
+    (temp / "by-hand").mkdir()
+    venv = str(temp / "memlint-venv")
+    env = dict(env, VIRTUAL_ENV=venv, PATH=os.path.join(venv, "bin") + os.pathsep + env["PATH"])
+    hand = run_steps(by_hand, {"runner": {"os": "Linux", "temp": str(temp)}}, folder=folder,
+                     workspace=str(user), temp=str(temp / "by-hand"), env=env)
+    assert hand.used == [("github/codeql-action/upload-sarif@v4",
+                          {"sarif_file": "memlint.sarif"})], hand.stdout[-3000:]
+    # the SARIF step goes on past the findings (`|| true`); the summary step gates the job
+    assert hand.ran == ["step 0", "step 1", "step 2"] and hand.failed
+    results = json.loads((user / "memlint.sarif").read_text())["runs"][0]["results"]
+    assert any(r["ruleId"] == "ML101" for r in results)
+    assert "ML101" in (temp / "by-hand" / "step-summary.md").read_text()

@@ -45,7 +45,7 @@ STDLIB = {"bisect", "_bisect", "errno", "fnmatch", "glob", "contextlib", "math",
           "collections.abc", "encodings.utf_8_sig", "locale", "_locale", "__future__"}
 CORE = {
     "memlint", "memlint.cli", "memlint.commands", "memlint.commands.arguments", "memlint.api",
-    "memlint.engine", "memlint.config", "memlint.runs", "memlint.scenario", "memlint.ir",
+    "memlint.engine", "memlint.suppressions", "memlint.config", "memlint.runs", "memlint.scenario", "memlint.ir",
     "memlint.records", "memlint.lazy_re", "memlint.lazy_import", "memlint.diagnostics",
     "memlint.errors",
     "memlint.escape", "memlint.keys", "memlint.loaders", "memlint.assumptions", "memlint.units",

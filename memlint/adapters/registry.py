@@ -202,13 +202,13 @@ def detect_format(path: str, text: str):
         if id(module) in seen:
             continue
         seen.add(id(module))
-        if getattr(module, "FORMAT", None) == "megatron" and hydra_launch(text):
-            continue  # a Hydra launch (verl) that names megatron in its overrides
         try:
-            if module.detect(path, text):
-                return module
+            claimed = module.detect(path, text)
         except Exception:  # noqa: BLE001 - a detector that crashes simply does not claim it
             continue
+        if claimed and not (getattr(module, "FORMAT", None) == "megatron"
+                            and hydra_launch(text)):
+            return module   # (a Hydra launch (verl) that names megatron in its overrides: not)
     return None
 
 

@@ -47,8 +47,10 @@ SRC_MLP = ("torchtitan models/llama/model.py FeedForward `w2(F.silu(w1(x)) * w3(
            "fuses the pointwise silu·mul into one kernel; " + SRC_ALLOCATOR)
 
 ORDER_NOT_MODELED = "not modeled (reserved = allocated)"
+ORDER_NOT_MODELED_BUT_LOSS = ("not modeled but for the loss (reserved = allocated + the loss's "
+                              "idle logits block)")
 SRC_ORDER_NOT_MODELED = ("memlint/memory/allocator.py: Megatron's and DeepSpeed's allocation order "
-                         "is not modeled, so no idle cached block is counted; their "
+                         "is not modeled, so no idle cached block of theirs is counted; their "
                          "fragmentation is left to the headroom margin (ML102)")
 
 
@@ -59,14 +61,20 @@ def order_modeled(model: Model) -> bool:
     return model.conv.torch_modules
 
 
+def loss_order_modeled(model: Model) -> bool:
+    """Whether the loss's blocks are modeled: transformers' (or torchtitan's) log-softmax loss
+    allocates the same blocks under a DeepSpeed engine, which runs the model's own forward."""
+    return model.conv.loss == "log-softmax"
+
+
 def allocator_assumed(model: Model) -> tuple:
     """The estimate's `assumed` entry when the caching allocator's reserve is not modeled for the
     run (a GPU run whose allocation order memlint does not model), else ()."""
     if model.scenario.hardware.device == "cpu" or not model.assume["buffers.enabled"] \
             or order_modeled(model):
         return ()
-    return ({"key": "runtime.allocator", "value": ORDER_NOT_MODELED,
-             "source": SRC_ORDER_NOT_MODELED},)
+    value = ORDER_NOT_MODELED_BUT_LOSS if loss_order_modeled(model) else ORDER_NOT_MODELED
+    return ({"key": "runtime.allocator", "value": value, "source": SRC_ORDER_NOT_MODELED},)
 
 
 def _term(name: str, nbytes: int, formula: str, inputs: dict, source: str) -> Term:
@@ -79,7 +87,11 @@ def freed_logits_block(compute_bytes: int, vocab: int, tokens: int) -> Term:
     the outputs), leave a block of c·V·N bytes the backward's fp32 buffers (4 B per logit each)
     cannot use: it stays cached and idle while they take new memory. Under expandable segments
     it merges with the freed fp32 upcast beside it; the first fp32 gradient takes 4 of those
-    c + 4 bytes per logit and the same c bytes stay idle."""
+    c + 4 bytes per logit and the same c bytes stay idle. A loss in the logits' own dtype
+    (memory/logits.py, `transformers.loss_upcast` false) keeps 3c at its backward's start in
+    blocks of (N−1)·V (the shifted copy, the log-probs, their gradients), and the backward of
+    the `[..., :-1, :]` slice asks for zeros of the full N·V logits (slice_backward: a new
+    zeros tensor of the input's size), which fit none of them: c·V·N more is reserved."""
     return _term("freed_logits", compute_bytes * vocab * tokens,
                  f"logits {compute_bytes} B × V {vocab:,} × {tokens:,} tokens (freed before the "
                  "loss backward, too small for its fp32 buffers)",
@@ -158,12 +170,12 @@ def idle_block_terms(model: Model, plan: StagePlan, phase: str) -> list:
     tr, arch = model.tr, model.arch
     if not plan.last or phase not in ("forward_end", "backward_start"):
         return []
-    if not order_modeled(model):
-        return []   # Megatron's and DeepSpeed's allocation order: allocator_assumed says so
+    if not order_modeled(model) and not loss_order_modeled(model):
+        return []   # Megatron's allocation order: allocator_assumed says so
     terms = []
     tokens = _tokens(model)
     c = model.dt.compute
-    if tr.recompute in ("full", "selective") and arch.moe is None:
+    if order_modeled(model) and tr.recompute in ("full", "selective") and arch.moe is None:
         # under tp (with sequence parallel too: the MLP's input is gathered) each rank's
         # intermediates are N × ffn/tp
         compiled = tr.compile

@@ -160,6 +160,8 @@ class Conventions:
     #                               (an fp32 exp-logits buffer)
     loss_parallel: bool           # torchtitan under tp: DTensor's loss_parallel on sharded logits
     gathered_logits: bool         # torchtitan under tp without it: full-vocabulary logits per rank
+    loss_upcast: bool             # the model's loss upcasts its logits to fp32 (transformers'
+    #                               own classes); false: remote code's loss in the logits' dtype
     compiled_loss: bool           # torch.compile runs the loss too (memory/compile.py)
     fsdp_version: int             # 2: fully_shard (torchtitan, accelerate fsdp_version 2); 1:
     #                               FullyShardedDataParallel (the HF Trainer's --fsdp)
@@ -247,6 +249,7 @@ def build(scenario, context) -> Conventions:
         loss=_loss(framework, keys),
         loss_parallel=framework == FSDP2 and topo.tp > 1 and not _loss_parallel_disabled(keys),
         gathered_logits=framework == FSDP2 and topo.tp > 1 and _loss_parallel_disabled(keys),
+        loss_upcast=keys.get("transformers.loss_upcast") is not False,
         compiled_loss=(framework in (HF, FSDP2) and tr.compile and tr.compile_loss is not False),
         fsdp_version=(2 if keys.get("accelerate.fsdp_version") == 2 else 1)
         if "accelerate.fsdp_version" in keys else (1 if framework == HF else 2),

@@ -51,6 +51,8 @@ def _logits_terms(model: Model, phase: str) -> list:
         return [compiled_loss_term(phase, c, vocab, tokens, v_text)]
     if model.conv.loss_parallel:
         return [loss_parallel_term(phase, c, vocab, tokens, v_text)]
+    if model.conv.loss == "log-softmax" and not model.conv.loss_upcast and not model.dt.autocast:
+        return [_compute_dtype_loss_term(phase, c, vocab, tokens, v_text)]
     if model.conv.loss == "log-softmax":
         if phase == "backward_start":
             per, formula = 12, "log-probs + their grad + logits grad: 3 × 4 B"
@@ -67,6 +69,28 @@ def _logits_terms(model: Model, phase: str) -> list:
                  {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens},
                  "transformers loss_utils.ForCausalLMLoss; Megatron cross_entropy.py"
                  + (f"; {SRC_GATHERED}" if model.conv.gathered_logits else ""))]
+
+
+SRC_NO_UPCAST = ("Qwen v1 remote code modeling_qwen.py QWenLMHeadModel.forward (CrossEntropyLoss on "
+                 "lm_logits[..., :-1, :].contiguous(), no .float()); torch.amp docs: cross_entropy "
+                 "and log_softmax autocast to float32 only inside torch.autocast, which a "
+                 "DeepSpeed engine does not enter (accelerate native_amp is off under DeepSpeed)")
+
+
+def _compute_dtype_loss_term(phase: str, c: int, vocab: int, tokens: int, v_text: str) -> Term:
+    """A loss on the logits in their own dtype, outside autocast (`transformers.loss_upcast`
+    false, e.g. Qwen v1's remote code under a DeepSpeed engine): log_softmax saves its c-byte
+    output; at the start of the backward the saved log-probs, nll's gradient and log_softmax's
+    input gradient are alive (3 × c B per logit); after the forward the logits the outputs hold
+    and the log-probs (2 × c B)."""
+    if phase == "backward_start":
+        per, what = 3 * c, f"log-probs + their grad + logits grad: 3 × {c} B"
+    else:
+        per, what = 2 * c, f"logits {c} B + log-probs {c} B"
+    return Term("logits", "logits", per * vocab * tokens,
+                f"loss in the logits' dtype: ({what}) × {v_text} × {tokens:,} tokens",
+                {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
+                 "upcast": False}, SRC_NO_UPCAST)
 
 
 SRC_GATHERED = ("pytorch/torchtitan@e7c0cae torchtitan/models/llama3/parallelize_llama.py (output "

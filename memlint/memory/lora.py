@@ -16,18 +16,35 @@ def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed_states: bool)
     nf4 (bitsandbytes, blocksize 64 with double quantization): 0.5 B + an 8-bit absmax per 64
     weights + an fp32 scale per 256 absmax blocks = 0.5 + 1/64 + 4/16384 B (Dettmers et al. 2023,
     QLoRA section 3). The seed article counts 0.5 (seed 000 CH 9.4). int8 (LLM.int8): 1 B + an fp32
-    scale per row, ~1 B.
+    scale per row, ~1 B. gptq: `GPTQ_BYTES`.
     """
     if base_quant == "nf4":
         return 0.5 if seed_states else 0.5 + 1 / 64 + 4 / (64 * 256)
     if base_quant == "int8":
         return 1.0
+    if base_quant == "gptq":
+        return GPTQ_BYTES
     return float(param_bytes)
+
+
+# GPTQ 4-bit (auto-gptq QuantLinear buffers): qweight packs 8 weights per int32 (0.5 B); per group
+# of 128 input rows each output column has an fp16 scale and a 4-bit packed zero (2.5 B / 128).
+# g_idx (4 B per input row) and fp16 biases, < 0.1% of the weights, are not counted.
+GPTQ_GROUP = 128
+GPTQ_BYTES = 0.5 + 2.5 / GPTQ_GROUP
+SRC_GPTQ = ("AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py QuantLinear (AutoGPTQ/AutoGPTQ"
+            "@179776b: qweight int32 [in/8, out], qzeros int32 [in/group, out/8], scales fp16 "
+            "[in/group, out]; forward at >= kernel_switch_threshold 128 rows unpacks the weight "
+            "(bitwise_right_shift -> int32, .to(int8)), then scales * (weight - zeros) in fp16 and "
+            "torch.matmul(x.half(), weight), which saves that fp16 weight when x needs a grad); "
+            "auto-gptq BaseQuantizeConfig group_size 128")
 
 
 UNQUANTIZED_SOURCE = ("transformers integrations/bitsandbytes.py replace_with_bnb_linear (only "
                       "nn.Linear becomes Linear4bit/Linear8bitLt) and get_keys_to_not_convert "
-                      "(the output layer is skipped)")
+                      "(the output layer is skipped); a GPTQ checkpoint quantizes the linear "
+                      "layers of the transformer blocks only (optimum GPTQQuantizer "
+                      "block_name_to_quantize)")
 SAVED_SOURCE = ("peft utils/other.py ModulesToSaveWrapper: a trainable deep copy of each module "
                 "in modules_to_save beside the frozen original")
 
@@ -49,11 +66,14 @@ def unquantized_params(model: Model, plan: StagePlan) -> int:
     return whole + -(-split // model.topo.tp)
 
 
-def dequant_terms(model: Model, plan: StagePlan) -> list:
+def dequant_terms(model: Model, plan: StagePlan, phase: str = "") -> list:
     """QLoRA dequantizes one linear at a time to the compute dtype: the largest linear's
-    weight in bf16 (seed 000 CH 9.4: 2·d² per layer for a d×d projection)."""
+    weight in bf16 (seed 000 CH 9.4: 2·d² per layer for a d×d projection). A GPTQ base goes
+    through auto-gptq's torch path instead (`gptq_dequant_terms`)."""
     if model.tr.base_quant == "none" or not plan.layers:
         return []
+    if model.tr.base_quant == "gptq":
+        return gptq_dequant_terms(model, plan, phase)
     arch = model.arch
     if model.seed_states:
         size = arch.hidden * arch.hidden
@@ -66,6 +86,39 @@ def dequant_terms(model: Model, plan: StagePlan) -> list:
         formula = f"2 B × largest linear {size:,} elements"
     return [Term("buffers.dequantized_weight", "buffers", 2 * size, formula,
                  {"elements": size}, "Dettmers et al. 2023 (QLoRA); bitsandbytes dequantizes per matmul")]
+
+
+def _quantized_linears(model: Model, index: int) -> list:
+    """The quantized linear weights of one decoder layer, elements per GPU (attention's
+    projections, the MLP or the routed experts)."""
+    layer = model.counts.layers[index]
+    return [layer.attention, layer.mlp + layer.shared_experts + layer.experts]
+
+
+def gptq_dequant_terms(model: Model, plan: StagePlan, phase: str) -> list:
+    """auto-gptq's QuantLinear at >= 128 rows (`SRC_GPTQ`): each call unpacks its weight to
+    int32 and int8 (4 + 1 B per element alive together, the largest linear) and multiplies by
+    the fp16 weight it rebuilt, which matmul saves for the input gradient: under recompute the
+    recomputed layer's linears (backward_recompute), without it every layer's (2 B each)."""
+    arch, tp = model.arch, model.topo.tp
+    widths = [arch.hidden * arch.heads * arch.head_dim, arch.hidden * arch.ffn]
+    if arch.moe is not None:
+        widths.append(arch.hidden * arch.moe.expert_ffn)
+    largest = max(widths) // tp
+    terms = [Term("buffers.dequantized_weight", "buffers", 5 * largest,
+                  f"GPTQ unpack: (int32 4 B + int8 1 B) × largest linear {largest:,} elements",
+                  {"elements": largest, "group_size": GPTQ_GROUP}, SRC_GPTQ)]
+    if model.tr.recompute == "none":
+        saved_layers = list(plan.layers) if phase in ("forward_end", "backward_start") else []
+    else:
+        saved_layers = plan.layers[-1:] if phase == "backward_recompute" else []
+    saved = sum(sum(_quantized_linears(model, i)) for i in saved_layers) // tp
+    if saved:
+        terms.append(Term("activations.gptq_dequantized_weights", "activations", 2 * saved,
+                          f"{len(saved_layers)} layer(s) × their GPTQ linears' fp16 weights "
+                          f"saved by matmul: {saved:,} elements × 2 B",
+                          {"layers": len(saved_layers), "elements": saved}, SRC_GPTQ))
+    return terms
 
 
 def lora_activation_items(model: Model, sh) -> list:

@@ -43,6 +43,13 @@ def fsdp_cpu_offload(fsdp: str, offload_params: str, uses_deepspeed: bool) -> bo
     return fsdp in ("full", "hybrid") and offload_params != "none" and not uses_deepspeed
 
 
+SRC_ZERO_OFFLOAD_GRADS = (
+    "microsoft/DeepSpeed@5f631ab (v0.14.2) deepspeed/runtime/zero/stage_1_and_2.py "
+    "copy_grads_in_partition (under cpu_offload it returns before allocating the GPU "
+    "grads_in_partition; the reduced gradients go to the fp32 partition on the host) and "
+    "stage3.py (grad_partitions_flat_buffer on self.device, the CPU under offload_optimizer)")
+
+
 def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offload_params: str,
                        lora: bool, fsdp_offload: bool = False) -> list:
     """Host memory of offloaded model states, per GPU's share.
@@ -77,7 +84,8 @@ def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offlo
         per = 4 + moments * 4 + 4
         terms.append(Term(f"host.optimizer_{offload_optimizer}", "optimizer", total * per,
                           f"{share} × (4 master + {moments}×4 moments + 4 grad) B",
-                          {"params": total}, SRC_ZERO_OFFLOAD))
+                          {"params": total},
+                          f"{SRC_ZERO_OFFLOAD}; the gradient partitions: {SRC_ZERO_OFFLOAD_GRADS}"))
     if offload_params != "none":
         terms.append(Term(f"host.params_{offload_params}", "weights", total * dt.param,
                           f"{share} × {dt.param} B", {"params": total},
@@ -85,10 +93,18 @@ def offload_host_terms(groups, dt, optimizer: str, offload_optimizer: str, offlo
     return terms
 
 
-def split_gradients(gradients: list, fsdp_offload: bool):
-    """(GPU, host) gradient terms: under FSDP CPUOffloadPolicy the sharded grads are host memory
-    (offload_host_terms counts them), so none stay on the GPU."""
-    if not fsdp_offload:
+def zero_offload_gradients(uses_deepspeed: bool, zero: int, offload_optimizer: str) -> bool:
+    """Whether DeepSpeed keeps the partitioned gradients on the host: ZeRO-2/3 with the
+    optimizer offloaded (`SRC_ZERO_OFFLOAD_GRADS`); each parameter's unreduced gradient still
+    passes through the GPU's reduce bucket (memory/deepspeed_buffers.py)."""
+    return uses_deepspeed and zero >= 2 and offload_optimizer != "none"
+
+
+def split_gradients(gradients: list, host_gradients: bool):
+    """(GPU, host) gradient terms: under FSDP CPUOffloadPolicy, and ZeRO-2/3 with the optimizer
+    offloaded (`zero_offload_gradients`), the sharded grads are host memory (offload_host_terms
+    counts them), so none stay on the GPU."""
+    if not host_gradients:
         return list(gradients), []
     return [], []
 

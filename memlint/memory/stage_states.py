@@ -54,9 +54,11 @@ def state_terms(model: Model, plan: StagePlan):
         vision_terms = vision_state_terms(vision, dt, tr.optimizer, topo.shard,
                                                  par.zero, par.fsdp, model.lora)
         weights += vision_terms
-    # -- offload (memory/offload.py): FSDP CPUOffloadPolicy moves sharded grads to the host
+    # -- offload (memory/offload.py): FSDP CPUOffloadPolicy and ZeRO-Offload move the sharded
+    # grads to the host
     fsdp_offload = offload.fsdp_cpu_offload(par.fsdp, par.offload_params, model.uses_deepspeed)
-    gradients, _ = offload.split_gradients(gradients, fsdp_offload)
+    gradients, _ = offload.split_gradients(gradients, fsdp_offload or offload.zero_offload_gradients(
+        model.uses_deepspeed, par.zero, par.offload_optimizer))
     host += offload.offload_host_terms(groups, dt, tr.optimizer, par.offload_optimizer,
                                        par.offload_params, model.lora, fsdp_offload)
     if groups_raw.get("host_experts"):

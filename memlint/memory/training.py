@@ -86,13 +86,13 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
         # layer's saved tensors are freed, the other layers' are still held
         terms += fsdp_layer_freed(activation_terms(model, plan, phase), len(plan.layers))
         terms += buffer_terms(model, plan, phase)
-        terms += dequant_terms(model, plan)
+        terms += dequant_terms(model, plan, phase)
     elif phase != "optimizer":
         terms += activation_terms(model, plan, phase)
         if plan.last and model.assume["logits.enabled"]:
             terms += logits_terms(model, phase)
         terms += buffer_terms(model, plan, phase)
-        terms += dequant_terms(model, plan)
+        terms += dequant_terms(model, plan, phase)
     else:
         terms += optimizer_step_terms(model, plan)
         terms += buffer_terms(model, plan, phase)

@@ -334,5 +334,45 @@ class DuplicateKey(Reserved):
     severity = Severity.ERROR
 
 
+class UnusedSuppression(Reserved):
+    """An inline `memlint: disable` directive that turns nothing off.
+
+    What it checks:
+        Each rule a `# memlint: disable=...` comment (or a JSON file's top-level
+        `"memlint": {"disable": [...]}`) names, against the findings it suppressed in the run.
+        Judged only where the rule's findings are known: the problems found before the rules
+        run (parse, schema, keys, duplicates) always; any other rule only where it is enabled,
+        applies to the run's formats and the run has a memory estimate; `all` only where every
+        rule ran. A file shared by several runs of one check is reported only when no run used
+        the directive. A name that is no rule at all is ML003's.
+
+    Why it matters:
+        A suppression outlives the finding it was written for: after the key or value that
+        caused it is fixed, it stays and silently hides the next finding of that rule on those
+        lines. A `disable=ML101` written for a micro batch of 4 that was then lowered to 1
+        still hides the out-of-memory verdict when someone raises it to 8.
+
+    How to fix:
+        Remove the directive, or the names in it that no longer match a finding.
+
+    Example:
+        Bad (run.memlint.yaml):
+
+            memlint:
+              tp: 2
+              pp: 1   # memlint: disable=unknown-key
+
+        Good (run.memlint.yaml):
+
+            memlint:
+              tp: 2
+              pp: 1
+    """
+
+    code, name = D.UNUSED_SUPPRESSION
+    severity = Severity.WARNING
+
+
 RULES = [ParseError(), SchemaViolation(), UnknownKey(), InvalidValue(), ConflictingSources(),
-         NoModel(), UnresolvedValue(), UnknownModelType(), InternalError(), DuplicateKey()]
+         NoModel(), UnresolvedValue(), UnknownModelType(), InternalError(), DuplicateKey(),
+         UnusedSuppression()]

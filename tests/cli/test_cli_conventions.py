@@ -1,5 +1,5 @@
 """The conventions people reach for: --output-file, `-` with --stdin-filename, --statistics,
-shell completion, and a warning for a suppression that names no rule."""
+shell completion, and a warning for a suppression that names no rule or turns nothing off."""
 import io
 import json
 import sys
@@ -68,6 +68,48 @@ def test_a_suppression_naming_no_rule_is_a_warning(repo, capsys):
     assert [(d["code"], d["severity"], d["line"]) for d in found] == [
         ("ML003", "warning", 1), ("ML003", "warning", 1)]
     assert "did you mean 'batch-size-derived'" in " ".join(d["message"] for d in found)
+
+
+def _unused(argv: list, capsys) -> list:
+    main(argv + ["--format", "json"])
+    return [(d["path"], d["line"], d["message"].split("'")[1])
+            for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["code"] == "ML011"]
+
+
+def test_a_suppression_that_turns_nothing_off_is_a_warning(repo, capsys):
+    (repo / "run.memlint.toml").write_text(
+        'model = "llama3-8b"\nworld_size = 8\n'
+        'tp = 2  # memlint: disable=ML204,sequence-parallel-off\n'
+        '# memlint: disable=unknown-key\nseq_lenn = 4096\n'
+        'pp = 1  # memlint: disable=ML001\n')
+    # ML204 finds nothing at tp 2 (32 heads), ML001 nothing anywhere; ML603 and ML003 are used
+    assert _unused(["check", "run.memlint.toml"], capsys) == [
+        ("run.memlint.toml", 3, "ML204"), ("run.memlint.toml", 6, "ML001")]
+    assert _unused(["check", "run.memlint.toml", "--ignore", "ML011"], capsys) == []
+    # a rule turned off is not judged: its directive may matter where it is on
+    assert _unused(["check", "run.memlint.toml", "--ignore", "ML204"], capsys) == [
+        ("run.memlint.toml", 6, "ML001")]
+    # without an estimate only the problems found before the rules run are judged
+    (repo / "run.memlint.toml").write_text('tp = 2  # memlint: disable=ML204\n'
+                                          'pp = 1  # memlint: disable=ML001\n')
+    assert _unused(["check", "run.memlint.toml"], capsys) == [("run.memlint.toml", 2, "ML001")]
+
+
+def test_a_file_shared_by_runs_is_judged_on_all_of_them(repo, capsys):
+    # train_batch_size 32 = 4 x 1 x dp 8: right in the 8-GPU run, ML301 in the 16-GPU one
+    (repo / "ds_config.json").write_text(
+        '{\n  "memlint": {"disable": ["batch-size-mismatch"]},\n  "train_batch_size": 32,\n'
+        '  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 1,\n'
+        '  "zero_optimization": {"stage": 3}\n}\n')
+    for gpus in (8, 16):
+        (repo / f"w{gpus}.memlint.toml").write_text(
+            f'files = ["ds_config.json"]\nmodel = "llama3-8b"\ngpu = "H100-80GB"\n'
+            f'world_size = {gpus}\nseq_len = 1024\n')
+    assert _unused(["check", "w8.memlint.toml"], capsys) == [
+        ("ds_config.json", 2, "batch-size-mismatch")]
+    assert _unused(["check", "w16.memlint.toml"], capsys) == []
+    assert _unused(["check", "w8.memlint.toml", "w16.memlint.toml"], capsys) == []
+    assert _unused(["check", "ds_config.json"], capsys) == []   # both runs it belongs to
 
 
 def _completions(script: str, *words: str) -> list:

@@ -1,5 +1,7 @@
-"""Whole inputs for the fuzz oracle beyond one mutated config (issue 30): training logs for
-`memlint compare` (with --write-assumptions into a pyproject.toml), `[tool.memlint]` tables of a
+"""Whole inputs for the fuzz oracle beyond one mutated config (issue 30): training logs of every
+style memlint reads (Megatron, torchtitan, DeepSpeed, HF, out-of-memory, verl, vLLM) for
+`memlint compare` against a preset or a real verl / vLLM run (with --write-assumptions into a
+pyproject.toml), `[tool.memlint]` tables of a
 pyproject.toml beside a config, and directory trees for `memlint check DIR`.
 
 A generator takes (random.Random, corpus) and returns a Case: the files to lay out in a fresh
@@ -73,7 +75,7 @@ def _rank(rng, ranks):
 def _log_line(rng, ranks: int) -> str:
     r, n = _rank(rng, ranks), lambda: _n(rng)
     step = rng.choice(COUNTS) if rng.random() < 0.05 else str(rng.randint(1, 1000))
-    style = rng.randrange(12)
+    style = rng.randrange(15)
     if style == 0:
         return (f"[Rank {r}] (after {step} iterations) memory (MB) | allocated: {n()} | "
                 f"max allocated: {n()} | reserved: {n()} | max reserved: {n()}")
@@ -110,8 +112,32 @@ def _log_line(rng, ranks: int) -> str:
         return fragment * rng.randint(100, 4000)
     if style == 10:
         return "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randint(1, 80)))
+    if style == 11:   # verl's step metrics: console, its file logger's JSON, numpy reprs
+        return rng.choice((
+            f"(TaskRunner pid=1) step:{step} - actor/entropy_loss:0.4 - perf/max_memory_allocated"
+            f"_gb:{n()} - perf/max_memory_reserved_gb:{n()} - perf/cpu_memory_used_gb:{n()}",
+            f'{{"step": {step}, "data": {{"perf/max_memory_allocated_gb": {n()}, '
+            f'"perf/max_memory_reserved_gb": {n()}}}}}',
+            f"step:{step} - actor/perf/max_memory_allocated_gb: np.float64({n()})"))
+    if style == 12:   # verl's log_gpu_memory_usage
+        return (f"(WorkerDict pid={r}) After update_actor, memory allocated (GB): {n()}, memory "
+                f"reserved (GB): {n()}, max memory allocated (GB): {n()}, device memory "
+                f"used/total (GB): {n()}/{n()}")
+    if style == 13:   # vLLM's start-up lines
+        return rng.choice((
+            f"(EngineCore pid={r}) INFO Model loading took {n()} GiB memory and 7.0 seconds",
+            f"(EngineCore pid={r}) INFO Available KV cache memory: {n()} GiB",
+            f"(EngineCore pid={r}) INFO GPU KV cache size: {rng.choice(COUNTS)} tokens",
+            f"INFO Graph capturing finished in {n()} secs, took {n()} GiB",
+            f"INFO CuMemAllocator: sleep freed {n()} GiB memory in total"))
     return rng.choice(("iteration 10/100 | loss 2.3", "Epoch 1: 50%|#####     | 5/10\r",
                        "", "\t", "NCCL INFO Channel 00/32"))
+
+
+LOGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                    "fixtures", "logs")
+RL_RUNS = ("verl-qwen2.5-0.5b-ppo.sh", "verl-qwen2-7b-ppo-tp2.sh", "verl-qwen2-7b-ppo-offload.sh",
+           "vllm-llama3.1-8b-h100.sh")   # the runs of the real RL logs beside them
 
 
 def log_case(rng: random.Random, corpus: list) -> Case:
@@ -126,13 +152,19 @@ def log_case(rng: random.Random, corpus: list) -> Case:
     if rng.random() < 0.05:
         text += bytes(rng.randrange(256) for _ in range(rng.randint(1, 4096)))
     name = _name(rng, "train.log")
-    argv = ["compare", name, "--model", rng.choice(PRESETS)]
+    files = [(name, text)]
+    if rng.random() < 0.2:   # an RL run (verl, vLLM serve): compare reads its engine lines
+        run = rng.choice(RL_RUNS)
+        with open(os.path.join(LOGS, run), "rb") as handle:
+            files.append((run, handle.read()))
+        argv = ["compare", name, run]
+    else:
+        argv = ["compare", name, "--model", rng.choice(PRESETS)]
     if rng.random() < 0.6:
         argv += ["--world-size", str(rng.choice((1, 2, 8, 64, 4096, 1000000)))]
     if rng.random() < 0.3:
         argv += ["--set", f"pp={rng.choice((1, 2, 4))}"]
     fmt = rng.choice(("json", "text"))
-    files = [(name, text)]
     pyproject = None
     if rng.random() < 0.4:
         argv.append("--write-assumptions")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -118,6 +119,27 @@ def test_many_ranks_are_shown_one_per_stage(repo):
     assert doc["notes"][0] == ("5,000 ranks logged: each pipeline stage is shown by its rank "
                                "with the highest peak")
     assert any(n.startswith("stage 0: 1,250 ranks logged, shown by rank 6") for n in doc["notes"])
+
+
+def test_a_world_size_the_stages_do_not_divide_is_one_line_exit_2(repo):
+    # fuzz: world 8 over pp 3 put rank 7 on a stage 3 the estimate does not have (KeyError)
+    (repo / "train.log").write_text(_ranks_log(8))
+    code, _out, err = run("compare", "train.log", "--model", GPT2, "--world-size", "8",
+                          "--set", "pp=3")
+    assert code == 2 and "internal error" not in err
+    assert "world size 8 is not a multiple of its 3 pipeline stages" in err
+
+
+def test_an_engines_single_stage_takes_every_rank_whatever_pp_is_set(repo):
+    # fuzz: `--set pp=4` over a vLLM serve run (one engine stage) put rank 1 on stage 1
+    shutil.copy(os.path.join(ROOT, "fixtures", "logs", "vllm-llama3.1-8b-h100.sh"), repo / "r.sh")
+    (repo / "v.log").write_text("".join(f"(EngineCore pid=1) [Rank {rank}] INFO Model loading "
+                                        "took 14.99 GiB memory and 7.0 seconds\n"
+                                        for rank in (0, 1)))
+    code, out, err = run("compare", "v.log", "r.sh", "--world-size", "2", "--set", "pp=4",
+                         "--format", "json")
+    assert code == 0, err
+    assert [(r["rank"], r["stage"]) for r in json.loads(out)["ranks"]] == [(0, 0), (1, 0)]
 
 
 def test_memory_lines_are_bounded(monkeypatch):
@@ -480,3 +502,19 @@ def test_an_assumption_coefficient_past_2_53_is_an_invalid_value(repo):
     code, out, err = run("estimate", "--format", "json", "memlint.toml")
     assert "internal error" not in err and code in (1, 2)
     assert "1e+308 is too large" in out or "1e+308 is too large" in err
+
+
+def test_the_benchs_table_names_each_case_of_each_finding():
+    """bench/hardening.py's docstring maps every finding of issue 30 to its cases: each row names
+    a case that exists, every case is in a row, and findings 1-13 each have one."""
+    import importlib.util
+
+    path = os.path.join(ROOT, "bench", "hardening.py")
+    spec = importlib.util.spec_from_file_location("memlint_bench_hardening", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    table = bench.__doc__.split("item  what the issue found", 1)[1].split("\n\n", 1)[0]
+    named = [re.split(r"\s{2,}", line.strip())[-1] for line in table.splitlines()[1:]]
+    cases = [case[0] for case in bench.CASES_30]
+    assert sorted(named) == sorted(cases)
+    assert {int(name.split()[0]) for name in cases} == set(range(1, 14))

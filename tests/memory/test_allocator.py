@@ -223,12 +223,20 @@ def _allocator_entries(result):
 
 def test_deepspeed_and_megatron_runs_say_their_idle_blocks_are_not_modeled():
     base = ["world_size=8", "gpu=A100-80GB", "precision=bf16", "micro_batch=1", "seq_len=4096"]
-    for sets in (["framework=deepspeed", "zero=2"], ["framework=megatron", "tp=2"]):
-        result = estimate(_scenario(base + sets, model=LLAMA8B))
-        stage = result.stages[0]
-        assert stage.reserved_bytes == stage.allocated_bytes   # nothing idle counted...
-        (entry,) = _allocator_entries(result)                   # ... and the estimate says so
-        assert entry["value"].startswith("not modeled") and "allocator.py" in entry["source"]
+    megatron = estimate(_scenario(base + ["framework=megatron", "tp=2"], model=LLAMA8B))
+    stage = megatron.stages[0]
+    assert stage.reserved_bytes == stage.allocated_bytes   # nothing idle counted...
+    (entry,) = _allocator_entries(megatron)                 # ... and the estimate says so
+    assert entry["value"] == allocator.ORDER_NOT_MODELED and "allocator.py" in entry["source"]
+    # a DeepSpeed engine runs transformers' own loss: only its idle logits block is counted
+    deepspeed = estimate(_scenario(base + ["framework=deepspeed", "zero=2"], model=LLAMA8B))
+    stage = deepspeed.stages[0]
+    idle = [t for t in stage.terms if t.name.startswith("runtime.allocator.")]
+    assert [t.name for t in idle] == ["runtime.allocator.freed_logits"]
+    assert idle[0].bytes == 2 * V * 4096
+    assert stage.reserved_bytes == stage.allocated_bytes + idle[0].bytes
+    (entry,) = _allocator_entries(deepspeed)
+    assert entry["value"] == allocator.ORDER_NOT_MODELED_BUT_LOSS
     # transformers / torchtitan runs model their idle blocks: no such entry; nor on the CPU
     for sets in (["framework=hf"], ["framework=fsdp2", "fsdp=full"], ["framework=deepspeed",
                                                                       "device=cpu"]):
@@ -251,4 +259,4 @@ def test_explain_and_headroom_name_the_unmodeled_fragmentation():
     report = type("R", (), {"units": "GiB", "stage": None})()
     text = "\n".join(span for line in explain_lines(result.estimates[0], report)
                      for span, _ in line)
-    assert "runtime.allocator not modeled (reserved = allocated)" in text
+    assert "runtime.allocator not modeled but for the loss" in text

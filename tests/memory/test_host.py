@@ -10,8 +10,9 @@ import json
 import os
 
 
+from memlint.api import estimate_paths
 from memlint.catalog import nodes
-from memlint.cli import main
+from memlint.cli import build_parser, main, options_from
 from memlint.memory import host, host_nodes
 from memlint.ir import Provenance
 from memlint.memory.estimate import estimate
@@ -246,3 +247,19 @@ def test_real_trainer_recipe_keeps_save_total_limit(capsys):
     main(["estimate", path, "--format", "json"])
     ckpt = json.loads(capsys.readouterr().out)["estimates"][0]["checkpoint"]
     assert ckpt["kept"] == 1 and ckpt["kept_source"] == "checkpoint_keep"
+
+
+def test_zero_offload_keeps_the_partitioned_gradients_on_the_host():
+    """DeepSpeed v0.14.2 stage_1_and_2.py copy_grads_in_partition / stage3.py
+    grad_partitions_flat_buffer: with the optimizer offloaded the reduced gradient partitions
+    live in host memory, so the GPU holds none (LLaMA-Factory's real offload configs)."""
+    sets = ["--model", "llama3-8b", "--world-size", "8", "--gpu", "A100-80GB",
+            "--set", "micro_batch=1", "--set", "seq_len=2048"]
+    for path in (Z2_OFFLOAD, Z3_OFFLOAD):
+        parsed = build_parser().parse_args(["estimate", path, *sets])
+        (est,) = estimate_paths([path], options_from(parsed)).estimates
+        stage = est.stages[0]
+        assert stage.components().get("gradients", 0) == 0, path
+        # ... and the host has them (4 B fp32 per partitioned parameter, ZeRO-Offload)
+        assert any(t.name == "host.optimizer_cpu" and "4 grad" in t.formula
+                   for t in stage.host_terms), path

@@ -46,5 +46,25 @@ def test_the_modeled_reserve_is_what_separates_reserved_from_allocated(rows):
     eager = next(r for r in rows if r["id"] == "tt-8b-fsdp8-eager")
     assert eager["reserved"] > eager["allocated"]
     deepspeed_rows = [r for r in rows if r["group"] == "deepspeed-gist"]
-    # DeepSpeed's allocation order is not modeled: no reserve beyond the live tensors
-    assert all(r["reserved"] == r["allocated"] for r in deepspeed_rows)
+    # DeepSpeed's allocation order is not modeled: beyond the live tensors only the idle logits
+    # block of transformers' loss, which the engine runs as the model's own code
+    for row in deepspeed_rows:
+        assert row["reserved"] - row["allocated"] == row["components"].get("runtime", 0) \
+            - (row["device"] - row["reserved"])
+        assert "runtime.allocator" in row["assumed"]
+    z2 = next(r for r in deepspeed_rows if r["id"] == "ds-llama7b-z2-mbs1")
+    assert z2["reserved"] - z2["allocated"] == 2 * 32000 * 4096   # bf16 logits, V x T
+
+
+def test_qwen_qlora_rows_run_as_their_script(rows):
+    """The Q-LoRA rows as Qwen's finetune_qlora_single_gpu.sh runs them: DeepSpeed ZeRO-2, fp16,
+    a GPTQ base, Qwen's loss in fp16; the 7B rows stay 10-13% under at every length (a constant
+    ~1.5 GiB the sources do not explain, README of the set)."""
+    qlora = {r["id"]: r for r in rows if "qlora" in r["id"]}
+    assert len(qlora) == 3
+    for row in qlora.values():
+        assert abs(row["error"]) < 0.15, (row["id"], row["error"])
+    long = qlora["qwen-7b-qlora-T8192"]
+    assert long["phase"] == "backward_start"
+    # the fp16 loss: 3 x 2 B per logit (V 151,936 x 8,192 tokens), not 12 B
+    assert long["components"]["logits"] == 6 * 151936 * 8192

@@ -79,6 +79,8 @@ __all__ = ["FORMAT", "MEGATRON_VERSION", "FLAGS", "FLAG_BY_NAME", "FLAG_BY_DEST"
 # Detection
 
 
+_ARGS_FILE_FLAG = lazy_re.compile(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
+                                  r"micro-batch-size|num-attention-heads)\b", re.M)
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 _SENTINELS = ("--tensor-model-parallel-size", "--num-layers", "--pipeline-model-parallel-size",
               "--micro-batch-size", "--hidden-size", "pretrain_gpt.py", "pretrain_mamba.py")
@@ -91,8 +93,7 @@ def detect(path: str, text: str) -> bool:
         # the whole script: a launch line may follow 64 KB of preamble (issue 30); `in` is linear
         return any(s in text for s in _SENTINELS)
     if name.endswith((".txt", ".args")) or "." not in name:
-        return bool(re.search(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
-                              r"micro-batch-size|num-attention-heads)\b", head, re.M))
+        return "--" in head and _ARGS_FILE_FLAG.search(head) is not None
     if name.endswith((".yaml", ".yml")):
         if re.search(r"^MODEL_ARGS:", head, re.M):
             return True
