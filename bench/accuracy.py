@@ -25,8 +25,13 @@ Three sets, printed side by side:
   `unspecified` (most likely nvidia-smi) with `device_bytes`. Errors are reported by group, by
   metric, for the clean rows, eager and compiled torchtitan rows, and row by row with the
   estimate's components.
+- vLLM start-up set: `vllm-startups/` (50 vLLM 0.19 start-ups on H100 and a vLLM 0.15-0.18
+  version sweep, llm-d-planner, issue 28): the engine model's KV pool, non-KV memory and terms
+  against vLLM's own log lines, the rows its constants are fit to apart from the held-out rows
+  (bench/engine_startups.py).
 
-    python bench/accuracy.py [--calibration DIR] [--worst 10] [--json] [--only cpu|gpu|published]
+    python bench/accuracy.py [--calibration DIR] [--worst 10] [--json]
+                             [--only cpu|gpu|published|engine]
 """
 from __future__ import annotations
 
@@ -38,11 +43,13 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from memlint.assumptions import PROFILES  # noqa: E402
 from memlint.ir import Partial, Provenance  # noqa: E402
 from memlint.memory.estimate import estimate  # noqa: E402
 from memlint.scenario import build, overrides_partial  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_startups import engine_rows, fitted_constants, print_engine  # noqa: E402
 from published import print_published, published_rows  # noqa: E402
 
 # The calibration sets, copied into the repository with their sources (bench/data/calibration/).
@@ -268,9 +275,11 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration", default=DEFAULT_DIR)
     parser.add_argument("--worst", type=int, default=10)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--only", choices=("cpu", "gpu", "published"))
+    parser.add_argument("--only", choices=("cpu", "gpu", "published", "engine"))
     args = parser.parse_args(argv)
     calib = os.path.abspath(args.calibration)
+    if args.only == "engine":
+        return _engine(calib, args.json)
     if args.only == "published":
         rows = published_rows(calib)
         if args.json:
@@ -337,9 +346,10 @@ def main(argv=None) -> int:
     gpu = gpu_rows(calib) if args.only != "cpu" else []
     features = gpu_rows(calib, FEATURES_DIR) if args.only != "cpu" else []
     published = published_rows(calib) if args.only != "cpu" else []
+    engine = engine_rows(calib) if args.only != "cpu" else []
     if args.json:
         print(json.dumps({"cpu": rows, "gpu": gpu, "gpu_features": features,
-                          "published": published}, indent=1, default=str))
+                          "published": published, "engine": engine}, indent=1, default=str))
         return 0
     med, p90, worst = summarize([r["error"] for r in rows])
     print(f"CPU set (transformers / FSDP2 steps on the CPU): records: {len(rows)}")
@@ -363,6 +373,17 @@ def main(argv=None) -> int:
         print_gpu_features(features)
     if published:
         print_published(published)
+    if engine:
+        print_engine(engine, fitted_constants(calib), PROFILES["precise"])
+    return 0
+
+
+def _engine(calib: str, as_json: bool) -> int:
+    rows = engine_rows(calib)
+    if as_json:
+        print(json.dumps({"constants": fitted_constants(calib), "rows": rows}, indent=1))
+    else:
+        print_engine(rows, fitted_constants(calib), PROFILES["precise"])
     return 0
 
 

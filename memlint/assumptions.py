@@ -105,17 +105,19 @@ _LIST = [
     Assumption("engine.non_torch_bytes", non_negative_int,
                "an inference engine's memory outside PyTorch that its profile run adds at tensor "
                "parallel size 1 (cuBLAS workspaces, allocator metadata)",
-               "vLLM 0.19 start-ups on H100, llm-d-planner accuracy/results/v0.19.0 "
-               "(non-torch forward increase 0.24-0.27 GiB at tp 1); memory/rl/engine.py"),
+               "median of the fit rows of bench/data/calibration/vllm-startups (vLLM 0.19 on "
+               "H100, llm-d-planner): non-torch forward increase 0.25 GiB at tp 1, pp 1"),
     Assumption("engine.non_torch_tp_bytes", non_negative_int,
                "the same at tensor parallel size 2 or more (NCCL communicators and vLLM's "
                "custom all-reduce buffers)",
-               "vLLM 0.19 start-ups on H100, llm-d-planner (2.06-2.21 GiB at tp 2 and 4)"),
+               "median of the fit rows of bench/data/calibration/vllm-startups: 2.10 GiB at tp "
+               "2 and 4"),
     Assumption("engine.cuda_graph_bytes", non_negative_int,
                "the engine's CUDA-graph pool, captured after the KV cache and kept through "
                "sleep mode (0 with enforce_eager)",
-               "vLLM 0.19 start-ups on H100, llm-d-planner ('Graph capturing finished ... took' "
-               "0.51-1.85 GiB, mean 1.0 GiB); verl docs/perf/perf_tuning.rst"),
+               "median of the fit rows of bench/data/calibration/vllm-startups ('Graph "
+               "capturing finished ... took' 0.87 GiB; 0.51-1.85 GiB over the set); verl "
+               "docs/perf/perf_tuning.rst"),
     Assumption("units", lambda v: _choice(v, ("GiB", "GB")),
                "default units of the text report", "GPU vendors state capacity in decimal GB"),
 ]
@@ -155,7 +157,7 @@ PROFILES: dict = {
         "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
         "engine.non_torch_tp_bytes": 2150 * MiB,
-        "engine.cuda_graph_bytes": 1024 * MiB,
+        "engine.cuda_graph_bytes": 891 * MiB,
         "units": "GB",
     },
     "precise": {
@@ -179,7 +181,7 @@ PROFILES: dict = {
         "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
         "engine.non_torch_tp_bytes": 2150 * MiB,
-        "engine.cuda_graph_bytes": 1024 * MiB,
+        "engine.cuda_graph_bytes": 891 * MiB,
         "units": "GiB",
     },
 }

@@ -51,6 +51,7 @@ def _clear_caches() -> None:
 
     config.find_pyproject.cache_clear()
     loaders._root_of.cache_clear()
+    loaders._absolute_realpath.cache_clear()
     adapters._real_folder.cache_clear()
 
 

@@ -683,6 +683,12 @@ _CONVENTION_KEYS = [
     _convention(M + "use-te-activation-func", to_bool,
         "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
         "applied after them, keeping their output)"),
+    _convention(M + "entry-script", to_str,
+        "the Megatron training script (recorded by the adapter): which get_batch builds the "
+        "batch (pretrain_gpt.py / pretrain_hybrid.py: the dataloader's attention mask)"),
+    _convention(M + "no-create-attention-mask-in-dataloader", to_bool,
+        "Megatron-LM: the GPT dataloader builds no B x 1 x T x T attention mask (default: it "
+        "does, megatron/core/datasets/gpt_dataset.py)"),
     _convention(M + "unsupported-architecture", to_str,
         "why the Megatron run's architecture gets no estimate (recorded by the adapter)"),
     _convention("gpt_neox.unsupported-architecture", to_str,
@@ -763,33 +769,80 @@ MAX_UNKNOWN_LISTED = 100
 
 
 def suggest(name: str, candidates) -> Optional[str]:
-    """The closest known name, for did-you-mean messages.
+    """The closest known name, for did-you-mean messages: difflib's answer
+    (`get_close_matches(name, candidates, n=1, cutoff=0.6)`), found without running difflib on
+    every candidate.
 
-    difflib's ratio is 2*matches/(len(a)+len(b)), so a candidate whose length is too far from
-    the name's can never reach the 0.6 cutoff: those are dropped before difflib runs, and a name
+    difflib's ratio is 2*M/(len(a)+len(b)) with M the characters of its matching blocks, so two
+    bounds of it need no alignment: M is at most the shorter length (its real_quick_ratio) and at
+    most the characters the two have in common, counted with multiplicity (its quick_ratio). A
+    candidate whose bound is under the cutoff is dropped, as difflib drops it; the rest are
+    aligned best bound first, and the search stops once the best ratio found exceeds every
+    bound left (a tie still goes to the larger string, as difflib's nlargest gives it). A name
     longer than any flag gets no suggestion (callers also cap how many they ask for per file)."""
-    import difflib  # for start-up speed: only a did-you-mean needs it
-
     size = len(name)
     if not size or size > MAX_SUGGEST_CHARS:
         return None
-    # The matches difflib counts are at most the shorter string's length, and each distinct
-    # character of one string that the other lacks is one character that cannot match: both
-    # bounds are set operations (no Python loop over characters), and a candidate that fails
-    # them could not have reached the cutoff, so the answer is difflib's own.
+    if isinstance(candidates, tuple):   # a fixed table: the same unknown name, the same answer
+        key = (name, candidates)
+        if key not in _SUGGESTED:
+            if len(_SUGGESTED) >= 10_000:
+                _SUGGESTED.clear()
+            _SUGGESTED[key] = _closest(name, candidates)
+        return _SUGGESTED[key]
+    return _closest(name, candidates)
+
+
+def _closest(name: str, candidates) -> Optional[str]:
+    size = len(name)
     chars = set(name)
-    close = []
+    bounded = []   # (bound from the characters the two share at all, candidate)
     for c in candidates:
-        need = 0.6 * (size + len(c))
-        if need > 2 * min(size, len(c)):
+        total = size + len(c)
+        if 0.6 * total > 2 * min(size, len(c)):
             continue
         other = _CHARSETS.get(c)
         if other is None:
             other = _CHARSETS[c] = frozenset(c)
-        if need <= 2 * min(size - len(chars - other), len(c) - len(other - chars)):
-            close.append(c)
-    found = difflib.get_close_matches(name, close, n=1, cutoff=0.6)
-    return found[0] if found else None
+        shared = min(size - len(chars - other), len(c) - len(other - chars))
+        if 0.6 * total <= 2 * shared:
+            bounded.append((2.0 * shared / total, c))
+    if not bounded:
+        return None
+    # start-up: difflib loads only when a did-you-mean has a candidate to align
+    import difflib
+
+    bounded.sort(reverse=True)
+    counts = _counts(name)
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(name)
+    best = None
+    for bound, c in bounded:
+        if best is not None and bound < best[0]:
+            break      # sorted: no candidate left can reach the best ratio
+        theirs = _counts(c)
+        common = 2.0 * sum(min(n, theirs.get(ch, 0)) for ch, n in counts.items()) / (size + len(c))
+        if common < 0.6 or (best is not None and common < best[0]):
+            continue
+        matcher.set_seq1(c)
+        found = (matcher.ratio(), c)
+        if found[0] >= 0.6 and (best is None or found > best):
+            best = found
+    return best[1] if best else None
+
+
+def _counts(text: str) -> dict:
+    """How often each character occurs in `text` (cached: candidate lists are fixed tables)."""
+    found = _COUNTS.get(text)
+    if found is None:
+        found = {}
+        for ch in text:
+            found[ch] = found.get(ch, 0) + 1
+        if len(_COUNTS) < 100_000:
+            _COUNTS[text] = found
+    return found
 
 
 _CHARSETS: dict = {}  # candidate -> its characters (the candidate lists are fixed tables)
+_COUNTS: dict = {}    # candidate -> its character counts
+_SUGGESTED: dict = {}  # (name, a tuple of candidates) -> suggest's answer, per process

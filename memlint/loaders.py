@@ -991,8 +991,20 @@ def suppressions(text: str) -> Suppressions:
 def inside(path: str, root: str) -> bool:
     """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
     containment check every reader of a referenced file uses)."""
-    real, base = os.path.realpath(path), os.path.realpath(root)
+    real, base = _realpath(path), _realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _realpath(path: str) -> str:
+    """os.path.realpath, once per absolute path and run (a directory check asks for the root
+    once per file); a relative path is resolved against the working directory of the moment."""
+    return _absolute_realpath(path) if os.path.isabs(path) else os.path.realpath(path)
+
+
+@lru_cache(maxsize=4096)
+def _absolute_realpath(path: str) -> str:
+    """The editor's server clears this between checks (memlint/document.py)."""
+    return os.path.realpath(path)
 
 
 def repo_root(path: str) -> str:

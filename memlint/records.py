@@ -215,14 +215,8 @@ def _make(klass, frozen: bool, slots: bool):
                     delattr(klass, f.name)
                 else:
                     setattr(klass, f.name, f.default)
-    scope = {"__missing__": _MISSING, "__setattr__": object.__setattr__}
-    for f in declared:
-        scope[f"__default_{f.name}__"] = f.default
-        scope[f"__factory_{f.name}__"] = f.default_factory
-    exec(_init_source(names, declared, frozen, slots, hasattr(klass, "__post_init__")), scope)
-    init = scope["__init__"]
-    init.__qualname__ = f"{klass.__qualname__}.__init__"
-    klass.__init__ = init
+    klass.__init__ = _deferred_init(klass, declared, frozen, slots)
+    klass.__signature__ = _Signature()
     klass.__record_fields__ = tuple(declared)
     klass.__dataclass_fields__ = _DataclassFields()
     klass.__dataclass_params__ = _DataclassParams(frozen)
@@ -241,6 +235,57 @@ def _make(klass, frozen: bool, slots: bool):
     else:
         klass.__hash__ = None
     return klass
+
+
+def _deferred_init(klass, declared: list, frozen: bool, slots: bool):
+    """The class's `__init__` until its first object is made: it compiles the real one (about a
+    fifth of a millisecond a class; most of the records a run declares are never made), puts it
+    on the class and runs it."""
+    def __init__(self, *args, **kwargs):
+        _compiled_init(klass)(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{klass.__qualname__}.__init__"
+    __init__.__record_init__ = (declared, frozen, slots)
+    return __init__
+
+
+def _compiled_init(klass):
+    """The record class's compiled `__init__` (compiled now if it was not)."""
+    init = klass.__dict__["__init__"]
+    deferred = getattr(init, "__record_init__", None)
+    if deferred is None:
+        return init   # compiled already (by another thread, or for a signature)
+    declared, frozen, slots = deferred
+    scope = {"__missing__": _MISSING, "__setattr__": object.__setattr__}
+    for f in declared:
+        scope[f"__default_{f.name}__"] = f.default
+        scope[f"__factory_{f.name}__"] = f.default_factory
+    exec(_init_source([f.name for f in declared], declared, frozen, slots,
+                      hasattr(klass, "__post_init__")), scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{klass.__qualname__}.__init__"
+    klass.__init__ = init
+    return init
+
+
+class _Signature:
+    """`__signature__` of a record class (what inspect.signature and help() show): the
+    parameters of the `__init__` it runs, a record's compiled when asked for."""
+
+    def __get__(self, obj, owner):
+        if obj is not None:
+            return None   # an object has no signature of its own (records are not callable)
+        for klass in owner.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is not None:
+                if hasattr(init, "__record_init__"):
+                    init = _compiled_init(klass)
+                break
+        # start-up: only introspection (help(), inspect.signature) imports inspect
+        import inspect
+
+        signature = inspect.signature(init)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
 def _key_of(names: list):

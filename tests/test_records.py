@@ -151,3 +151,20 @@ def test_a_dataclass_may_derive_from_a_record():
     assert dataclasses.replace(derived, c=5).c == 5 and isinstance(derived, Base)
     with pytest.raises(dataclasses.FrozenInstanceError):
         derived.a = 2
+
+
+def test_init_is_compiled_when_the_first_object_is_made():
+    """A record's __init__ is compiled on first use (start-up: most records a run declares are
+    never made); inspect.signature shows the fields before and after, as for a dataclass."""
+    import inspect
+
+    Record = record(frozen=True, slots=True)(make_point())
+    Data = dataclasses.dataclass(frozen=True, slots=True)(make_point_dc())
+    assert hasattr(Record.__dict__["__init__"], "__record_init__")   # not compiled yet
+    assert list(inspect.signature(Record).parameters) == list(inspect.signature(Data).parameters)
+    Other = record(make_point())
+    first = Other(1)
+    assert not hasattr(Other.__dict__["__init__"], "__record_init__")   # compiled, on the class
+    assert Other(1) == first and Other(1, 3) != first
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'x'"):
+        Other()

@@ -105,26 +105,54 @@ class Config:
         self.entries = {key: Entry(value, anchor, True, line)
                         for key, (value, line) in table.items()}
         self.used_defaults: dict = {}
+        self._flat: Optional[dict] = None   # flat(), made again after a change
+        self._parents: Optional[set] = None  # every dotted prefix of a key (`a`, `a.b` of `a.b.c`)
+
+    def _is_parent(self, key: str) -> bool:
+        """Some key lies under `key` (`key` + "." starts it). Made once, kept by set(), made
+        again after a key's children are removed."""
+        if self._parents is None:
+            self._parents = set()
+            for name in self.entries:
+                self._add_parents(name)
+        return key in self._parents
+
+    def _add_parents(self, name: str) -> None:
+        if self._parents is None:
+            return   # made from every key when first asked
+        dot = name.rfind(".")
+        while dot >= 0:
+            self._parents.add(name[:dot])
+            dot = name.rfind(".", 0, dot)
 
     def known(self, key: str) -> bool:
-        return key in self.entries or any(k.startswith(key + ".") for k in self.entries)
+        return key in self.entries or self._is_parent(key)
 
     def set(self, key: str, value: Any, prov: Provenance, unresolved: tuple = ()) -> None:
-        for child in [k for k in self.entries if k.startswith(key + ".")]:
-            if not isinstance(value, dict):
+        if not isinstance(value, dict) and self._is_parent(key):
+            for child in [k for k in self.entries if k.startswith(key + ".")]:
                 del self.entries[child]
+            self._parents = None
+        self._flat = None
         if isinstance(value, dict) and value:
             for name, item in _flatten(value, key + "."):
                 self.entries[name] = Entry(item, prov, False, None, unresolved)
+                self._add_parents(name)
             return
         self.entries[key] = Entry(value, prov, False, None, unresolved)
+        self._add_parents(key)
 
     def delete(self, key: str) -> None:
+        self._flat = self._parents = None
         for name in [k for k in self.entries if k == key or k.startswith(key + ".")]:
             del self.entries[name]
 
     def flat(self) -> dict:
-        return {key: entry.value for key, entry in self.entries.items()}
+        """Every key's value (made once per state of the config: each get() resolves against
+        it). Read it, do not change it."""
+        if self._flat is None:
+            self._flat = {key: entry.value for key, entry in self.entries.items()}
+        return self._flat
 
     def get(self, key: str) -> Optional[Entry]:
         """The entry of `key` with interpolations resolved (None when the config lacks it)."""

@@ -31,13 +31,19 @@ Read at volcengine/verl@f9c855f7 (v0.7.0); each rule below names the verl code i
 from __future__ import annotations
 
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
-from memlint.ir import Partial, Provenance
+from memlint.ir import VERSION_DEPENDENT, Partial, Provenance
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Optional
 
 A = "actor_rollout_ref."
+# free_cache_engine=False is honoured since verl PR #1464 (afee3acb5, 2025-06-29, first in v0.5.0);
+# before, the FSDP sharding manager put vLLM >= 0.7 to sleep at level 1 after every rollout
+# whatever the setting said (verl v0.4.1 verl/workers/sharding_manager/fsdp_vllm.py __exit__)
+AWAKE_SINCE = ("free_cache_engine=False keeps the engine awake between phases since verl 0.5.0 "
+               "(PR #1464); verl before 0.5 put vLLM 0.7+ to sleep at level 1 after each rollout "
+               "whatever it said (sharding_manager/fsdp_vllm.py at v0.4.1)")
 SLEEP_SOURCE = ("verl/third_party/vllm/__init__.py VLLM_SLEEP_LEVEL = 2 for vLLM >= 0.8.5 (1 "
                 "before, and on NPUs), level 1 with rollout.layered_summon "
                 "(workers/rollout/vllm_rollout/vllm_rollout.py)")
@@ -482,6 +488,8 @@ def _engine(read: Reader) -> None:
     free = read.truth(r + "free_cache_engine")
     if free is False:
         read.put("engine.sleep_level", 0, r + "free_cache_engine")
+        read.partial.set_extra(VERSION_DEPENDENT + "engine_awake", AWAKE_SINCE,
+                               read.prov(r + "free_cache_engine"))
     elif read.truth(r + "layered_summon"):
         read.put("engine.sleep_level", 1, r + "layered_summon")
     else:

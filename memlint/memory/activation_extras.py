@@ -50,6 +50,30 @@ def attention_mask_terms(model: Model, plan: StagePlan, batch: int, seq_local: i
                  "transformers masking_utils eager_mask")]
 
 
+def megatron_batch_terms(model: Model, plan: StagePlan, batch: int, seq_local: int) -> list:
+    """Megatron's GPT batch on the GPU while a micro-batch's forward runs (pretrain_gpt.py
+    get_batch: get_batch_on_this_tp_rank on the first and last stages, then
+    get_batch_on_this_cp_rank): the dataloader's attention mask, B x 1 x T/cp x T bool (the CP
+    slice keeps every key column), and on the last stage the labels (int64) and loss mask (fp32),
+    B x T/cp each. The token ids are in the embedding term."""
+    if (not model.conv.gpt_batch or not (plan.first or plan.last)
+            or model.assume["activations.model"] == "seed"):
+        return []
+    mask = batch * seq_local * model.seq if model.conv.dataloader_mask else 0
+    labels = 12 * batch * seq_local if plan.last else 0
+    if not mask and not labels:
+        return []
+    parts = ([f"attention mask 1 B × B {batch} × T/cp {seq_local} × T {model.seq}"]
+             if mask else []) + ([f"labels 8 B + loss mask 4 B × {batch * seq_local:,} tokens"]
+                                 if labels else [])
+    return [Term("activations.batch", "activations", mask + labels, " + ".join(parts),
+                 {"batch": batch, "seq_local": seq_local, "seq": model.seq,
+                  "attention_mask": mask, "labels_and_loss_mask": labels},
+                 "Megatron-LM pretrain_gpt.py get_batch, megatron/training/utils.py "
+                 "get_batch_on_this_tp_rank, megatron/core/datasets/gpt_dataset.py "
+                 "(create_attention_mask)")]
+
+
 def autocast_weight_terms(model: Model, plan: StagePlan) -> list:
     """Low-precision copies of linear weights made by torch.autocast.
 

@@ -96,6 +96,9 @@ class Vision:
     # of params + projector_params, those every tensor-parallel rank holds whole (patch
     # embedding, positions, class token, norms, row-parallel biases); 0 where not known
     tp_replicated: int = 0
+    # tokens each image's encoder layers run on, when not tokens_per_image: Megatron's CLIP ViT
+    # adds its class token even when --disable-vision-class-token drops it after the encoder
+    encoder_tokens: int = 0
 
 
 NOMINAL_QWEN_IMAGE = 448

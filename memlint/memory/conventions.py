@@ -15,6 +15,8 @@ it): `precision_convention` (bytes per parameter, gradient and state under mixed
 """
 from __future__ import annotations
 
+import os
+
 from memlint.facts import deepspeed as ds_facts
 from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import Provenance
@@ -174,6 +176,8 @@ class Conventions:
     moe_dispatch: Optional[MoeDispatch]     # Megatron-Core MoE layers; None: the generic count
     fine_offload: Optional[FineOffload]     # Megatron fine-grained activation offloading
     grouped_gemm: bool            # TE grouped GEMMs for the experts
+    gpt_batch: bool               # Megatron's GPT get_batch (labels, loss mask on the GPU)
+    dataloader_mask: bool         # ... with the dataloader's B x 1 x T/cp x T bool mask
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
     in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
@@ -263,6 +267,9 @@ def build(scenario, context) -> Conventions:
         moe_dispatch=_moe_dispatch(keys, context.dtypes.compute) if megatron else None,
         fine_offload=_fine_offload(keys) if megatron else None,
         grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
+        gpt_batch=megatron and _gpt_batch(keys),
+        dataloader_mask=megatron and _gpt_batch(keys)
+        and keys.get("megatron.no-create-attention-mask-in-dataloader") is not True,
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
@@ -291,6 +298,22 @@ def build(scenario, context) -> Conventions:
         seq_local=seq_per_gpu(seq, topo.cp),
         rl=rl_conventions(scenario.rl.framework),
     )
+
+
+# Training scripts whose get_batch takes the GPT dataloader's batch (get_batch_on_this_tp_rank):
+# NVIDIA/Megatron-LM@d98e8a64 pretrain_gpt.py, pretrain_hybrid.py (pretrain_mamba.py before it)
+_GPT_BATCH_SCRIPTS = ("pretrain_gpt.py", "pretrain_hybrid.py", "pretrain_mamba.py")
+
+
+def _gpt_batch(keys) -> bool:
+    """Whether the run's batch comes from Megatron's GPT get_batch: the GPT and hybrid scripts (a
+    run without a script is read as pretrain_gpt.py); Megatron-DeepSpeed builds its own. Its
+    GPTDataset builds the attention mask unless --no-create-attention-mask-in-dataloader
+    (megatron/core/datasets/gpt_dataset.py create_attention_mask; arguments.py store_false)."""
+    if keys.get("megatron.deepspeed") is True:
+        return False
+    script = keys.get("megatron.entry-script")
+    return script is None or os.path.basename(str(script)) in _GPT_BATCH_SCRIPTS
 
 
 def _loss_parallel_disabled(keys) -> bool:

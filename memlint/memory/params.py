@@ -155,22 +155,20 @@ def count_params(arch: Architecture) -> ParamCounts:
     per_norm = 2 * d if arch.norm == "layernorm" else d
     attention = _attention_params(arch)
     norms = arch.norms_per_layer * per_norm
+    # every dense layer counts the same, and every MoE layer: one (immutable) count each
+    dense = moe_layer = None
     layers = []
     for is_moe in arch.moe_layers:
         if is_moe and arch.moe is not None:
-            moe = arch.moe
-            mats = 3 if arch.gated_mlp else 2   # GeLU experts (Megatron) have fc1 and fc2 only
-            shared = mats * d * moe.shared_ffn + (d if moe.shared_gate and moe.shared_ffn else 0)
-            if moe.shared_gate and not moe.shared_ffn:
-                shared = d  # qwen2_moe builds the gate even for a zero-width shared expert
-            layers.append(LayerParams(attention=attention,
-                                      experts=moe.num_experts * mats * d * moe.expert_ffn,
-                                      shared_experts=shared,
-                                      router=d * moe.num_experts, norms=norms))
+            if moe_layer is None:
+                moe_layer = _moe_layer_params(arch, attention, norms)
+            layers.append(moe_layer)
         else:
-            layers.append(LayerParams(attention=attention,
-                                      mlp=mlp_params(d, arch.ffn, arch.gated_mlp, arch.mlp_bias),
-                                      norms=norms))
+            if dense is None:
+                dense = LayerParams(attention=attention,
+                                    mlp=mlp_params(d, arch.ffn, arch.gated_mlp, arch.mlp_bias),
+                                    norms=norms)
+            layers.append(dense)
     vision = arch.vision
     whole, split, tokentype = bert_head_params(arch, per_norm)
     return ParamCounts(embedding=arch.vocab * d, position_embedding=arch.learned_positions * d,
@@ -197,6 +195,16 @@ def bert_head_params(arch: Architecture, per_norm: int) -> tuple:
         whole += (d * d + d) + (2 * d + 2)
         tokentype = 2 * d
     return whole, arch.vocab, tokentype
+
+
+def _moe_layer_params(arch: Architecture, attention: int, norms: int) -> LayerParams:
+    d, moe = arch.hidden, arch.moe
+    mats = 3 if arch.gated_mlp else 2   # GeLU experts (Megatron) have fc1 and fc2 only
+    shared = mats * d * moe.shared_ffn + (d if moe.shared_gate and moe.shared_ffn else 0)
+    if moe.shared_gate and not moe.shared_ffn:
+        shared = d  # qwen2_moe builds the gate even for a zero-width shared expert
+    return LayerParams(attention=attention, experts=moe.num_experts * mats * d * moe.expert_ffn,
+                       shared_experts=shared, router=d * moe.num_experts, norms=norms)
 
 
 def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:

@@ -12,7 +12,7 @@ from memlint.memory import activations as act
 from memlint.memory import activations_eager as eager
 from memlint.memory import fine_offload, moe_balance, offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
-                                              embedding_activation_terms)
+                                              embedding_activation_terms, megatron_batch_terms)
 from memlint.memory.layout_activations import layout_source, plan_layer_items
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
@@ -114,6 +114,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
             host_out.extend(moved)
     terms += autocast_weight_terms(model, plan)
     terms += attention_mask_terms(model, plan, tr.micro_batch, seq_local)
+    terms += megatron_batch_terms(model, plan, tr.micro_batch, seq_local)
     if plan.first:
         terms += embedding_activation_terms(model, tokens, seq_local, inflight)
         if model.arch.vision is not None and tr.images_per_sample:
@@ -202,7 +203,10 @@ def megatron_vision_terms(model: Model, inflight: float) -> list:
     tr, topo, vision = model.tr, model.topo, model.arch.vision
     c = model.dt.compute
     tokens_per_image = model.visual_tokens_per_image()
-    tokens = tr.micro_batch * tr.images_per_sample * tokens_per_image
+    # the ViT's layers run on the patches and the class token; the projection on the LM's tokens
+    encoder_tokens = vision.encoder_tokens or tokens_per_image
+    images = tr.micro_batch * tr.images_per_sample
+    tokens = images * tokens_per_image
     sh = act.Shapes(d=vision.hidden, dq=vision.hidden, dk=vision.hidden, dv=vision.hidden,
                     heads=vision.heads, do=vision.hidden, ffn=vision.ffn,
                     gated=model.arch.gated_mlp, layernorm=vision.norm == "layernorm")
@@ -211,17 +215,19 @@ def megatron_vision_terms(model: Model, inflight: float) -> list:
         sh, c, flash, topo.tp, False, model.arch.hidden_dropout > 0,
         model.arch.attention_dropout > 0,
         model.tr.recompute == "selective" and model.tr.recompute_every <= 1,
-        softmax_bytes=softmax_bytes(model, tokens_per_image, vision.heads, flash))
-    per_token = sum(i.bytes_per_token(tokens_per_image) for i in items)
-    layers_bytes = int(per_token * tokens * vision.layers * inflight)
+        softmax_bytes=softmax_bytes(model, encoder_tokens, vision.heads, flash))
+    per_token = sum(i.bytes_per_token(encoder_tokens) for i in items)
+    layers_bytes = int(per_token * images * encoder_tokens * vision.layers * inflight)
     width = (2 if model.arch.gated_mlp else 1) * model.arch.ffn
     projection = int((c * vision.hidden + 2 * c * width / topo.tp) * tokens * inflight)
     return [Term("vision.activations", "vision", layers_bytes + projection,
-                 f"{vision.layers} ViT layers × {per_token:,.1f} B/token × {tokens:,} image "
-                 f"tokens (B {tr.micro_batch} × {tokens_per_image}) + projection MLP "
+                 f"{vision.layers} ViT layers × {per_token:,.1f} B/token × "
+                 f"{images * encoder_tokens:,} image tokens (B {tr.micro_batch} × "
+                 f"{encoder_tokens}) + projection MLP "
                  f"{projection:,} B" + (f" × {inflight:g} in flight" if inflight != 1 else ""),
-                 {"layers": vision.layers, "tokens": tokens, "bytes_per_token": per_token,
-                  "saved": {i.name: round(i.bytes_per_token(tokens_per_image), 2)
+                 {"layers": vision.layers, "tokens": images * encoder_tokens,
+                  "projection_tokens": tokens, "bytes_per_token": per_token,
+                  "saved": {i.name: round(i.bytes_per_token(encoder_tokens), 2)
                             for i in items}},
                  "Korthikanti et al. 2022 on the ViT's shapes; megatron/core/models/vision/"
                  "clip_vit_model.py, llava_model.py")]

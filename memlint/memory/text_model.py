@@ -182,7 +182,9 @@ def _megatron_vision(r: ConfigReader, lm: dict) -> Vision:
     width = r.int("vision_img_w", minimum=1)
     class_token = r.bool("vision_class_token", default=True)
     patches = (height // patch) * (width // patch)
-    positions = patches + 1  # CLIP keeps a position for the class token even when it is dropped
+    # CLIPViTModel always adds the class token (llava_model.py add_class_token=True for clip):
+    # it keeps a position and runs through the layers even when the LM drops it
+    positions = patches + 1
     tokens = patches + (1 if class_token else 0)
     ffn = lm["ffn"]
     gated = lm.get("gated_mlp", False)
@@ -201,7 +203,8 @@ def _megatron_vision(r: ConfigReader, lm: dict) -> Vision:
     return Vision(hidden=d, layers=layers, heads=lm["heads"], ffn=ffn, patch_size=patch,
                   image_size=height, tokens_per_image=tokens, params=tower,
                   projector_params=projector, model_type="megatron_clip",
-                  norm=lm.get("norm", "layernorm"), tp_replicated=replicated)
+                  norm=lm.get("norm", "layernorm"), tp_replicated=replicated,
+                  encoder_tokens=patches + 1)
 
 
 def _deepseek_moe(r: ConfigReader, fam: str, layers: int):

@@ -8,6 +8,7 @@ is fixed at start-up while an update's micro-batch grows with the generated leng
 from __future__ import annotations
 
 from memlint.diagnostics import Severity
+from memlint.ir import VERSION_DEPENDENT
 from memlint.memory.rl import LENGTH_INDEPENDENT
 from memlint.rules._support import size
 from memlint.rules.base import Finding, Rule
@@ -42,6 +43,24 @@ def _defaults(ctx, stage, phase) -> list:
     found += [(key.split(":", 1)[1], setting.value) for key, setting in
               sorted(ctx.scenario.extra.items()) if key.startswith("rl.rests_on:")]
     return found
+
+
+def _version_notes(ctx, phase, capacity: int) -> list:
+    """What the adapters recorded as version-dependent (ir.VERSION_DEPENDENT) that decides the
+    verdict on `phase`. `engine_awake`: a setting keeps the engine awake between phases only in
+    some versions of the framework; it decides when the phase fits with the engine asleep (its
+    `.awake` terms gone, memory/rl/phases.py)."""
+    notes = []
+    for key, setting in sorted(ctx.scenario.extra.items()):
+        if not key.startswith(VERSION_DEPENDENT):
+            continue
+        what = key[len(VERSION_DEPENDENT):]
+        if what == "engine_awake":
+            awake = sum(t.bytes for t in phase.terms if t.name.endswith(".awake"))
+            if not awake or phase.total - awake > capacity:
+                continue
+        notes.append(str(setting.value))
+    return notes
 
 
 def _worst(estimate, names=None):
@@ -142,6 +161,10 @@ class RolloutExceedsGpuMemory(Rule):
         if version is not None and version < (0, 7) and from_free:
             return  # that vLLM sized its budget from the memory the trainer left free
         found = _defaults(ctx, stage, phase)
+        versioned = _version_notes(ctx, phase, capacity)
+        if versioned:
+            text += _versions_note(versioned)
+            severity = Severity.WARNING
         if found:
             text += defaults_note(found)
             severity = Severity.WARNING
@@ -156,6 +179,11 @@ class RolloutExceedsGpuMemory(Rule):
             text, keys=_ROLLOUT_KEYS, severity=severity,
             data={"stage": stage.stage, "phase": phase.name, "total_bytes": phase.total,
                   "capacity_bytes": capacity, "engine_bytes": engine, "trainer_bytes": trainer})
+
+
+def _versions_note(notes: list) -> str:
+    return ("; it fits with the engine asleep, and that depends on the framework's version: "
+            + "; ".join(notes))
 
 
 def _version(text) -> "tuple | None":
@@ -384,6 +412,10 @@ class RlPhaseExceedsGpuMemory(Rule):
         found = _defaults(ctx, stage, phase)
         if found:
             text += defaults_note(found)
+            severity = Severity.WARNING
+        versioned = _version_notes(ctx, phase, capacity)
+        if versioned:
+            text += _versions_note(versioned)
             severity = Severity.WARNING
         if summary.padding_free:
             tokens = summary.break_even(stage.stage, phase, capacity)

@@ -1,6 +1,6 @@
 """`vllm serve` scripts and vLLM YAML configs (memlint/adapters/vllm_serve.py): the engine alone.
 
-The numbers checked come from vLLM's own start-up logs (tests/data/engine, llm-d-planner's
+The numbers checked come from vLLM's own start-up logs (bench/data/calibration/vllm-startups, llm-d-planner's
 vLLM 0.19.0 runs on H100) and from open-r1's published serving script for DeepSeek-R1.
 """
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_generate_script_with_unknown_parallel_sizes_gives_infos_not_errors():
 def test_llama_8b_kv_pool_matches_vllm_start_up_log(tmp_path):
     """vLLM 0.19.0 on an H100 (79.19 GiB as torch sees it), Llama-3.1-8B-Instruct at 0.95 and
     max_model_len 8192 logged a KV cache of 58.11 GiB, 476,000 tokens, 58.11x concurrency
-    (tests/data/engine/vllm-0.19.0-h100-startups.csv)."""
+    (bench/data/calibration/vllm-startups/results_raw-v0.19.0.csv)."""
     path = _write(tmp_path, "serve.sh", "#!/bin/bash\nvllm serve meta-llama/Llama-3.1-8B-Instruct "
                   "\\\n  --gpu-memory-utilization 0.95 --max-model-len 8192\n")
     diagnostics, est = _check(path, "gpu=H100-80GB", "gpu_memory=79.19GiB")

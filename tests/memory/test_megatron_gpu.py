@@ -357,7 +357,10 @@ def test_llava_vision_tower_and_tokens():
     assert arch.vision.tp_replicated == whole
     total = arch.vision.params + arch.vision.projector_params
     assert weights.inputs["params"] == -(-(total - whole) // 4) + whole
-    assert first.term("vision.activations").inputs["tokens"] == 576
+    # the ViT's layers run on the class token too (CLIPViTModel adds it; LLaVA drops it after the
+    # encoder), the projection on the 576 tokens the language model sees
+    vision = first.term("vision.activations").inputs
+    assert vision["tokens"] == 577 and vision["projection_tokens"] == 576
 
 
 def test_llava_language_model_has_its_own_output_layer_and_positions():
@@ -537,3 +540,51 @@ def test_mtp_stage_builds_its_own_embedding_when_untied():
     d = 512
     layer = 4 * d * d + 4 * d + 2 * d * 4 * d + 4 * d + d + 2 * 2 * d   # biased GeLU layer
     assert added == layer + 2 * d * d + 3 * 2 * d + 32000 * d           # + embedding (untied)
+
+
+# -- the GPT batch: the dataloader's attention mask, labels and loss mask -----------------------
+
+def test_gpt_batch_keeps_the_dataloaders_attention_mask():
+    """pretrain_gpt.py get_batch puts the batch on the first and last stages' GPUs: GPTDataset's
+    B x 1 x T x T bool attention mask (create_attention_mask, on unless
+    --no-create-attention-mask-in-dataloader), and on the last stage the labels (int64) and loss
+    mask (fp32). Megatron's own CI shows it: the peak of gpt3_mcore_te_tp2_pp2_resume_torch_dist
+    above its persistent state is 4.2 MB (B 4 x 1024 x 1024 x 1 B) higher than that of
+    ..._no_create_attention_mask_in_dataloader, on H100 and on A100 (golden values at d98e8a64)."""
+    _, result = ci_estimate("gpt3_mcore_tp1_pp2.yaml")
+    first, last = result.stages
+    mask = 4 * 1024 * 1024   # B 4 x T/cp 1024 x T 1024 x 1 B
+    assert first.term("activations.batch").bytes == mask
+    assert last.term("activations.batch").bytes == mask + 12 * 4 * 1024
+    _, without = ci_estimate("gpt3_mcore_tp1_pp2.yaml",
+                             "megatron.no-create-attention-mask-in-dataloader=true")
+    assert without.stages[0].term("activations.batch") is None
+    assert without.stages[-1].term("activations.batch").bytes == 12 * 4 * 1024
+    assert last.allocated_bytes - without.stages[-1].allocated_bytes == mask
+
+
+def test_gpt_batch_under_context_parallelism_and_other_scripts():
+    text = ("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 2048 "
+            "--micro-batch-size 2 --bf16 --context-parallel-size 2\n")
+    # get_batch_on_this_cp_rank slices the mask's query rows: B x 1 x T/cp x T
+    term = estimate(args_scenario(text)).stages[0].term("activations.batch")
+    assert term.inputs["attention_mask"] == 2 * 1024 * 2048
+    # LLaVA's get_batch (pretrain_vlm.py) passes no mask: no GPT batch
+    llava = estimate(args_scenario(LLAVA, entry="pretrain_vlm.py")).stages[0]
+    assert llava.term("activations.batch") is None
+
+
+def test_packed_sequence_under_cp_is_named_not_modeled():
+    """LLaVA's THD attention under context parallelism runs through cuDNN on Hopper (not
+    modeled, ML107); without context parallelism get_packed_seq_params keeps sbhd."""
+    from memlint.facts.coverage import set_not_modeled
+
+    def named(text):
+        sc = args_scenario(text, entry="pretrain_vlm.py")
+        return [f.entry.key for f in set_not_modeled(sc.extra)]
+
+    assert "--use-packed-sequence" in named(LLAVA + "--sequence-parallel "
+                                            "--context-parallel-size 2 --use-packed-sequence\n")
+    assert "--use-packed-sequence" not in named(LLAVA + "--use-packed-sequence\n")
+    assert "--use-packed-sequence" not in named(LLAVA + "--context-parallel-size 1 "
+                                                "--use-packed-sequence\n")

@@ -8,7 +8,8 @@ One data file per framework (`<framework>.json` beside this module) gives each k
   estimate errs when it is set (`low`: memlint counts too little, `high`: too much, `either`),
   what the framework does, and where the framework's code gives one, a bound. `when` lists the
   only values that are not modeled (the others are), `off` the values that change nothing;
-  `scope: host` marks a setting that changes host RAM only (warned when the run's host is known).
+  `scope: host` marks a setting that changes host RAM only (warned when the run's host is known);
+  `requires` names other keys that must be set, to a value not among their neutral ones.
 - *part of* another key: a sub-setting of a not-modeled parent (`--cuda-graph-scope` of
   `--cuda-graph-impl`); the parent's warning covers it.
 
@@ -48,6 +49,10 @@ class NotModeled:
     when: tuple = ()          # only these values are not modeled (empty: any set value)
     off: tuple = ()           # values that change nothing (the framework's neutral default)
     scope: str = "gpu"        # gpu, or host: it changes host RAM only (checked with a host)
+    # only with these other keys of the table set to a value other than their neutral ones
+    # ((key, neutral values), ...): ("--context-parallel-size", ("1",)) only under context
+    # parallelism
+    requires: tuple = ()
 
     def applies(self, value: Any) -> bool:
         """Whether a set value of this key makes the estimate wrong."""
@@ -110,7 +115,8 @@ def table(framework: str) -> Table:
         data = json.load(handle)
     not_modeled = {key: NotModeled(key, entry["direction"], entry["effect"], entry.get("bound"),
                                    tuple(entry.get("when", ())), tuple(entry.get("off", ())),
-                                   entry.get("scope", "gpu"))
+                                   entry.get("scope", "gpu"),
+                                   tuple((k, tuple(v)) for k, v in entry.get("requires", {}).items()))
                    for key, entry in data.get("not_modeled", {}).items()}
     return Table(data["framework"], data["namespace"], data.get("key_prefix", ""),
                  data.get("source", ""),
@@ -139,9 +145,19 @@ def set_not_modeled(extra: Mapping) -> list:
             key = spec.key_of(extra_key)
             entry = spec.not_modeled.get(key) if key is not None else None
             value = getattr(setting, "value", setting)
-            if entry is not None and entry.applies(value):
+            if entry is not None and entry.applies(value) and _required(spec, entry, extra):
                 found.append(Found(entry, extra_key, value, name))
     return found
+
+
+def _required(spec: Table, entry: NotModeled, extra: Mapping) -> bool:
+    """Whether the other keys an entry needs are set to one of their non-neutral values."""
+    for key, neutral in entry.requires:
+        setting = extra.get(spec.namespace + key[len(spec.key_prefix):])
+        value = getattr(setting, "value", setting)
+        if value is None or value is False or str(value).strip() in neutral:
+            return False
+    return True
 
 
 def describe(found: Found) -> str:

@@ -238,8 +238,8 @@ def budget(shape: EngineShape, settings: EngineSettings, total_memory: int, assu
                        "NCCL / custom all-reduce / cuBLAS memory the profile run adds (assumption "
                        + ("engine.non_torch_tp_bytes, tp > 1)" if settings.tp > 1
                           else "engine.non_torch_bytes)"), {"tp": settings.tp},
-                       "vLLM 0.19 start-ups on H100 (llm-d-planner accuracy/results/v0.19.0): "
-                       "0.24-0.27 GiB at tp 1, 2.06-2.21 GiB at tp >= 2"))
+                       "vLLM 0.19 start-ups on H100 (bench/data/calibration/vllm-startups, fit "
+                       "rows): 0.25 GiB at tp 1, 2.10 GiB at tp >= 2"))
     used = sum(t.bytes for t in inside)
     pool = requested - used
     # kv_cache_dtype "auto": the model's dtype as the engine loads it (config/cache.py)
@@ -260,8 +260,8 @@ def budget(shape: EngineShape, settings: EngineSettings, total_memory: int, assu
         outside.append(Term(
             "engine.cuda_graphs", "runtime", int(assumed(assumptions, "engine.cuda_graph_bytes")),
             "CUDA-graph pool captured after the KV cache (assumption engine.cuda_graph_bytes)",
-            {}, "vLLM 0.19 start-ups on H100 (llm-d-planner): 'Graph capturing finished ... "
-                "took' 0.51-1.85 GiB, mean 1.0 GiB; not freed by sleep mode"))
+            {}, "vLLM 0.19 start-ups on H100 (bench/data/calibration/vllm-startups, fit rows): "
+                "'Graph capturing finished ... took' 0.87 GiB; not freed by sleep mode"))
     max_len = settings.max_model_len or shape.max_position or 0
     refusal = _refusal(pool, per_token, max_len, util, requested, free_memory)
     return EngineBudget(requested, tuple(inside), tuple(outside), per_token, pool_tokens,
