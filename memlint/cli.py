@@ -591,10 +591,93 @@ def _end_process(code: int):
     os._exit(code)
 
 
+class _Recorder:
+    """Takes a subcommand's add_argument calls as a parser would and keeps, per destination,
+    the value argparse gives when the option is absent, and the on/off flags by their names."""
+
+    def __init__(self):
+        self.defaults: dict = {}
+        self.switches: dict = {}   # "--quiet", "-q" -> "quiet"
+        self.positional = None
+        self.simple = True         # only options whose absence and switches it models
+
+    def add_argument(self, *names, **options) -> None:
+        action = options.get("action", "store")
+        if not names[0].startswith("-"):
+            if self.positional is not None or options.get("nargs") != "*" or "default" in options:
+                self.simple = False
+            self.positional = options.get("dest", names[0])
+            self.defaults[self.positional] = None
+            return
+        long = next((n for n in names if n.startswith("--")), names[0])
+        dest = options.get("dest") or long.lstrip("-").replace("-", "_")
+        if action == "store_true":
+            self.defaults[dest] = options.get("default", False)
+            self.switches.update(dict.fromkeys(names, dest))
+        elif action in ("store", "append"):
+            default = options.get("default")
+            if isinstance(default, str) and "type" in options:
+                default = options["type"](default)   # argparse converts a string default
+            self.defaults[dest] = default
+        else:
+            self.simple = False
+
+
+_QUICK_CHECK: list = []   # the Recorder of check's arguments, made once
+
+
+class QuickArgs:
+    """The parsed command line of `memlint check`, made without argparse (see quick_check)."""
+
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+    def __repr__(self) -> str:
+        return f"QuickArgs({self.__dict__!r})"
+
+
+def quick_check(words: list):
+    """For start-up speed (argparse and its gettext lookups cost about a tenth of a one-file
+    check): the arguments of a `check` command line made only of paths and on/off flags (a
+    hook's `memlint check --skip-unknown FILE...`), as argparse parses them; None for any other
+    command line, which argparse then parses. tests/cli/test_quick_args.py compares the two."""
+    if not words or words[0] != "check":
+        return None
+    if not _QUICK_CHECK:
+        recorder = _Recorder()
+        _check_arguments(recorder)
+        _QUICK_CHECK.append(recorder)
+    recorder = _QUICK_CHECK[0]
+    if not recorder.simple or recorder.positional is None:
+        return None
+    values = dict(recorder.defaults, command="check")
+    paths: list = []
+    block = None   # where the paths are: argparse takes one run of positional words
+    for index, word in enumerate(words[1:]):
+        if word.startswith("-"):
+            dest = recorder.switches.get(word)
+            if dest is None:
+                return None   # "-", "--", an option with a value, an abbreviation, -h
+            values[dest] = True
+        else:
+            if block is not None and block != index - len(paths):
+                return None
+            block = index - len(paths)
+            paths.append(word)
+    for dest, value in values.items():
+        if isinstance(value, list):
+            values[dest] = list(value)
+    values[recorder.positional] = paths
+    return QuickArgs(values)
+
+
 def _main(words: list) -> int:
     if words == VERSION_ONLY:  # start-up: the answer needs no parser (argparse prints the same)
         sys.stdout.write(f"memlint {__version__}\n")
         return 0
+    args = quick_check(words)
+    if args is not None:
+        return _run(args, words)
     parser = build_parser(words)
     try:
         args = parser.parse_args(words)
@@ -606,6 +689,10 @@ def _main(words: list) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    return _run(args, words)
+
+
+def _run(args, words: list) -> int:
     debug = getattr(args, "debug", False)
     try:
         if getattr(args, "output_file", None):

@@ -33,8 +33,10 @@ def _escape(match: re.Match) -> str:
 def escape_controls(text: Optional[str], newlines: bool = False) -> Optional[str]:
     """'a\x1b[31mb' -> 'a\\x1b[31mb': printable, and valid in XML, JSON and a terminal; with
     `newlines`, '\\n' and '\\r' become '\\x0a' and '\\x0d' as well (one line)."""
+    if text is None or text.isprintable():
+        return text   # every character the patterns match is unprintable (start-up: no compile)
     pattern = _CONTROL_OR_NEWLINE if newlines else _CONTROL
-    if text is None or not pattern.search(text):
+    if not pattern.search(text):
         return text
     return pattern.sub(_escape, text)
 

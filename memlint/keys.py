@@ -181,10 +181,15 @@ def to_bytes(value: Any) -> int:
             raise ValueError(f"{_short(value)} is too large (over 2**60 bytes)")
         return int(number)
     text = str(value)
-    match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
-    if not match:
-        raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
-    number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
+    digits = text.rstrip("bBiIkKmMgGtT")
+    unit = text[len(digits):].lower()
+    if digits.isascii() and digits.isdigit() and unit in _UNITS and len(text) <= MAX_SIZE_CHARS:
+        number = float(digits) * _UNITS[unit]   # '4MiB', '80GB': as _SIZE reads them (start-up)
+    else:
+        match = _SIZE.fullmatch(text) if len(text) <= MAX_SIZE_CHARS else None
+        if not match:
+            raise ValueError(f"expected a size like 80GiB or 141GB, got {_short(value)}")
+        number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
     if number <= 0:
         raise ValueError(f"must be positive, got {_short(value)}")
     if not number <= MAX_BYTES:  # also inf from '1e400'
@@ -770,16 +775,8 @@ MAX_UNKNOWN_LISTED = 100
 
 def suggest(name: str, candidates) -> Optional[str]:
     """The closest known name, for did-you-mean messages: difflib's answer
-    (`get_close_matches(name, candidates, n=1, cutoff=0.6)`), found without running difflib on
-    every candidate.
-
-    difflib's ratio is 2*M/(len(a)+len(b)) with M the characters of its matching blocks, so two
-    bounds of it need no alignment: M is at most the shorter length (its real_quick_ratio) and at
-    most the characters the two have in common, counted with multiplicity (its quick_ratio). A
-    candidate whose bound is under the cutoff is dropped, as difflib drops it; the rest are
-    aligned best bound first, and the search stops once the best ratio found exceeds every
-    bound left (a tie still goes to the larger string, as difflib's nlargest gives it). A name
-    longer than any flag gets no suggestion (callers also cap how many they ask for per file)."""
+    (`get_close_matches(name, candidates, n=1, cutoff=0.6)`, see close_matches). A name longer
+    than any flag gets no suggestion (callers also cap how many they ask for per file)."""
     size = len(name)
     if not size or size > MAX_SUGGEST_CHARS:
         return None
@@ -788,13 +785,27 @@ def suggest(name: str, candidates) -> Optional[str]:
         if key not in _SUGGESTED:
             if len(_SUGGESTED) >= 10_000:
                 _SUGGESTED.clear()
-            _SUGGESTED[key] = _closest(name, candidates)
+            _SUGGESTED[key] = next(iter(close_matches(name, candidates, 1)), None)
         return _SUGGESTED[key]
-    return _closest(name, candidates)
+    return next(iter(close_matches(name, candidates, 1)), None)
 
 
-def _closest(name: str, candidates) -> Optional[str]:
+def close_matches(name: str, candidates, n: int = 3) -> list:
+    """`difflib.get_close_matches(name, candidates, n, cutoff=0.6)`, found without running
+    difflib on every candidate.
+
+    difflib's ratio is 2*M/(len(a)+len(b)) with M the characters of its matching blocks, so two
+    bounds of it need no alignment: M is at most the shorter length (its real_quick_ratio) and at
+    most the characters the two have in common, counted with multiplicity (its quick_ratio). A
+    candidate whose bound is under the cutoff is dropped, as difflib drops it; the rest are
+    aligned best bound first, and the search stops once the n best ratios found exceed every
+    bound left (a tie still goes to the larger string, as difflib's nlargest orders them)."""
     size = len(name)
+    if n <= 0 or not size:
+        # difflib: n must be > 0; an empty name matches only an empty candidate (ratio 1)
+        import difflib  # start-up: only these corner cases need difflib itself
+
+        return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
     chars = set(name)
     bounded = []   # (bound from the characters the two share at all, candidate)
     for c in candidates:
@@ -808,7 +819,7 @@ def _closest(name: str, candidates) -> Optional[str]:
         if 0.6 * total <= 2 * shared:
             bounded.append((2.0 * shared / total, c))
     if not bounded:
-        return None
+        return []
     # start-up: difflib loads only when a did-you-mean has a candidate to align
     import difflib
 
@@ -816,19 +827,21 @@ def _closest(name: str, candidates) -> Optional[str]:
     counts = _counts(name)
     matcher = difflib.SequenceMatcher()
     matcher.set_seq2(name)
-    best = None
+    best: list = []   # the n best (ratio, candidate), best first
     for bound, c in bounded:
-        if best is not None and bound < best[0]:
-            break      # sorted: no candidate left can reach the best ratio
+        if len(best) == n and bound < best[-1][0]:
+            break      # sorted: no candidate left can reach the n-th best ratio
         theirs = _counts(c)
-        common = 2.0 * sum(min(n, theirs.get(ch, 0)) for ch, n in counts.items()) / (size + len(c))
-        if common < 0.6 or (best is not None and common < best[0]):
+        common = 2.0 * sum(min(k, theirs.get(ch, 0)) for ch, k in counts.items()) / (size + len(c))
+        if common < 0.6 or (len(best) == n and common < best[-1][0]):
             continue
         matcher.set_seq1(c)
         found = (matcher.ratio(), c)
-        if found[0] >= 0.6 and (best is None or found > best):
-            best = found
-    return best[1] if best else None
+        if found[0] >= 0.6 and (len(best) < n or found > best[-1]):
+            best.append(found)
+            best.sort(reverse=True)
+            del best[n:]
+    return [c for _, c in best]
 
 
 def _counts(text: str) -> dict:

@@ -30,3 +30,10 @@ class LazyModule:
 
 def module(name: str) -> LazyModule:
     return LazyModule(name)
+
+
+def imported(name: str):
+    """The module `name`, imported now: importlib.import_module for an absolute name, without
+    importing importlib (and with it warnings) on the start-up path."""
+    __import__(name)
+    return sys.modules[name]

@@ -930,11 +930,11 @@ def load_toml(path: str, text: str) -> Document:
     return doc
 
 
-_COMMENT_DIRECTIVE = re.compile(
+_COMMENT_DIRECTIVE = lazy_re.compile(
     r"#\s*memlint:\s*(disable(?:-file|-next-line)?)\s*=\s*([A-Za-z0-9_,\- ]+)")
 # JSON has no comments: `"memlint": {"disable": ["ML302", "unknown-key"]}` at the top level
 # (DeepSpeed and HF config.json ignore top-level keys they do not know) disables for the file.
-_JSON_DIRECTIVE = re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
+_JSON_DIRECTIVE = lazy_re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[([^\]]*)\]')
 
 
 class Suppressions(dict):

@@ -15,7 +15,9 @@ _GROUPS: dict = {}
 
 
 def _scan() -> frozenset:
-    """Every entry-point group declared on sys.path, or None when the scan cannot be trusted."""
+    """Every memlint entry-point group declared on sys.path (the only groups `declared` is asked
+    about: a file that does not name memlint is not parsed), or None when the scan cannot be
+    trusted."""
     groups: set = set()
     for entry in sys.path:
         where = entry or os.getcwd()
@@ -29,14 +31,16 @@ def _scan() -> frozenset:
             if not name.endswith((".dist-info", ".egg-info")):
                 continue
             try:
-                with open(os.path.join(where, name, "entry_points.txt"), encoding="utf-8",
-                          errors="replace") as handle:
-                    for line in handle:
-                        line = line.strip()
-                        if line.startswith("[") and line.endswith("]"):
-                            groups.add(line[1:-1].strip())
+                with open(os.path.join(where, name, "entry_points.txt"), "rb") as handle:
+                    data = handle.read()
             except OSError:
                 continue
+            if b"memlint" not in data:
+                continue   # start-up: most environments hold many distributions, none of them ours
+            for line in data.decode("utf-8", errors="replace").split("\n"):
+                line = line.strip()
+                if line.startswith("[") and line.endswith("]"):
+                    groups.add(line[1:-1].strip())
     return frozenset(groups)
 
 

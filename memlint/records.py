@@ -237,16 +237,65 @@ def _make(klass, frozen: bool, slots: bool):
     return klass
 
 
+#: Objects a record class makes with the interpreted `__init__` before its own is compiled: in a
+#: one-file check most record classes make one or two objects, and compiling an `__init__` costs
+#: as much as binding the arguments of a hundred calls in Python.
+INTERPRETED_CALLS = 4
+
+
 def _deferred_init(klass, declared: list, frozen: bool, slots: bool):
-    """The class's `__init__` until its first object is made: it compiles the real one (about a
-    fifth of a millisecond a class; most of the records a run declares are never made), puts it
-    on the class and runs it."""
+    """The class's `__init__` until it is compiled: the first INTERPRETED_CALLS objects get their
+    fields bound in Python, as the compiled `__init__` binds them (in declaration order, each
+    default factory called in turn); then, or at once for a call it does not bind plainly (too
+    many arguments, an unknown or repeated keyword, a required field missing: the compiled one
+    raises the TypeError Python gives), the real `__init__` is compiled, put on the class and
+    run."""
+    names = tuple(f.name for f in declared)
+    calls = [0]
+
     def __init__(self, *args, **kwargs):
-        _compiled_init(klass)(self, *args, **kwargs)
+        calls[0] += 1
+        if calls[0] > INTERPRETED_CALLS or len(args) > len(names):
+            return _compiled_init(klass)(self, *args, **kwargs)
+        values = {}
+        for f, value in zip(declared, args):
+            values[f.name] = value
+        for name, value in kwargs.items():
+            if name in values or name not in names:
+                return _compiled_init(klass)(self, *args, **kwargs)
+            values[name] = value
+        if len(values) < len(names) and not _with_defaults(declared, values):
+            return _compiled_init(klass)(self, *args, **kwargs)
+        if frozen and slots:
+            for f in declared:
+                object.__setattr__(self, f.name, _value(f, values))
+        elif frozen:
+            fields = self.__dict__
+            for f in declared:
+                fields[f.name] = _value(f, values)
+        else:
+            for f in declared:
+                setattr(self, f.name, _value(f, values))
+        if hasattr(klass, "__post_init__"):
+            self.__post_init__()
 
     __init__.__qualname__ = f"{klass.__qualname__}.__init__"
     __init__.__record_init__ = (declared, frozen, slots)
     return __init__
+
+
+def _with_defaults(declared: list, values: dict) -> bool:
+    """Every field not given has a default or a default factory."""
+    return all(f.name in values or f.default is not _MISSING or f.default_factory is not _MISSING
+               for f in declared)
+
+
+def _value(f: Field, values: dict):
+    if f.name in values:
+        return values[f.name]
+    if f.default_factory is not _MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def _compiled_init(klass):

@@ -21,7 +21,6 @@ verdict about the run as a whole is reported when no single setting is at fault.
 from __future__ import annotations
 
 import fnmatch
-import glob
 import os
 import re
 
@@ -48,6 +47,14 @@ SKIPPED_DIRS = frozenset({"node_modules", "venv", "__pycache__", "__pypackages__
 READABLE_ENDINGS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".bash", ".slurm",
                     ".sbatch", ".args", ".txt", ".py")
 RUN_FILE_NAMES = lazy_re.compile(r"^(memlint\.toml|.+\.memlint\.(toml|ya?ml))$", re.I)
+
+
+def run_file_name(name: str) -> bool:
+    """RUN_FILE_NAMES.match(name), the pattern compiled and run only for a name that may match
+    (start-up): each match ends in toml, yaml or yml, letters that re.I matches only as
+    str.lower() does (tests/test_runs_names.py)."""
+    stem = name[:-1] if name.endswith("\n") else name   # `$` matches before a final newline
+    return stem[-4:].lower() in ("toml", "yaml", ".yml") and RUN_FILE_NAMES.match(name) is not None
 PROJECT_FORMAT = "project"   # Partial.fmt of [tool.memlint.scenario]: defaults, below every file
 MAX_LISTED_LOADED = 256      # a scenario file listing more is loaded whole only when it may list
 
@@ -174,6 +181,9 @@ def default_paths(config: LintConfig, cwd: str, allow_outside_root: bool = False
     if config.source is None:
         raise UsageError("no paths given, and no pyproject.toml with [tool.memlint] files "
                          "above the working directory")
+    # start-up: glob (and its contextlib) loads only for [tool.memlint] files patterns
+    import glob
+
     paths = []
     for pattern in config.files:
         full = os.path.join(config.root, pattern)
@@ -311,7 +321,7 @@ class Planner:
             except OSError:
                 names = []
             found = self._folders[folder] = [os.path.join(folder, n) for n in names
-                                             if RUN_FILE_NAMES.match(n)
+                                             if run_file_name(n)
                                              and os.path.isfile(os.path.join(folder, n))]
         return found
 
@@ -457,7 +467,7 @@ class Planner:
         for path, partials, config in kept:
             own = next((p for p in partials if os.path.exists(p.source)
                         and self.paths.real(p.source) == self.paths.real(path)), partials[-1])
-            anchor = (_definer_anchor(own) if RUN_FILE_NAMES.match(os.path.basename(path))
+            anchor = (_definer_anchor(own) if run_file_name(os.path.basename(path))
                       else file_anchor(own))
             add(Run(path, self._with_project(partials, config), config, anchor,
                     key=self.paths.real(path), members=self.members(partials)))

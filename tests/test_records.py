@@ -10,6 +10,16 @@ import pytest
 from memlint.records import FrozenInstanceError, asdict, field, fields, record, replace
 
 
+@pytest.fixture(autouse=True, params=["compiled", "interpreted"])
+def init_kind(request, monkeypatch):
+    """Every test twice: objects made by the compiled __init__, and by the interpreted one a
+    record class uses for its first objects (memlint/records.py INTERPRETED_CALLS)."""
+    from memlint import records
+
+    monkeypatch.setattr(records, "INTERPRETED_CALLS", 0 if request.param == "compiled" else 10**9)
+    return request.param
+
+
 def shown(obj) -> str:
     """repr without the <locals> qualification of a class declared in a test."""
     return repr(obj).rsplit(".", 1)[-1]
@@ -153,18 +163,30 @@ def test_a_dataclass_may_derive_from_a_record():
         derived.a = 2
 
 
-def test_init_is_compiled_when_the_first_object_is_made():
-    """A record's __init__ is compiled on first use (start-up: most records a run declares are
-    never made); inspect.signature shows the fields before and after, as for a dataclass."""
+def test_init_is_compiled_when_the_first_objects_are_made(init_kind, monkeypatch):
+    """A record's __init__ is compiled after its first objects (start-up: most records a run
+    declares make a few objects or none); inspect.signature shows the fields before and after,
+    as for a dataclass; a call the interpreted __init__ does not bind plainly gets the compiled
+    one's TypeError."""
     import inspect
 
+    from memlint import records
+
+    monkeypatch.setattr(records, "INTERPRETED_CALLS", 2)
     Record = record(frozen=True, slots=True)(make_point())
     Data = dataclasses.dataclass(frozen=True, slots=True)(make_point_dc())
     assert hasattr(Record.__dict__["__init__"], "__record_init__")   # not compiled yet
     assert list(inspect.signature(Record).parameters) == list(inspect.signature(Data).parameters)
     Other = record(make_point())
-    first = Other(1)
+    first, second = Other(1), Other(x=1, note="n")
+    assert hasattr(Other.__dict__["__init__"], "__record_init__")
+    third = Other(1)
     assert not hasattr(Other.__dict__["__init__"], "__record_init__")   # compiled, on the class
-    assert Other(1) == first and Other(1, 3) != first
-    with pytest.raises(TypeError, match="missing 1 required positional argument: 'x'"):
-        Other()
+    assert first == third and second != first and Other(1, 3) != first
+    for call, message in ((lambda k: k(), "missing 1 required positional argument: 'x'"),
+                          (lambda k: k(1, 2, [], None, 5), "takes from 2 to 5 positional"),
+                          (lambda k: k(1, x=2), "multiple values for argument 'x'"),
+                          (lambda k: k(1, z=2), "unexpected keyword argument 'z'")):
+        Fresh = record(make_point())
+        with pytest.raises(TypeError, match=message):
+            call(Fresh)

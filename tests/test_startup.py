@@ -11,7 +11,8 @@ own, and lists the modules it loaded that the bare interpreter had not. Each mus
   CLAIMS: an adapter ruled out by the name is never imported) with what they import, and what the
   case's kind needs (the memory model only where the check estimates).
 
-Never on a one-file check: dataclasses and inspect (memlint/records.py declares the classes),
+Never on a one-file check: argparse (memlint/cli.py quick_check reads `check FILE`), dataclasses
+and inspect (memlint/records.py declares the classes),
 typing (except through tomllib), ast, traceback, shutil, importlib.metadata (memlint/plugins.py),
 rich (plain text needs none), jsonschema (memlint's own schema walk validates DeepSpeed) and a
 reporter the check does not print with.
@@ -36,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import speed  # noqa: E402 - bench/speed.py: the cases it times are the cases pinned here
 
-NEVER = {"dataclasses", "inspect", "typing", "ast", "traceback", "shutil", "importlib.metadata",
+NEVER = {"argparse", "gettext", "dataclasses", "inspect", "typing", "ast", "traceback", "shutil", "importlib.metadata",
          "rich", "jsonschema", "memlint.report.json_format", "memlint.report.sarif_format",
          "memlint.report.html_format", "memlint.commands.plan", "memlint.planner"}
 #: Standard library the pipeline loads itself, besides what argparse, json and re load.
@@ -54,13 +55,17 @@ CORE = {
     "memlint.adapters.registry", "memlint.adapters._neighbours", "memlint.adapters._toplevel",
     "memlint.report", "memlint.report.text_format",
     "memlint.report.host_lines", "memlint.report.phases",
+    # the RL rules read the names of the RL phases (memory/rl/__init__.py: names only, the RL
+    # model loads when an RL run is estimated)
+    "memlint.memory", "memlint.memory.rl", "memlint.memory.rl.names",
     # every check runs every rule: all of them load (their formats decide whether they apply)
     "memlint.rules", "memlint.rules.base", "memlint.rules._support", "memlint.rules.bounds",
     *(m for m in __import__("memlint.rules", fromlist=["BUILTIN_MODULES"]).BUILTIN_MODULES),
 }
-#: Every run resolves its context (memory/context.py): what importing it loads joins CORE (the
+#: Every run resolves its context (memory/context.py), and a sharded optimizer's layout reads the
+#: framework's conventions (memory/topology.py): what importing them loads joins CORE (the
 #: `stdlib` fixture adds it), but never the memory model itself (MODEL) unless the case estimates.
-CONTEXT = "memlint.memory.context"
+CONTEXT = ("memlint.memory.context", "memlint.memory.conventions")
 MODEL = ("memlint.memory.estimate", "memlint.memory.model")
 #: The model's architecture read from its config, without an estimate (a config.json alone, a
 #: run whose world size nobody gave): what the parameter counter imports (the `stdlib` fixture
@@ -106,7 +111,7 @@ def stdlib(tmp_path_factory) -> dict:
     base = loaded("import argparse, json, re", cwd) | STDLIB
     toml = "tomllib" if sys.version_info >= (3, 11) else "tomli"
     counter = {m for m in loaded(f"import {COUNTER}", cwd) if m.startswith("memlint.")}
-    context = {m for m in loaded(f"import {CONTEXT}", cwd) if m.startswith("memlint.")}
+    context = {m for m in loaded(f"import {', '.join(CONTEXT)}", cwd) if m.startswith("memlint.")}
     assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
     CORE.update(context)
     return {"": base, ".yaml": base | loaded("import yaml", cwd),

@@ -49,7 +49,7 @@ def training_arguments(text: str) -> bool:
     """True for a JSON trainer-argument file: three or more argument keys, or a "deepspeed"
     key whose value is a string (a DeepSpeed config has no such key)."""
     head = text[:65536]
-    if _NAMES_DEEPSPEED.search(head):
+    if '"deepspeed"' in head and _NAMES_DEEPSPEED.search(head):
         return True
     keys = set(_KEY.findall(head))
     return len(keys & ARGUMENT_KEYS) >= 3

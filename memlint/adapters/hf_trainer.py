@@ -20,14 +20,11 @@ from __future__ import annotations
 import os
 import re
 
-from memlint import lazy_re
-from memlint.adapters import llamafactory
+from memlint import lazy_import, lazy_re
 from memlint.adapters._neighbours import ARGUMENT_KEYS
 from memlint.adapters._toplevel import top_level_keys
-from memlint.adapters.trainer_args import Item, apply, check_deepspeed, mapping_items, trainer_of
 
-# the names other readers took from this module before the mapping moved to trainer_args
-from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int  # noqa: F401
+from memlint.adapters._values import to_bool, to_int  # noqa: F401 - hf_trainer.to_int, as before
 from memlint.diagnostics import PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_json, load_yaml, suppressions
@@ -39,6 +36,20 @@ if TYPE_CHECKING:
 FORMAT = "hf_trainer"
 
 # -- detection -------------------------------------------------------------------------------
+
+# start-up: the argument mapping (trainer_args, and llamafactory for `llamafactory-cli train`)
+# loads when a file is read, not when one is only detected (a DeepSpeed JSON is offered here first)
+trainer_args = lazy_import.module("memlint.adapters.trainer_args")
+llamafactory = lazy_import.module("memlint.adapters.llamafactory")
+# the names other readers took from this module before the mapping moved to trainer_args
+_MOVED = ("Item", "apply", "check_deepspeed", "local_or_hub_model", "mapping_items", "trainer_of")
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        return getattr(trainer_args, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
 _HF_ARG = lazy_re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
@@ -101,8 +112,9 @@ def load(path: str, text: str) -> Partial:
         llamafactory.apply_items(partial, items, path)
         return partial
     anchor = Provenance(path, 1, 1, None)
-    args = apply(items, partial, trainer_of(items, script), anchor, script=script)
-    check_deepspeed(partial, args, path)
+    args = trainer_args.apply(items, partial, trainer_args.trainer_of(items, script), anchor,
+                              script=script)
+    trainer_args.check_deepspeed(partial, args, path)
     return partial
 
 
@@ -121,7 +133,7 @@ def _load_mapping(path: str, text: str) -> tuple:
                                         "Trainer arguments must be a mapping",
                                         Provenance(path, 1, 1, None)))
         return partial, None
-    return partial, mapping_items(doc, doc.data)
+    return partial, trainer_args.mapping_items(doc, doc.data)
 
 
 _ENTRY_MODULES = ("torch.distributed.run", "torch.distributed.launch")
@@ -283,7 +295,7 @@ def _argv(words: list, prov) -> list:
         elif i + 1 < len(words) and not words[i + 1][0].startswith("--"):
             value, unresolved = words[i + 1][0], tuple(unresolved) + tuple(words[i + 1][2])
             i += 1
-        items.append(Item(name.replace("-", "_"), value, prov(offset, text.split("=")[0]),
-                          tuple(unresolved)))
+        items.append(trainer_args.Item(name.replace("-", "_"), value,
+                                       prov(offset, text.split("=")[0]), tuple(unresolved)))
         i += 1
     return items

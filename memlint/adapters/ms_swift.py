@@ -70,7 +70,9 @@ def detect(path: str, text: str) -> bool:
     if not (name.endswith(_SCRIPT_EXT) or ("." not in name and text.startswith("#!"))):
         return False
     head = text[:65536]
-    found = _COMMAND.search(head) or _ENTRY_TEXT.search(head)
+    # both patterns name swift or megatron: a script naming neither is not searched (bulk speed)
+    found = ("swift" in head or "megatron" in head) and (
+        _COMMAND.search(head) or _ENTRY_TEXT.search(head))
     return bool(found) and ("--model" in head or re.search(r"\.(ya?ml|json)\s*$", head, re.M)
                             is not None)
 

@@ -13,10 +13,10 @@ settings override theirs.
 """
 from __future__ import annotations
 
-import importlib
 import os
 from functools import lru_cache
 
+from memlint import lazy_import
 from memlint import plugins as _plugins
 from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
@@ -55,7 +55,7 @@ _CACHE: dict = {}
 
 def _import(name: str, builtin: bool, problems: list):
     try:
-        module = importlib.import_module(name)
+        module = lazy_import.imported(name)
     except ModuleNotFoundError as exc:
         if builtin and exc.name == name:
             return None

@@ -65,7 +65,7 @@ def detect(path: str, text: str) -> bool:
         engine = len(found & set(_YAML_KEYS))
         return engine >= 3 or (engine >= 2 and "model" in found)
     if name.endswith(_SCRIPT_EXT) or "." not in name:
-        return bool(_COMMAND.search(head))
+        return "vllm" in head and bool(_COMMAND.search(head))   # both forms name vllm
     return False
 
 

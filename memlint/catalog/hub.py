@@ -212,13 +212,13 @@ def catalog_lookup(name: str) -> tuple[Optional[dict], str]:
 
 
 def close_matches(name: str, n: int = 3) -> list:
-    # start-up: difflib loads only when a suggestion is made
-    import difflib
+    """The catalog ids closest to `name`, as difflib.get_close_matches ranks them (case aside)."""
+    # start-up: the matcher loads only when a suggestion is made
+    from memlint.keys import close_matches as closest
 
     ids = [entry["id"] for entry in entries()]
     lowered = {i.lower(): i for i in ids}
-    return [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=n,
-                                                          cutoff=0.6)]
+    return [lowered[m] for m in closest(name.lower(), list(lowered), n)]
 
 
 # ---------------------------------------------------------------------------------------------

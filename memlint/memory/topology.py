@@ -12,7 +12,6 @@ by the topology rules, which read `Topology.problems`.
 """
 from __future__ import annotations
 
-from memlint.memory.conventions import optimizer_instances, optimizer_shards_over_cp
 from memlint.records import field, record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -84,6 +83,9 @@ def resolve(scenario) -> Topology:
     if par.fsdp in ("full", "hybrid", "shard_grad_op") or par.zero > 0:
         if par.fsdp == "hybrid" or (par.dp_replicate or 1) > 1:
             replicate = par.dp_replicate or 1
+        # start-up: the conventions load only for a sharded optimizer (not every check has one)
+        from memlint.memory.conventions import optimizer_instances, optimizer_shards_over_cp
+
         instances = optimizer_instances(scenario)
         if instances > 1:
             replicate = instances   # the instances replicate the sharded states

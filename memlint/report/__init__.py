@@ -8,9 +8,9 @@ reporter also `write(report, stream)` for colour. Reporters never decide the exi
 """
 from __future__ import annotations
 
-import importlib
 import os
 
+from memlint import lazy_import
 from memlint.escape import escape_controls, one_line
 from memlint.records import field, record, replace
 
@@ -93,7 +93,7 @@ def location(d, report: Report, unlocated: str = "<command line>") -> str:
 def get(name: str):
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r} (use {', '.join(FORMATS)})")
-    return importlib.import_module(f"memlint.report.{name}_format")
+    return lazy_import.imported(f"memlint.report.{name}_format")
 
 
 def render(name: str, report: Report) -> str:

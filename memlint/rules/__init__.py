@@ -12,9 +12,8 @@ before any rule runs (`memlint.diagnostics`, ML0xx) are registered as pseudo-rul
 """
 from __future__ import annotations
 
-import importlib
 
-from memlint import lazy_re
+from memlint import lazy_import, lazy_re
 from memlint import plugins as _plugins
 from memlint.diagnostics import INTERNAL_ERROR, Severity, make
 from memlint.ir import Provenance
@@ -46,6 +45,22 @@ NAME_RE = lazy_re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 OPTION_TYPES = (int, float, str, bool)
 
 
+def is_code(text: str) -> bool:
+    """CODE_RE.match(text), without compiling it on every run's 60-odd rules (start-up)."""
+    body = text[:-1] if text.endswith("\n") else text   # `$` matches before a final newline
+    return len(body) == 5 and body.startswith("ML") and body[2:].isdecimal()   # \d is [Nd]
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def is_name(text: str) -> bool:
+    """NAME_RE.match(text) (kebab-case), without compiling it (start-up)."""
+    body = text[:-1] if text.endswith("\n") else text
+    return (body[:1] in _NAME_CHARS and body[:1] not in "-0123456789" and not body.endswith("-")
+            and "--" not in body and _NAME_CHARS.issuperset(body))
+
+
 class RegistryError(ValueError):
     """A rule breaks a registry invariant (bad or duplicate code/name, missing doc section)."""
 
@@ -57,9 +72,9 @@ def validate_rule(rule: Rule, docs: bool = True) -> None:
     label = f"{type(rule).__module__}.{type(rule).__name__}"
     if not isinstance(rule, Rule):
         raise RegistryError(f"{label}: not a memlint.rules.base.Rule instance")
-    if not isinstance(rule.code, str) or not CODE_RE.match(rule.code):
+    if not isinstance(rule.code, str) or not is_code(rule.code):
         raise RegistryError(f"{label}: code {rule.code!r} is not ML + 3 digits")
-    if not isinstance(rule.name, str) or not NAME_RE.match(rule.name):
+    if not isinstance(rule.name, str) or not is_name(rule.name):
         raise RegistryError(f"{label}: name {rule.name!r} is not kebab-case")
     if not isinstance(rule.severity, Severity):
         raise RegistryError(f"{rule.code}: severity must be a memlint.diagnostics.Severity")
@@ -146,7 +161,7 @@ class Registry:
 
     def load_module(self, module_name: str, builtin: bool) -> None:
         try:
-            module = importlib.import_module(module_name)
+            module = lazy_import.imported(module_name)
         except ModuleNotFoundError as exc:
             if builtin and exc.name == module_name:
                 return  # that family is not in this checkout yet
