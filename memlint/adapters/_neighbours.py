@@ -11,7 +11,7 @@ through to an adapter that reads argument files (or to the "cannot tell the form
 Checked on real files in fixtures/real-world (ms-swift sft.json / sft_args.json / train configs).
 
 `neighbour_format` names the formats of neighbouring frameworks (nanotron, picotron, NeMo,
-Megatron-Bridge, torchtune, LitGPT) by their own top-level structure: such a file is reported as
+NeMo 2 test cases, Megatron-Bridge, torchtune, LitGPT) by their own top-level structure: such a file is reported as
 that framework's config, which memlint does not read (a warning, skipped under --skip-unknown),
 never read as one of memlint's formats.
 """
@@ -99,6 +99,9 @@ NEMO = Neighbour("NeMo", "NeMo's Hydra config (trainer / exp_manager / model, "
                  "NVIDIA/NeMo examples/*/conf at 8cfedd7)")
 TORCHTUNE = Neighbour("torchtune", "torchtune's `tune run` recipe config (_component_ "
                       "instantiation, pytorch/torchtune recipes/configs at bd2a0fc)")
+NEMO_RUN = Neighbour("NeMo 2", "`nemo llm pretrain --factory <recipe>` with NeMo-Run's dotted "
+                    "overrides (trainer.*, model.config.*, data.*): Megatron-LM's gpt-nemo test "
+                    "cases, run by tests/test_utils/recipes/h100/gpt-nemo.yaml at d98e8a6")
 LITGPT = Neighbour("LitGPT", "LitGPT's jsonargparse CLI config (litgpt finetune/pretrain "
                    "--config, Lightning-AI/litgpt config_hub at 2685705)")
 
@@ -115,7 +118,24 @@ _LITGPT_RUN = frozenset(("checkpoint_dir", "model_name", "initial_checkpoint_dir
                          "devices"))
 
 
+# a Megatron test case's MODEL_ARGS entry: `--flag: value` for Megatron-LM itself, a dotted
+# NeMo-Run override (`trainer.strategy.tensor_model_parallel_size: 2`) for NeMo 2
+_ARG_KEY = lazy_re.compile(r"^[ \t]+(--[\w-]+|[A-Za-z_]\w*(?:\.\w+)+)[ \t]*:", re.M)
+_NEMO_ROOTS = ("trainer.", "model.config.", "data.", "log.", "optim.", "resume.")
+
+
+def _nemo_run_args(keys: frozenset, head: str) -> bool:
+    """True for a test-case YAML whose MODEL_ARGS are NeMo-Run overrides, not Megatron flags."""
+    if "MODEL_ARGS" not in keys:
+        return False
+    found = _ARG_KEY.findall(head)
+    dotted = [k for k in found if k.startswith(_NEMO_ROOTS)]
+    return len(dotted) >= 2 and not any(k.startswith("--") for k in found)
+
+
 def _yaml_neighbour(keys: frozenset, head: str) -> Optional[Neighbour]:
+    if _nemo_run_args(keys, head):
+        return NEMO_RUN
     if {"general", "parallelism", "model"} <= keys:
         return NANOTRON
     if _TORCHTUNE.search(head):
@@ -129,10 +149,23 @@ def _yaml_neighbour(keys: frozenset, head: str) -> Optional[Neighbour]:
     return None
 
 
+MEGATRON_BRIDGE_LAUNCH = Neighbour("Megatron-Bridge", "a launch of Megatron-Bridge's "
+                                   "scripts/training/run_recipe.py or its MIMO trainers "
+                                   "(ConfigContainer built in Python from a recipe and dotted "
+                                   "overrides, NVIDIA-NeMo/Megatron-Bridge at 067f987)")
+# the entry points of Megatron-Bridge a script runs (its own arguments, not Megatron-LM's)
+_BRIDGE_ENTRY = lazy_re.compile(
+    r"scripts/training/run_recipe\.py|megatron_mimo_training_\w+\.py|\$\{?BRIDGE_ROOT\}?/scripts/")
+_SCRIPT = (".sh", ".bash", ".slurm", ".sbatch")
+
+
 def neighbour_format(path: str, text: str) -> Optional[Neighbour]:
-    """The neighbouring framework whose config this YAML / JSON file is, or None."""
+    """The neighbouring framework whose config this YAML / JSON file or launch script is, or
+    None."""
     name = os.path.basename(path).lower()
     head = text[:65536]
+    if name.endswith(_SCRIPT):
+        return MEGATRON_BRIDGE_LAUNCH if _BRIDGE_ENTRY.search(text) else None
     if name.endswith((".yaml", ".yml")):
         return _yaml_neighbour(top_level_keys(head), head)
     if name.endswith(".json"):

@@ -65,8 +65,35 @@ _SWIFT_ONLY = ("model", "model_name", "model_author", "model_type", "tuner_type"
                "sequence_parallel_size")
 
 
+# keys only ms-swift's argument dataclasses have (swift/arguments/base_args/*.py, tuner_args.py):
+# with `model` at the top of a YAML / JSON file, they make it an ms-swift arguments file
+_ARGUMENTS_ONLY = frozenset(("tuner_type", "train_type", "model_author", "attn_impl",
+                             "rlhf_type", "freeze_vit", "freeze_llm", "freeze_aligner",
+                             "split_dataset_ratio", "padding_free"))
+_RAY = frozenset(("use_ray", "device_groups", "colocate_groups", "train", "rollout"))
+# Megatron-LM arguments of `megatron sft` (swift/megatron/arguments/megatron_args.py)
+_MEGATRON_ONLY = frozenset(("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                            "micro_batch_size", "global_batch_size", "expert_model_parallel_size"))
+
+
+def arguments_file(path: str, text: str) -> bool:
+    """True for a YAML / JSON ms-swift arguments file (`swift sft <this>`): a top-level `model`
+    beside a key only ms-swift's arguments have."""
+    if not os.path.basename(path).lower().endswith((".yaml", ".yml", ".json")):
+        return False
+    # start-up: the top-level key scanner loads only for a YAML / JSON file
+    from memlint.adapters._toplevel import top_level_keys
+
+    keys = top_level_keys(text)
+    # a Ray config (use_ray, device_groups, train / rollout groups) places several roles on
+    # groups of GPUs: not read
+    return "model" in keys and bool(keys & _ARGUMENTS_ONLY) and not keys & _RAY
+
+
 def detect(path: str, text: str) -> bool:
     name = os.path.basename(path).lower()
+    if name.endswith((".yaml", ".yml", ".json")):
+        return arguments_file(path, text)
     if not (name.endswith(_SCRIPT_EXT) or ("." not in name and text.startswith("#!"))):
         return False
     head = text[:65536]
@@ -166,7 +193,10 @@ def _items(fields: list, prov) -> list:
 def load(path: str, text: str) -> Partial:
     partial = Partial(source=path, fmt=FORMAT)
     partial.suppressions = suppressions(text)
-    launch = read_launch(path, text, partial)
+    if os.path.basename(path).lower().endswith((".yaml", ".yml", ".json")):
+        launch = read_arguments(path, text, partial)
+    else:
+        launch = read_launch(path, text, partial)
     if launch is None:
         partial.diagnostics.append(make(UNRESOLVED, Severity.INFO,
                                         "no `swift` / `megatron` command found; nothing was read",
@@ -182,8 +212,14 @@ def load(path: str, text: str) -> Partial:
     if reason is not None:
         partial.set_extra(NO_ESTIMATE, reason, launch.anchor)
         return partial
-    if not launch.launched:
-        _world(launch, partial)
+    if launch.command_line or "NPROC_PER_NODE" in launch.env or "NNODES" in launch.env:
+        if not launch.launched:
+            _world(launch, partial)
+    elif launch.tool == "swift":   # (the Megatron reading says it for `megatron sft`)
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, "world size left unknown: the command that runs this "
+            "arguments file gives it (NPROC_PER_NODE / NNODES, swift/cli/main.py)",
+            launch.anchor, key="world_size"))
     if launch.tool == "megatron":
         # start-up: the Megatron interpretation loads only for `megatron sft`
         from memlint.adapters import ms_swift_megatron
@@ -192,6 +228,45 @@ def load(path: str, text: str) -> Partial:
     else:
         _swift(launch, partial)
     return partial
+
+
+def read_arguments(path: str, text: str, partial: Partial) -> Optional[Launch]:
+    """An arguments file alone: the command that takes it is not in the file, so it is read as
+    `swift sft` (`swift rlhf` with an rlhf_type, `megatron sft` with Megatron's parallel sizes)
+    over one process unless its ENV block says more."""
+    # start-up: the YAML / JSON readers load only for an arguments file
+    from memlint.loaders import load_json, load_yaml
+
+    doc = load_json(path, text) if path.lower().endswith(".json") else load_yaml(path, text)
+    data = getattr(doc, "data", None)
+    if not isinstance(data, dict):
+        partial.diagnostics.extend(getattr(doc, "diagnostics", []))
+        return None
+    anchor = Provenance(path, 1, 1, None)
+    tool = "megatron" if _MEGATRON_ONLY & set(data) else "swift"
+    command = "rlhf" if "rlhf_type" in data else "sft"
+    launch = Launch(tool, command, [], {}, anchor)
+    launch.command_line = False
+    _arguments(launch, data, doc)
+    return launch
+
+
+def _arguments(launch: Launch, data: dict, doc) -> None:
+    """An arguments file's keys as arguments before the command line's (swift/cli/main.py
+    parse_yaml_args: each key is `--key value`, its ENV block the environment)."""
+    env = data.get("ENV")
+    if isinstance(env, dict):
+        for key, value in env.items():
+            if key in ("NPROC_PER_NODE", "NNODES") and key not in launch.env:
+                launch.env[key] = (str(value), doc.prov(("ENV", key), key), ())
+    given = {item.name for item in launch.items}
+    for key, value in data.items():
+        if key == "ENV" or key in given:
+            continue
+        first = value[0] if isinstance(value, list) and value else value
+        launch.items.insert(0, Item(str(key), None if first is True else str(first),
+                                    doc.prov((key,), str(key))))
+    launch.args = {item.name: item for item in launch.items}
 
 
 def _read_config(launch: Launch, partial: Partial) -> None:
@@ -216,19 +291,7 @@ def _read_config(launch: Launch, partial: Partial) -> None:
     if not isinstance(data, dict):
         partial.diagnostics.extend(problems + list(getattr(doc, "diagnostics", [])))
         return
-    env = data.get("ENV")
-    if isinstance(env, dict):
-        for key, value in env.items():
-            if key in ("NPROC_PER_NODE", "NNODES") and key not in launch.env:
-                launch.env[key] = (str(value), doc.prov(("ENV", key), key), ())
-    given = {item.name for item in launch.items}
-    for key, value in data.items():
-        if key == "ENV" or key in given:
-            continue
-        first = value[0] if isinstance(value, list) and value else value
-        launch.items.insert(0, Item(str(key), None if first is True else str(first),
-                                    doc.prov((key,), str(key))))
-    launch.args = {item.name: item for item in launch.items}
+    _arguments(launch, data, doc)
 
 
 def _no_estimate(launch: Launch) -> Optional[str]:

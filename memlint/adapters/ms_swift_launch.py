@@ -18,6 +18,7 @@ class Launch:
         self.args = {item.name: item for item in items}
         self.launched = False   # torchrun / accelerate launch gave the processes
         self.config = None      # (path, prov) of a YAML / JSON arguments file
+        self.command_line = True  # False: an arguments file alone (no command, no environment)
 
     def value(self, name: str):
         item = self.args.get(name)

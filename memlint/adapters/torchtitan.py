@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 
-from memlint import lazy_import, lazy_re
+from memlint import lazy_import, lazy_re, verdicts
 from memlint import keys as K
 from memlint.adapters import _shell
 from memlint.catalog import presets
@@ -202,6 +202,7 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
         if converted is not None:
             partial.set(scenario_key, converted, prov)
 
+    seen |= _tokens_per_microbatch(facts, partial, seen)
     for scenario_key, default in DEFAULTS.items():
         if scenario_key not in seen and scenario_key not in partial.settings:
             section, key = _DEFAULT_SOURCE[scenario_key]
@@ -219,6 +220,39 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
     _derive_float8(facts, partial)
     _derive_checkpoint(facts, partial)
     _derive_loss_parallel(facts, partial)
+
+
+# TrainingConfig since 2026 (torchtitan/config/configs.py at b5bcd76): a data-parallel rank's
+# microbatch is num_tokens_per_microbatch_per_dp_rank token slots (default 16384) in rows of
+# max_context_length (default 2048): 8 x 2048, the old local_batch_size x seq_len defaults
+_TOKENS, _CONTEXT = 16384, 2048
+
+
+def _tokens_per_microbatch(facts: Facts, partial: Partial, seen: set) -> set:
+    """micro_batch and seq_len from the token-slot fields, where a file gives one of them."""
+    tokens = facts.find("num_tokens_per_microbatch_per_dp_rank", "training")
+    context = facts.find("max_context_length", "training")
+    if (tokens is None and context is None) or {"micro_batch", "seq_len"} & seen:
+        return set()
+    n, n_prov = tokens if tokens is not None else (_TOKENS, None)
+    ctx, ctx_prov = context if context is not None else (_CONTEXT, None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (n, ctx)):
+        return set()
+    rows = max(1, n // ctx)
+    where = n_prov or ctx_prov
+    partial.set("seq_len", ctx, ctx_prov or Provenance(
+        where.file, where.line, where.column, "training.max_context_length (torchtitan "
+        f"default {_CONTEXT})"))
+    partial.set("micro_batch", rows, Provenance(
+        where.file, where.line, where.column,
+        f"micro batch {rows} = num_tokens_per_microbatch_per_dp_rank {n} // "
+        f"max_context_length {ctx}"))
+    if n % ctx:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO, f"num_tokens_per_microbatch_per_dp_rank {n} is not a "
+            f"multiple of max_context_length {ctx}: counted as {rows} full rows", where,
+            key="num_tokens_per_microbatch_per_dp_rank"))
+    return {"micro_batch", "seq_len"}
 
 
 def _derive_loss_parallel(facts: Facts, partial: Partial) -> None:
@@ -408,7 +442,7 @@ def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str
         UNRESOLVED, Severity.INFO,
         f"torchtitan model {model_name!r} flavor {flavor_name!r} is not in memlint's catalog "
         f"(known {model_name} flavors: {known}); give the architecture with --model "
-        "path/to/config.json", prov, key="model.flavor"))
+        "path/to/config.json", prov, key="model.flavor", no_estimate=verdicts.MODEL_NOT_RESOLVED))
 
 
 def _derive_float8(facts: Facts, partial: Partial) -> None:
@@ -482,6 +516,26 @@ def _toml_anchor(doc, path: str):
 # Python config registries, read with ast (never imported)
 
 _CONFIG_CALLS = ("Trainer.Config", "JobConfig")
+# activation-checkpointing policies of Trainer.Config (torchtitan/distributed/
+# activation_checkpoint.py at b5bcd76): SelectiveAC is per-op SAC, MemoryBudgetAC is read as
+# selective as its TOML `mode = "memory_budget"` is
+_AC_POLICIES = {"FullAC.Config": "full", "SelectiveAC.Config": "selective",
+                "MemoryBudgetAC.Config": "memory_budget"}
+_ARITHMETIC = {"Mult": lambda a, b: a * b, "Add": lambda a, b: a + b,
+               "Sub": lambda a, b: a - b, "FloorDiv": lambda a, b: a // b}
+
+
+def _constant(node: ast.AST):
+    """A literal, or integer arithmetic of literals (`1 * 8192`, `4 * 1024`), as the registry
+    files write token counts; anything else raises ValueError."""
+    op = type(getattr(node, "op", None)).__name__
+    if isinstance(node, ast.BinOp) and op in _ARITHMETIC:
+        left, right = _constant(node.left), _constant(node.right)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**40
+                   for v in (left, right)) or (op == "FloorDiv" and not right):
+            raise ValueError("not integer arithmetic")
+        return _ARITHMETIC[op](left, right)
+    return ast.literal_eval(node)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -565,6 +619,7 @@ class RegistryReader:
         if function is None:
             return False
         local: dict = {}
+        self.bindings = {}   # `model_spec = model_registry("8B")`: names a later keyword uses
         for statement in function.body:
             if isinstance(statement, ast.Return) and statement.value is not None:
                 value = statement.value
@@ -585,6 +640,8 @@ class RegistryReader:
                     elif callee in self.functions and not value.args and not value.keywords:
                         self.read(callee, facts, depth + 1)
                         local[target.id] = True
+                    elif callee.endswith("model_registry"):
+                        self.bindings[target.id] = value
                     else:
                         self.unresolved(value, target.id)
                 elif isinstance(target, ast.Attribute):
@@ -595,6 +652,13 @@ class RegistryReader:
                 continue
             elif isinstance(statement, (ast.For, ast.If, ast.While, ast.With, ast.AugAssign)):
                 self.unresolved(statement, f"{name}() statement")
+        if function.returns is not None and _dotted(function.returns) == "Trainer.Config" \
+                and facts.find("mode", "activation_checkpoint") is None:
+            # Trainer.Config's default policy is SelectiveAC, per-op (trainer.py at b5bcd76)
+            where = self.prov(function, "activation_checkpoint (Trainer.Config default "
+                              "SelectiveAC: per-op, torchtitan/trainer.py at b5bcd76)")
+            facts.put("activation_checkpoint", "mode", "selective", where)
+            facts.put("activation_checkpoint", "selective_ac_option", "op", where)
         return True
 
     def _read_attribute(self, target: ast.Attribute, value: ast.AST, facts: Facts) -> None:
@@ -620,8 +684,18 @@ class RegistryReader:
 
     def _read_section(self, section: str, value: ast.AST, facts: Facts) -> None:
         if section == "model_spec":
+            if isinstance(value, ast.Name) and value.id in getattr(self, "bindings", {}):
+                value = self.bindings[value.id]
             self._read_model_spec(value, facts)
             return
+        if section == "activation_checkpoint" and isinstance(value, ast.Call):
+            policy = _AC_POLICIES.get(_dotted(value.func))
+            if policy is not None:   # torchtitan/distributed/activation_checkpoint.py, b5bcd76
+                facts.put("activation_checkpoint", "mode", policy,
+                          self.prov(value, "activation_checkpoint"))
+                if policy == "selective":
+                    facts.put("activation_checkpoint", "selective_ac_option", "op",
+                              self.prov(value, "activation_checkpoint (SelectiveAC: per-op)"))
         if isinstance(value, ast.Call):
             if section == "model_converters":
                 names = [_dotted(node.func).split(".")[0] for node in ast.walk(value)
@@ -646,7 +720,7 @@ class RegistryReader:
 
     def _put_literal(self, section: str, key: str, value: ast.AST, facts: Facts) -> None:
         try:
-            literal = ast.literal_eval(value)
+            literal = _constant(value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             if section in ("training", "parallelism", "activation_checkpoint", "model",
                            "optimizer", "compile", "float8"):
@@ -906,7 +980,15 @@ def _registry_facts(path: str, text: str, partial: Partial, select: Optional[str
             UNRESOLVED, Severity.INFO,
             f"{os.path.basename(path)} defines {len(names)} configs ({', '.join(names[:8])}"
             f"{', ...' if len(names) > 8 else ''}); name one with CONFIG=<name> in a launch "
-            "script to check it", Provenance(path, 1, 1, None), key="config"))
+            "script to check it", Provenance(path, 1, 1, None), key="config",
+            no_estimate=verdicts.RUNTIME_VALUE))
+    else:
+        partial.diagnostics.append(make(
+            UNRESOLVED, Severity.INFO,
+            f"{os.path.basename(path)} defines no function returning Trainer.Config or JobConfig "
+            "(its configs are another trainer's, e.g. FluxTrainer.Config): memlint does not read "
+            "them", Provenance(path, 1, 1, None), key="config",
+            no_estimate=verdicts.FORMAT_NOT_READ))
     return None
 
 

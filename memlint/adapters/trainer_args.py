@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from memlint import lazy_re
+from memlint import lazy_re, verdicts
 from memlint.adapters._lora import target_kind
 from memlint.adapters._values import to_bool, to_int
 from memlint.adapters.registry import _resolve_reference
@@ -139,12 +139,15 @@ class _Run:
     assumed: list
     trainer: str
 
-    def resolved(self, item: Item) -> bool:
+    def resolved(self, item: Item, no_estimate: Optional[str] = None) -> bool:
+        """False (and said, as info) for a value the script computes when it runs; a value the
+        estimate cannot go without names `no_estimate`, the summary line's reason."""
         if item.unresolved:
+            data = {"no_estimate": no_estimate} if no_estimate else {}
             self.partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO,
                 f"--{item.name}: {', '.join(item.unresolved)}; its value is not known statically",
-                item.prov, key=item.name))
+                item.prov, key=item.name, **data))
             return False
         return True
 
@@ -180,7 +183,8 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
     _checkpoints(run.args, partial, run.resolved)
     _seq_len(run)
     model = run.first(MODEL_NAMES)
-    if model is not None and run.resolved(model) and str(model.value or "").strip():
+    if model is not None and run.resolved(model, verdicts.RUNTIME_VALUE) \
+            and str(model.value or "").strip():
         _model(str(model.value).strip(), model.prov, partial)
     flags = _precision_flags(run)
     if loaded_dtype is None:
@@ -428,7 +432,7 @@ def _model(name: str, prov: Provenance, partial: Partial) -> None:
                 UNRESOLVED, Severity.INFO,
                 f"model {name!r} is a local checkpoint folder that is not here; no memory "
                 "estimate without it (give its config.json with --model PATH, or a Hub id)",
-                prov, key=prov.key))
+                prov, key=prov.key, no_estimate=verdicts.MODEL_NOT_RESOLVED))
             return
     partial.set("model", name, prov)
 

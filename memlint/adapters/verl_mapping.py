@@ -30,6 +30,7 @@ Read at volcengine/verl@f9c855f7 (v0.7.0); each rule below names the verl code i
 """
 from __future__ import annotations
 
+from memlint import verdicts
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import VERSION_DEPENDENT, Partial, Provenance
 
@@ -62,12 +63,15 @@ class Reader:
         self.version = version   # verl's, and the source file of its defaults (adapters/verl.py)
         self.file = file
 
-    def entry(self, key: str):
+    def entry(self, key: str, no_estimate: Optional[str] = None):
+        """The key's entry, or None (said, as info) where the script computes its value when it
+        runs; a value the estimate cannot go without names `no_estimate` (the summary's reason)."""
         entry = self.config.get(key)
         if entry is not None and entry.unresolved:
+            data = {"no_estimate": no_estimate} if no_estimate else {}
             self.partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO, f"{key}: {'; '.join(entry.unresolved)}; its value is "
-                "not known statically", entry.prov, key=key))
+                "not known statically", entry.prov, key=key, **data))
             return None
         return entry
 
@@ -230,7 +234,7 @@ def _topology(read: Reader) -> Optional[int]:
 
 
 def _model(read: Reader) -> None:
-    entry = read.entry(A + "model.path")
+    entry = read.entry(A + "model.path", verdicts.RUNTIME_VALUE)
     if entry is not None and isinstance(entry.value, str) and entry.value.strip() \
             and not entry.default:
         # start-up: the HF trainer reader is needed only here (one shared Hub/folder rule)
@@ -241,7 +245,7 @@ def _model(read: Reader) -> None:
         read.partial.diagnostics.append(make(
             UNRESOLVED, Severity.INFO, "actor_rollout_ref.model.path is not given: verl's "
             f"default ({entry.value}) is a placeholder; no memory estimate without a model",
-            read.anchor, key="model"))
+            read.anchor, key="model", no_estimate=verdicts.MODEL_NOT_RESOLVED))
     lora = read.number(A + "model.lora_rank", minimum=0)
     if lora:
         read.put("lora_rank", lora, A + "model.lora_rank")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 
-from memlint import lazy_re
+from memlint import lazy_re, verdicts
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.keys import parse_bool
@@ -180,7 +180,8 @@ def _apply(items: dict, partial: Partial, anchor: Provenance) -> None:
     if model is not None and model[2]:
         partial.diagnostics.append(make(UNRESOLVED, Severity.INFO, "the served model is not known "
                                         f"statically ({', '.join(model[2])}): give --model",
-                                        model[1], key="model"))
+                                        model[1], key="model",
+                                        no_estimate=verdicts.RUNTIME_VALUE))
     elif model is not None and str(model[0]).strip():
         # start-up: the shared Hub-id / local-folder rule of the HF trainer reader
         from memlint.adapters.trainer_args import local_or_hub_model

@@ -466,3 +466,20 @@ def test_firefly_argument_files_default_to_qlora():
         (16, "nf4", "all-linear")
     full = _values(load_file(os.path.join(base, "full", "yi-6b-sft-full.json")))
     assert "lora_rank" not in full and "base_quant" not in full
+
+
+def test_trl_cli_yaml_with_each_value_below_its_key():
+    """Issue 27 class 5: TRL's CLI YAML (`trl sft --config example_config.yaml`,
+    huggingface/trl examples/cli_configs/example_config.yaml at f2cd577) puts every value on the
+    line below its key; TrlParser reads it as SFTConfig arguments, and so does memlint, with TRL's
+    defaults (trl/trainer/sft_config.py: max_length 1024; base_config.py: bf16 and
+    gradient_checkpointing True) and TrainingArguments' batch of 8."""
+    path = os.path.join(REAL, "huggingface__trl", "examples", "cli_configs", "example_config.yaml")
+    partial = load_file(path)
+    assert partial.fmt == "hf_trainer"
+    got = {key: s.value for key, s in partial.settings.items()}
+    assert got["model"] == "Qwen/Qwen2.5-0.5B"
+    assert (got["micro_batch"], got["seq_len"], got["precision"], got["recompute"]) == (
+        8, 1024, "bf16", "full")
+    [defaults] = [d for d in partial.diagnostics if d.message.startswith("TRL defaults")]
+    assert "sft_config.py" in defaults.message and defaults.severity.label == "info"

@@ -89,3 +89,28 @@ def test_every_argument_it_records_has_a_memory_class():
             for key in partial.extra:
                 if key.startswith("ms_swift."):
                     assert spec.memory_class(key[len("ms_swift."):]), (name, key)
+
+
+def test_an_arguments_file_alone_is_read_with_ms_swifts_meaning():
+    # examples/yaml/deepspeed/sft.json (`swift sft sft.json`): `model` is the model and
+    # `model_name: swift-bot` only the self-cognition name; read as HF arguments it took
+    # swift-bot for the model, and `deepspeed: zero2` names ms-swift's bundled ZeRO-2 config
+    got = settings("yaml", "deepspeed", "sft.json")
+    assert got["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert got["zero"] == 2 and got["lora_rank"] == 8
+
+
+def test_an_arguments_file_alone_leaves_the_world_size_to_its_command():
+    # examples/yaml/megatron/sft.yaml states ep 4; the processes come from the command that runs
+    # it (NPROC_PER_NODE=... megatron sft sft.yaml, sft.sh beside it), so alone it must not be
+    # one GPU (an ML202 "ep must divide 1" error on a valid file)
+    partial = load_file(os.path.join(EX, "yaml", "megatron", "sft.yaml"))
+    assert partial.fmt == "ms-swift" and "world_size" not in partial.settings
+    result = check_paths([os.path.join(EX, "yaml", "megatron", "sft.yaml")], Options())
+    assert not [d for d in result.diagnostics if d.severity == Severity.ERROR]
+
+
+def test_a_ray_config_is_not_read_as_one_trainer():
+    # examples/ray/grpo/ray_grpo_colocate.yaml places train and rollout groups on GPUs
+    partial = load_file(os.path.join(EX, "ray", "grpo", "ray_grpo_colocate.yaml"))
+    assert partial.fmt != "ms-swift"

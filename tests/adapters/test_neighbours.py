@@ -22,6 +22,23 @@ NEIGHBOURS = {
     "pytorch__torchtune/recipes/configs/llama3_1/8B_lora.yaml": "torchtune",
     "Lightning-AI__litgpt/config_hub/finetune/llama-3-8b/lora.yaml": "LitGPT",
     "Lightning-AI__litgpt/config_hub/pretrain/tinyllama.yaml": "LitGPT",
+    # NeMo 1 Hydra configs (NVIDIA/NeMo 8cfedd7)
+    "NVIDIA__NeMo/examples/nlp/language_modeling/conf/megatron_llama_config.yaml": "NeMo",
+    "NVIDIA__NeMo/examples/nlp/language_modeling/tuning/conf/megatron_gpt_finetuning_config.yaml":
+        "NeMo",
+    # a Megatron-LM CI test case that NeMo 2 runs: MODEL_ARGS are NeMo-Run overrides, not flags
+    # (it got about 20 unknown-flag warnings read as Megatron)
+    "NVIDIA__Megatron-LM/tests/functional_tests/test_cases/gpt-nemo/"
+    "llama3-nemo_8b_mr_mbs1_gbs8_mcore_te_8experts_tp2_ep2_pp2_dgx_a100_1N8G/model_config.yaml":
+        "NeMo 2",
+    # Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge 067f987): an override YAML and launches of
+    # run_recipe.py / its MIMO trainer (read as Megatron-LM, their flags were unknown flags)
+    "NVIDIA-NeMo__Megatron-Bridge/examples/models/qwen/qwen3_next/conf/"
+    "qwen3_next_80b_a3b_finetune_override_example.yaml": "Megatron-Bridge / NeMo 2",
+    "NVIDIA-NeMo__Megatron-Bridge/examples/models/gemma/gemma4/slurm_pretrain.sh":
+        "Megatron-Bridge",
+    "NVIDIA-NeMo__Megatron-Bridge/examples/megatron_mimo/llava/run_hetero_llava.sh":
+        "Megatron-Bridge",
 }
 
 
@@ -73,6 +90,22 @@ def test_top_level_keys_of_flow_yaml_and_commented_json():
     assert top_level_keys('// c\n{"a": {"b": 1}, /* x */ "c": [1, {"d": 2}], e: "f:g"}') == {
         "a", "c", "e"}
     assert top_level_keys("a: 1\n  b: 2\n'c d': 3\n- x\n") == {"a", "c d"}
+
+
+def test_a_megatron_test_case_with_flags_is_still_megatron():
+    # the NeMo 2 signature needs dotted NeMo-Run keys and no `--flag` key under MODEL_ARGS
+    name = ("NVIDIA__Megatron-LM/tests/functional_tests/test_cases/gpt/"
+            "gpt3_345m_nightly_dgx_a100_1N8G_mcore_tp1_pp2/model_config.yaml")
+    assert neighbour_format(corpus(name), text(name)) is None
+    assert load_file(corpus(name)).fmt == "megatron"
+
+
+def test_a_nemo2_python_recipe_is_never_executed_nor_read():
+    # NeMo 2's recipes are Python (nemo/collections/llm/recipes at 8cfedd7); torchtitan's reader
+    # takes .py files (config_registry.py) and must not claim them
+    partial = load_file(corpus("NVIDIA__NeMo/nemo/collections/llm/recipes/llama3_8b.py"))
+    assert partial.fmt == "unknown"
+    assert [d.code for d in partial.diagnostics] == ["ML001"]
 
 
 @pytest.mark.parametrize("name,fmt", [

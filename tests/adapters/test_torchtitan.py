@@ -158,3 +158,44 @@ def test_syntax_error_is_a_diagnostic():
 
 def test_detect_rejects_pyproject():
     assert not torchtitan.detect("pyproject.toml", "[project]\nname='x'\n[tool.memlint]\n")
+
+
+# Issue 27 class 5: torchtitan's own config_registry.py at b5bcd76 (fixtures/real-world,
+# SOURCES.md), the format since early 2026: `model_spec = model_registry("8B")` bound to a name
+# first, token slots per microbatch (TrainingConfig in torchtitan/config/configs.py) in place of
+# local_batch_size / seq_len, and activation-checkpointing policies as classes
+# (torchtitan/distributed/activation_checkpoint.py).
+REGISTRY = os.path.join(ROOT, "fixtures", "real-world", "pytorch__torchtitan", "torchtitan",
+                        "models", "llama3", "config_registry.py")
+
+
+def test_real_registry_model_registry_through_a_local_name():
+    partial = _load(REGISTRY, select="llama3_8b")
+    got = _values(partial)
+    assert got["model"] == "torchtitan:llama3/8b"   # was "model_registry('8B') is not a literal"
+    assert not [d for d in partial.diagnostics if "not a literal" in d.message]
+
+
+def test_real_registry_token_slots_are_the_microbatch():
+    # llama3_8b: num_tokens_per_microbatch_per_dp_rank = 1 * 8192, max_context_length = 8192
+    got = _values(_load(REGISTRY, select="llama3_8b"))
+    assert (got["micro_batch"], got["seq_len"]) == (1, 8192)
+    # llama3_70b: 8 * 8192 token slots in rows of 8192, tensor parallel 8
+    got = _values(_load(REGISTRY, select="llama3_70b"))
+    assert (got["micro_batch"], got["seq_len"], got["tp"]) == (8, 8192, 8)
+
+
+def test_real_registry_activation_checkpointing_policies():
+    # llama3_8b passes SelectiveAC.Config() (per-op SAC, no layer interval); llama3_70b FullAC
+    partial = _load(REGISTRY, select="llama3_8b")
+    assert _values(partial)["recompute"] == "selective"
+    assert "recompute_every" not in partial.settings
+    assert _values(_load(REGISTRY, select="llama3_70b"))["recompute"] == "full"
+
+
+def test_real_registry_alone_names_why_it_has_no_verdict(capsys):
+    from memlint.cli import main
+    assert main(["check", REGISTRY]) == 0
+    out = capsys.readouterr().out
+    assert "defines 14 configs" in out
+    assert "(1 a value known only when the script runs)" in out

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
+from memlint import verdicts
 from memlint.api import one_run, run_pipeline
 from memlint.cli import build_parser, options_from
 from memlint.diagnostics import Severity
@@ -44,15 +46,22 @@ INTERNAL = "ML009"
 MIN_FILES = 300  # issue 14 asks for at least 300
 
 
-def lint(paths: list, *extra: str):
-    """(diagnostics, formats, exit code) of `memlint check PATHS --format json` as one run."""
+def lint_run(paths: list, *extra: str):
+    """(diagnostics, formats, exit code, the summary line's reason: None when the run has a
+    memory verdict) of `memlint check PATHS --format json` as one run."""
     full = [os.path.join(CORPUS, p) for p in paths]
     args = build_parser().parse_args(["check", *full, "--format", "json", *extra])
     options = options_from(args)
     run = one_run(full, options)
-    diagnostics, _estimate = run_pipeline(run, options, registry())
-    return (diagnostics, [p.fmt for p in run.partials],
-            exit_code(diagnostics, run.config.fail_on))
+    diagnostics, estimate = run_pipeline(run, options, registry())
+    formats = [p.fmt for p in run.partials]
+    reason = verdicts.run_reason(diagnostics, estimate, all(f == "unknown" for f in formats))
+    return diagnostics, formats, exit_code(diagnostics, run.config.fail_on), reason
+
+
+def lint(paths: list, *extra: str):
+    """(diagnostics, formats, exit code) of `memlint check PATHS --format json` as one run."""
+    return lint_run(paths, *extra)[:3]
 
 
 def errors(diagnostics) -> list:
@@ -115,16 +124,49 @@ def _param(name: str, entry: dict, quick: bool = True):
     return pytest.param(name, entry, id=name, marks=marks)
 
 
-@pytest.mark.parametrize("name,entry", [_param(n, e, n in QUICK) for n, e in sorted(FILES.items())])
+# Issue 27: every file that describes a model gets an estimate, or a named reason in the
+# summary line. A file names a model when one of these spellings is in it (a trainer's model
+# argument, a Hydra model path, a top-level `model`, a torchtitan flavor or model_registry(),
+# Megatron's or an HF config's architecture keys); such a file may not end as "no model" unless
+# its entry says why the name is not one (`no_model_because`: a usage text, a kernel setting, a
+# flag with no value).
+NAMES_A_MODEL = re.compile(r"""(?mx)
+    (?:^|[\s"'{,])(?:--)?(?:model_name_or_path|pretrained_model_name_or_path|model_id_or_path
+                          |base_model|model_path|hf_assets_path)["']?\s*[:=\s]
+  | (?:^|\s)--(?:model|pretrain|num-layers|hidden-size|num_layers|hidden_size)[=\s]
+  | (?:^|[\s"'{,])["']?(?:num_layers|num_hidden_layers|hidden_size|n_layer|flavor)["']?\s*[:=]
+  | (?:^|\s)\S*model\.path=
+  | \bmodel_registry\(
+  | ^model\s*:\s*\S
+  | ^\s*"model"\s*:\s*"
+""")
+
+
+def check_reason(entry: dict, paths: list, reason) -> None:
+    assert reason is None or reason.split(":", 1)[0] in verdicts.REASONS, (
+        f"no memory verdict and no named reason: {reason!r}")
+    if reason != verdicts.NO_MODEL or entry.get("no_model_because"):
+        return
+    for path in paths:
+        with open(os.path.join(CORPUS, path), encoding="utf-8", errors="replace") as handle:
+            found = NAMES_A_MODEL.search(handle.read())
+        assert found is None, (f"{path} names a model ({found.group(0).strip()!r}) but the "
+                               "summary says 'no model'")
+
+
+@pytest.mark.parametrize("name,entry",
+                         [_param(n, e, n in QUICK) for n, e in sorted(FILES.items())])
 def test_file_alone(name, entry):
-    diagnostics, formats, code = lint([name])
+    diagnostics, formats, code, reason = lint_run([name])
     check_verdict(entry, diagnostics, formats, code)
+    check_reason(entry, [name], reason)
 
 
 @pytest.mark.parametrize("name,entry", [_param(n, e) for n, e in sorted(RUNS.items())])
 def test_run(name, entry):
-    diagnostics, formats, code = lint(entry["files"], *entry.get("args", ()))
+    diagnostics, formats, code, reason = lint_run(entry["files"], *entry.get("args", ()))
     check_verdict(entry, diagnostics, formats, code)
+    check_reason(entry, entry["files"], reason)
 
 
 # ---------------------------------------------------------------------------------------------

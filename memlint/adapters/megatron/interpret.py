@@ -98,7 +98,10 @@ def unsupported_architecture(it: Interp) -> None:
     script = str(entry.value) if entry is not None else ""
     reason, flag = None, None
     pattern, pattern_flag = hybrid_pattern(it)
-    if pattern is not None:
+    if re.search(r"(^|/)mimo/(train|pretrain_mimo)\.py$", script):
+        flag = "--model-provider" if it.on("--model-provider") else None
+        reason = _mimo(it)
+    elif pattern is not None:
         odd = hp.uncounted(pattern)
         if odd:
             reason, flag = (f"a hybrid with {', '.join(repr(c) for c in odd)} layers "
@@ -122,6 +125,28 @@ def unsupported_architecture(it: Interp) -> None:
               f"no estimate for this architecture: {reason} is not counted by memlint's "
               "memory model yet; memory checks are skipped (the other checks still run)",
               prov)
+
+
+# examples/mimo/model_providers at d98e8a6 that freeze towers in Python: llava_vlm.py and
+# llava_avlm.py set requires_grad = False on the encoders and the language model ("freeze vision
+# encoder and LLM parameters"); video_llava_vlm is llava_vlm with video input (train.py)
+_MIMO_FROZEN = {"llava_vlm": "the CLIP encoder and the language model",
+                "video_llava_vlm": "the CLIP encoder and the language model",
+                "llava_avlm": "the vision and audio encoders and the language model"}
+
+
+def _mimo(it: Interp) -> str:
+    """Megatron's MIMO example (examples/mimo/train.py, pretrain_mimo.py) builds its model in Python from
+    --model-provider: the encoders, the language model's config and which parts are frozen are
+    code memlint does not run, so the flags' language model would be counted alone, as if all of
+    it trained."""
+    found = it.arg("--model-provider")
+    name = found.values[0] if found is not None and found.values else "mock"
+    frozen = _MIMO_FROZEN.get(name)
+    return (f"a MIMO model built in Python by examples/mimo/model_providers for "
+            f"--model-provider {name} (Megatron-LM d98e8a6: encoders beside the language "
+            "model" + (f"; it freezes {frozen} with requires_grad = False" if frozen else "")
+            + "), which memlint does not run")
 
 
 def launcher(it: Interp) -> None:

@@ -231,7 +231,7 @@ def read_script(path: str, text: str) -> Read:
     offset = command.offset
     # positions only for the launch command's words (Provenance objects are the cost per word)
     fields = [(f.text, prov(f.origin), f.unresolved) for f in command.fields]
-    read.entry = (fields[entry][0], fields[entry][1])
+    read.entry = (module_path(fields[entry][0]), fields[entry][1])
     read.anchor = prov(offset, "launch command")
     _launcher_words(fields[:entry], read, whole=False)
     if any(t == "srun" for t, _, _ in fields[:entry]) and not (
@@ -273,10 +273,25 @@ def _sbatch_env(text: str, script) -> dict:
 
 
 def _entry_index(texts: list) -> Optional[int]:
+    """The word that names the entry point: a .py path, or the module after `-m` (`python -m
+    torch.distributed.run ... -m examples.mimo.pretrain_mimo`; the launcher modules are not
+    one)."""
     for index, text in enumerate(texts):
         if text.endswith(".py") and not text.startswith("-"):
             return index
+        if text == "-m" and index + 1 < len(texts) and _MODULE.fullmatch(texts[index + 1]) \
+                and not texts[index + 1].startswith(_LAUNCHER_MODULES):
+            return index + 1
     return None
+
+
+_MODULE = lazy_re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_LAUNCHER_MODULES = ("torch.distributed.", "torch.backends", "debugpy", "deepspeed.launcher")
+
+
+def module_path(text: str) -> str:
+    """`examples.mimo.pretrain_mimo` -> `examples/mimo/pretrain_mimo.py` (what `-m` runs)."""
+    return text if text.endswith(".py") else text.replace(".", "/") + ".py"
 
 
 _LAUNCH_OPTIONS = {
