@@ -5,14 +5,15 @@ through the real CLI, in-process, under a time limit each.
 
 Inputs: real configs from fixtures/, the shared real configs of fixtures/shared-real/ last,
 mutated (tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says,
+a tenth of the checks with --fix, --diff, --require-estimate, --statistics or --skip-unknown,
 parseable JSON, no internal error or ML009, no traceback, positions on parse problems, no input
 over the per-input time limit), and a share (--generated) of whole cases from
 tests/fuzz/generators.py: training logs for `compare` (with --write-assumptions), [tool.memlint]
 tables beside a config, directory trees for `check DIR`, each with its own oracle (escaped
 output, the pyproject.toml left valid). --count N runs exactly N inputs, however long that
 takes; --time T (without --count) runs until T seconds have passed; neither: --time 600. Prints
-inputs run, time, rate and failures (grouped by message, with a reproducer written under --out).
-Exit 1 if any failed.
+inputs run, time, rate and failures (grouped by message, with a reproducer written under --out),
+also when stopped (Ctrl-C, SIGTERM) before the end. Exit 1 if any failed.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import itertools
 import multiprocessing
 import os
 import random
+import signal
 import sys
 import time
 
@@ -81,6 +83,8 @@ def _case(seed: int):
     args = mutate.extra_args(rng, name)
     fmt = rng.choice(("json", "json", "json", "text", "sarif"))
     command = "estimate" if rng.random() < 0.1 and "--model" in args else "check"
+    if command == "check" and rng.random() < 0.1:
+        args.append(rng.choice(mutate.CHECK_FLAGS))
     return name, raw, args, fmt, command
 
 
@@ -108,6 +112,14 @@ def _work(seed: int) -> tuple:
     if failure is None and grown > _MEMORY:
         failure = f"memory: peak RSS grew {grown / 2**20:.0f} MiB (over {_MEMORY // 2**20} MiB)"
     return seed, failure, elapsed, grown
+
+
+_STOPPED = []
+
+
+def _interrupt(_signum, _frame):
+    _STOPPED.append(True)   # memlint's own KeyboardInterrupt handler may swallow the raise
+    raise KeyboardInterrupt
 
 
 def _kind(seed: int) -> str:
@@ -167,8 +179,13 @@ def main(argv=None) -> int:
     else:
         _init(include_shared)
         pool, results = None, map(_work, seeds)
+    interrupted = False
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         for seed, failure, elapsed, grown in results:
+            if _STOPPED:   # this input was cut short by the stop: not a result
+                interrupted = True
+                break
             ran += 1
             if elapsed > slowest[0]:
                 slowest = (elapsed, seed)
@@ -186,6 +203,8 @@ def main(argv=None) -> int:
                       f"{time.perf_counter() - started:.0f}s", flush=True)
             if deadline is not None and time.perf_counter() > deadline:
                 break
+    except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the summary of the inputs run so far
+        interrupted = True
     finally:
         if pool is not None:
             pool.terminate()
@@ -193,6 +212,8 @@ def main(argv=None) -> int:
     if not _CORPUS:
         _init(include_shared)
     print(f"corpus: {len(_CORPUS)} real configs; per-input limit {args.limit}s; jobs {args.jobs}")
+    if interrupted:
+        print(f"interrupted: {ran:,} of {args.count or 'the'} inputs asked for")
     print(f"inputs run: {ran}  time: {total:.1f}s  rate: {ran / total:.0f} inputs/s  "
           f"slowest: {slowest[0]:.2f}s CPU (seed {slowest[1]})  largest peak-RSS growth: "
           f"{biggest[0] / 2**20:.1f} MiB (seed {biggest[1]})")

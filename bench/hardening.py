@@ -205,8 +205,11 @@ def _unchanged(name, text):
 
 
 def _one_line(reason):
+    """One `memlint:` line that gives the reason (warnings may stand beside it: compare
+    --write-assumptions warns when the measured states differ from the estimate)."""
     def check(work, out, err):
-        lines = [line for line in err.splitlines() if line.startswith("memlint:")]
+        lines = [line for line in err.splitlines() if line.startswith("memlint:")
+                 and not line.startswith("memlint: warning:")]
         if len(lines) != 1 or reason not in lines[0]:
             return f"stderr: {err[-200:]!r}"
         return None

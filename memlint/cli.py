@@ -80,7 +80,8 @@ def _check_arguments(parser) -> None:
                         help="with -: the file the text on standard input is (its name tells "
                         "the format; its folder, the run it belongs to)")
     parser.add_argument("--statistics", action="store_true",
-                        help="instead of each diagnostic, how many of each code (text)")
+                        help="instead of each diagnostic, how many of each code (a table; "
+                        "with --format json, a JSON list)")
     parser.add_argument("--skip-unknown", action="store_true",
                         help="skip files of no format memlint reads, without a warning (hooks)")
     parser.add_argument("--require-estimate", action="store_true",
@@ -253,7 +254,7 @@ def _check(args, options, paths: list) -> int:
                     summary=result.summary if shown else None,
                     min_severity=_severity(args.sarif_min_severity))
     if args.statistics:
-        _statistics(diagnostics)
+        _statistics(diagnostics, args.format == "json")
     else:
         _emit(report, args.format)
     if not shown and result.summary is not None and not args.quiet:
@@ -284,13 +285,22 @@ def _stdin_paths(args, paths: list) -> list:
             {args.stdin_filename: sys.stdin.read()})
 
 
-def _statistics(diagnostics: list) -> None:
-    """--statistics: one line per code, most frequent first."""
+def _statistics(diagnostics: list, as_json: bool = False) -> None:
+    """--statistics: one line per code, most frequent first (with --format json, a JSON list of
+    {code, rule, severity, count}, as a machine reading stdout expects)."""
     counts: dict = {}
     for d in diagnostics:
         key = (d.code, d.rule, d.severity.label)
         counts[key] = counts.get(key, 0) + 1
-    for (code, rule, severity), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if as_json:
+        import json  # start-up: only for --statistics --format json
+
+        rows = [{"code": code, "rule": rule, "severity": severity, "count": count}
+                for (code, rule, severity), count in ordered]
+        sys.stdout.write(json.dumps({"statistics": rows}, indent=2) + "\n")
+        return
+    for (code, rule, severity), count in ordered:
         sys.stdout.write(f"{count:6d}  {code}  {severity:<7}  {rule}\n")
 
 

@@ -59,6 +59,15 @@ def test_statistics_counts_each_code(repo, capsys):
     assert all(len(line.split()) == 4 for line in lines)
 
 
+def test_statistics_with_format_json_is_json(repo, capsys):
+    # fuzz (issue 30): `--format json --statistics` wrote the text table to a JSON reader
+    (repo / "a.json").write_text(DS)
+    (repo / "b.json").write_text(DS.replace("sise", "sice"))
+    assert main(["check", "a.json", "b.json", "--statistics", "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)["statistics"]
+    assert rows[0] == {"code": "ML003", "rule": "unknown-key", "severity": "error", "count": 2}
+
+
 def test_a_suppression_naming_no_rule_is_a_warning(repo, capsys):
     (repo / "run.memlint.toml").write_text(
         'model = "llama3-8b"  # memlint: disable=ML11O,batch-size-derivd\nworld_size = 8\n')

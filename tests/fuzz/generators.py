@@ -407,13 +407,23 @@ def _pyproject_after(case: Case, code) -> Optional[str]:
         now = tomllib.loads(after.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
         return f"pyproject.toml written though unreadable before or after: {exc}"
-    now.get("tool", {}).get("memlint", {}).pop("assumptions", None)
-    before.get("tool", {}).get("memlint", {}).pop("assumptions", None)
-    if now != before:
+    if _without_assumptions(now) != _without_assumptions(before):
         return "--write-assumptions changed more than [tool.memlint.assumptions]"
     if b"\r\n" in case.pyproject and after.count(b"\n") != after.count(b"\r\n"):
         return "--write-assumptions turned CRLF into LF"
     return None
+
+
+def _without_assumptions(doc: dict) -> dict:
+    """The document but [tool.memlint.assumptions], and [tool.memlint] / [tool] where only
+    that table made them (a write into a file that had no [tool.memlint] adds both)."""
+    tool = doc.get("tool", {})
+    tool.get("memlint", {}).pop("assumptions", None)
+    if tool.get("memlint") == {}:
+        del tool["memlint"]
+    if doc.get("tool") == {}:
+        del doc["tool"]
+    return doc
 
 
 def _output_contract(case: Case, out: str, err: str) -> Optional[str]:

@@ -328,6 +328,11 @@ SET_VALUES = ("0", "-1", "1", "2", "3", "7", "1e308", "10" + "0" * 400, "nan", "
               "1.5", "abc", "", "[]", "{}", "true", "null", "auto", "2**70", "1e-300", "8")
 
 
+# check's flags that change what it does with a file (--fix writes it through the safe writer;
+# --diff prints a unified diff instead of the report)
+CHECK_FLAGS = ("--fix", "--diff", "--require-estimate", "--statistics", "--skip-unknown")
+
+
 def extra_args(rng: random.Random, name: str) -> list:
     args = []
     roll = rng.random()
@@ -371,13 +376,19 @@ def run_one(name: str, raw: bytes, args: list = (), fmt: str = "json", time_limi
         path = os.path.join(directory, os.path.basename(plain) or "input")
         _remove(path)
         _place(path, kind, raw)
-        result = invoke([command, "--format", fmt, "--no-color", *args, path], time_limit)
+        cwd = os.getcwd()
+        os.chdir(directory)   # its repository root: --fix writes only inside the root
+        try:
+            result = invoke([command, "--format", fmt, "--no-color", *args, path], time_limit)
+        finally:
+            os.chdir(cwd)
         if isinstance(result, str):
             return result
         code, out, err = result
         # a directory or a link to nothing is "missing file": exit 2 is the contract there
         usage = kind in ("directory", "symlink-loop", "broken-link")
-        return check_result(code, out, err, fmt, path, command, usage)
+        return check_result(code, out, err, "diff" if "--diff" in args else fmt, path, command,
+                            usage)
     finally:
         if own:
             import shutil
@@ -404,6 +415,8 @@ def invoke(argv: list, time_limit: float = 5.0):
             code = cli.main(argv)
     except Timeout:
         return f"timeout after {time_limit}s of CPU time"
+    except KeyboardInterrupt:   # the run stopped (bench/fuzz.py: Ctrl-C, SIGTERM), not a failure
+        raise
     except BaseException as exc:  # noqa: BLE001 - anything escaping main is the failure
         return f"escaped main: {type(exc).__name__}: {exc}"
     finally:
@@ -446,6 +459,10 @@ def check_result(code, stdout: str, stderr: str, fmt: str, path: str,
                 os.path.basename(path) == "pyproject.toml"
                 and lines[-1].startswith("memlint: error:")):
             return "exit 2 on a file check: " + lines[-1][:300]
+        return None
+    if fmt == "diff":   # --diff: a unified diff of the fixes on stdout, or nothing
+        if stdout and not stdout.startswith("--- a/"):
+            return f"--diff output is not a unified diff: {stdout[:120]!r}"
         return None
     if fmt != "json":
         return None

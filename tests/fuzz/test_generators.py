@@ -49,3 +49,17 @@ def test_the_oracle_sees_what_issue_30_found():
     markdown = generators.Case("tree", [], ["check", "x"], "markdown")
     assert generators._output_contract(markdown, "| `<img src=x>` |", "") is None
     assert "<img" in generators._output_contract(markdown, "| <img src=x> |", "")
+
+
+def test_the_pyproject_oracle_allows_the_tables_a_first_write_adds(tmp_path, monkeypatch):
+    """A write into a pyproject.toml without [tool.memlint] adds [tool.memlint.assumptions] and
+    so the tables above it (fuzz seed 5019091); anything else changed is still caught."""
+    monkeypatch.chdir(tmp_path)
+    before = b'[project]\nname = "demo"\n'
+    case = generators.Case("log", [], ["compare", "--write-assumptions"], "json", "compare",
+                           before)
+    (tmp_path / "pyproject.toml").write_bytes(
+        before + b'\n[tool.memlint.assumptions]\n"runtime.cuda_context_bytes" = 0\n')
+    assert generators._pyproject_after(case, 0) is None
+    (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "x"\n')
+    assert "changed more" in generators._pyproject_after(case, 0)
