@@ -218,7 +218,7 @@ def close_matches(name: str, n: int = 3) -> list:
 
     ids = [entry["id"] for entry in entries()]
     lowered = {i.lower(): i for i in ids}
-    return [lowered[m] for m in closest(name.lower(), list(lowered), n)]
+    return [lowered[m] for m in closest(name.lower(), tuple(lowered), n)]
 
 
 # ---------------------------------------------------------------------------------------------
