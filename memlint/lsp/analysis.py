@@ -26,6 +26,7 @@ from memlint import fixes, loaders
 from memlint.api import run_pipeline
 from memlint.diagnostics import Severity
 from memlint.document import Analysis, RunState
+from memlint.keys import parse_bool
 from memlint.rules import registry
 
 GiB = 1024**3
@@ -64,7 +65,8 @@ def neighbours(key: str, value) -> list:
         options = CHOICES[key]
         return [o for o in options if str(o) != str(value).lower()]
     if key in FLAGS:
-        return [not _truthy(value)]
+        found = parse_bool(value)
+        return [] if found is None else [not found]
     if key in DOUBLING:
         try:
             number = int(value)
@@ -73,10 +75,6 @@ def neighbours(key: str, value) -> list:
         out = [number // 2] if number >= 2 else []
         return out + [number * 2]
     return []
-
-
-def _truthy(value) -> bool:
-    return str(value).strip().lower() in ("true", "1", "yes", "on")
 
 
 def _scalar(value) -> str:

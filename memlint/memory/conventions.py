@@ -15,7 +15,6 @@ it): `precision_convention` (bytes per parameter, gradient and state under mixed
 """
 from __future__ import annotations
 
-import math
 import os
 
 from memlint.facts import deepspeed as ds_facts
@@ -309,7 +308,7 @@ def build(scenario, context) -> Conventions:
                                   or keys.get("gpt_neox.unsupported-architecture")),
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
-        seq_local=math.ceil(seq / topo.cp),
+        seq_local=seq_per_gpu(seq, topo.cp),
         rl=rl_conventions(scenario.rl.framework),
     )
 
@@ -347,6 +346,12 @@ def _loss(framework: str, keys) -> str:
     if framework in (HF, FSDP2, DEEPSPEED):
         return "log-softmax"
     return "softmax"
+
+
+def seq_per_gpu(seq: int, cp: int) -> int:
+    """The tokens of one sequence on each GPU of a context-parallel group of `cp`: ceil(seq / cp)
+    (the one place this is computed; a run's own is `Conventions.seq_local`)."""
+    return -(-seq // max(1, cp))
 
 
 def visual_tokens_per_image(tr, arch) -> int:
