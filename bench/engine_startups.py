@@ -184,7 +184,7 @@ def print_engine(rows: list, constants: dict, assumed: dict) -> None:
         graphs = [abs(e) for e in _errors(done, "cuda_graphs")]
         print(f"{name:<15}{len(done):>5}{len(group) - len(done):>8}  "
               f"{_median(pool):>20.2%}{_max(pool):>8.2%}{_median(non_kv):>15.2%}"
-              f"{_max(tokens):>12.2%}{_max(torch_out):>9.2f}G{_max(graphs):>8.2f}G")
+              f"{_max(tokens):>12.2%}{_gib(_max(torch_out)):>10}{_gib(_max(graphs)):>9}")
     print("  (non-torch, graphs: largest absolute error in GiB)")
     print("held-out and version-sweep runs, KV pool estimated vs measured (GiB):")
     for row in rows:
@@ -196,6 +196,10 @@ def print_engine(rows: list, constants: dict, assumed: dict) -> None:
         print("not estimated:")
         for row in skipped:
             print(f"  {row['id']}: {row['skipped']}")
+
+
+def _gib(value: float) -> str:
+    return "-" if value != value else f"{value:.2f}G"   # NaN: the set logs no such number
 
 
 def _median(values: list) -> float:

@@ -41,7 +41,7 @@ from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYP
                                  make_internal)
 from memlint.engine import LintConfig, SettingsError
 from memlint.errors import MemlintError, UsageError
-from memlint.ir import NO_ESTIMATE, Provenance
+from memlint.ir import NO_ESTIMATE, NO_ESTIMATE_REASON, Provenance
 from memlint.loaders import MAX_FILE_BYTES, is_buffered
 from memlint.memory.context import resolve_context
 from memlint.records import field, record, replace
@@ -175,9 +175,10 @@ def run_pipeline(run: Run, options: Options, reg, used: Optional[set] = None):
     not_training = scenario.extra.get(NO_ESTIMATE)
     if not_training is not None:
         # a file that is no training run (a text-generation launch, an inference test case)
+        kind = scenario.extra.get(NO_ESTIMATE_REASON)
         pre.append(make(MISSING_MODEL, Severity.INFO,
                         f"no memory estimate: {not_training.value}", not_training.prov,
-                        no_estimate=verdicts.NOT_TRAINING))
+                        no_estimate=kind.value if kind is not None else verdicts.NOT_TRAINING))
     elif model is None and not parse_failed and not all(p.fmt == "unknown" for p in partials):
         pre.append(make(MISSING_MODEL, Severity.INFO,
                         "no memory estimate: no model (give --model PATH|PRESET, or model = "

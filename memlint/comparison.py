@@ -478,8 +478,8 @@ def _likely_settings(ratio: float, scenario) -> str:
                 f"{shard})", shard), (f"tp (the estimate splits layers over tp {par.tp})",
                                       par.tp), (f"pp (the estimate has pp {par.pp})", par.pp)]
     for text, factor in factors:
-        if factor and factor > 1 and any(abs(ratio * f - 1) <= 0.1 or abs(ratio / f - 1) <= 0.1
-                                         for f in (factor,)):
+        if factor and factor > 1 and (abs(ratio * factor - 1) <= 0.1
+                                      or abs(ratio / factor - 1) <= 0.1):
             return f"{ratio:.2f}x is about {factor}x: check {text}"
     return ("check the settings that decide the bytes per parameter: precision, param_dtype, "
             "master_weights, optimizer and optimizer_state_dtype, and what is trained "

@@ -93,11 +93,16 @@ def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None
 _ENABLED: dict = {}
 
 
-def is_enabled(rule: Rule, config: LintConfig) -> bool:
+def _selectors(config: LintConfig) -> tuple:
+    return (tuple(config.select), tuple(config.extend_select), tuple(config.ignore))
+
+
+def is_enabled(rule: Rule, config: LintConfig, selectors: Optional[tuple] = None) -> bool:
     """Whether the selectors enable `rule` (a pure function of the rule's code, name and preview
-    flag and the selectors, cached: a run over many files asks it for every rule per file)."""
-    key = (rule.code, rule.name, bool(getattr(rule, "preview", False)), tuple(config.select),
-           tuple(config.extend_select), tuple(config.ignore))
+    flag and the selectors, cached: a run over many files asks it for every rule per file).
+    `selectors`: _selectors(config), made once by a caller asking for every rule."""
+    key = (rule.code, rule.name, bool(getattr(rule, "preview", False)),
+           selectors if selectors is not None else _selectors(config))
     found = _ENABLED.get(key)
     if found is None:
         if len(_ENABLED) > 4096:
@@ -126,10 +131,22 @@ def _configured_severity(rule: Rule, config: LintConfig) -> Optional[Severity]:
     return severity
 
 
+_DEFAULTS: dict = {}   # id(rule) -> (rule, its options when none are given)
+
+
 def _options(rule: Rule, config: LintConfig) -> dict:
+    if not config.options:   # the usual case: the rule's defaults (a copy per run; bulk speed)
+        found = _DEFAULTS.get(id(rule))
+        if found is None or found[0] is not rule:
+            found = _DEFAULTS[id(rule)] = (rule, _configured(rule, {}))
+        return dict(found[1])
     given: dict = {}
     for key in (rule.code, rule.name):
         given.update(config.options.get(key, {}) or {})
+    return _configured(rule, given)
+
+
+def _configured(rule: Rule, given: dict) -> dict:
     try:
         return configure(rule, given)
     except ValueError as exc:
@@ -265,7 +282,7 @@ def per_file_ignored(diagnostic: Diagnostic, rule: Optional[Rule], config: LintC
 def suppressed(diagnostic: Diagnostic, suppressions: dict, used=None) -> bool:
     """Inline `# memlint: disable=CODE,name` on the diagnostic's line (or disable-file); the
     directives that turn it off are added to `used` (suppressions.record_use)."""
-    if not diagnostic.path:
+    if not diagnostic.path or not suppressions:
         return False
     key = diagnostic.path
     table = suppressions.get(key)
@@ -327,8 +344,9 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
     if scenario is not None:
         if resolved is None:
             resolved = context_of(scenario, estimate)
+        selectors = _selectors(config)
         for rule in reg:
-            if getattr(rule, "reserved", False) or not is_enabled(rule, config):
+            if getattr(rule, "reserved", False) or not is_enabled(rule, config, selectors):
                 continue
             if rule.formats and not set(rule.formats) & set(formats):
                 continue

@@ -49,6 +49,9 @@ UNREAD_REFERENCE = "unread_reference:"
 # text-generation or evaluation launch, an inference test case): its value says why. The run
 # gets no memory verdict, and the summary line names the reason.
 NO_ESTIMATE = "no_estimate"
+# ... and, beside it, which of memlint/verdicts.py REASONS that is when it is not "not a training
+# run" (a training run memlint does not model: an RLHF with reference models, a tuner type)
+NO_ESTIMATE_REASON = "no_estimate.reason"
 # `Partial.extra` key prefix of a setting whose effect on memory depends on the framework's
 # version (the file cannot say which version it was written for): its value says how. The RL
 # rules (rules/rl.py) name it, and an out-of-memory verdict that rests on it is a warning.

@@ -688,6 +688,12 @@ _CONVENTION_KEYS = [
     _convention(M + "use-te-activation-func", to_bool,
         "Megatron-LM: Transformer Engine's activation modules (the routing weights are then "
         "applied after them, keeping their output)"),
+    _convention(M + "tp-comm-overlap", to_bool,
+        "Megatron-LM --tp-comm-overlap: Transformer Engine's userbuffers, device memory outside "
+        "PyTorch's allocator (memory/userbuffers.py)"),
+    _convention(M + "first-last-layers-bf16", to_bool,
+        "Megatron-LM --first-last-layers-bf16: bf16 layers beside FP8 ones (a second, "
+        "unquantized set of userbuffers under --tp-comm-overlap)"),
     _convention(M + "entry-script", to_str,
         "the Megatron training script (recorded by the adapter): which get_batch builds the "
         "batch (pretrain_gpt.py / pretrain_hybrid.py: the dataloader's attention mask)"),
@@ -800,6 +806,18 @@ def close_matches(name: str, candidates, n: int = 3) -> list:
     candidate whose bound is under the cutoff is dropped, as difflib drops it; the rest are
     aligned best bound first, and the search stops once the n best ratios found exceed every
     bound left (a tie still goes to the larger string, as difflib's nlargest orders them)."""
+    if isinstance(candidates, tuple):   # a fixed table: the same name, the same answer
+        key = (name, candidates, n)
+        found = _MATCHED.get(key)
+        if found is None:
+            if len(_MATCHED) >= 10_000:
+                _MATCHED.clear()
+            found = _MATCHED[key] = tuple(_close_matches(name, candidates, n))
+        return list(found)
+    return _close_matches(name, candidates, n)
+
+
+def _close_matches(name: str, candidates, n: int) -> list:
     size = len(name)
     if n <= 0 or not size:
         # difflib: n must be > 0; an empty name matches only an empty candidate (ratio 1)
@@ -807,6 +825,7 @@ def close_matches(name: str, candidates, n: int = 3) -> list:
 
         return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
     chars = set(name)
+    own = size - len(chars)   # the name's repeated characters
     bounded = []   # (bound from the characters the two share at all, candidate)
     for c in candidates:
         total = size + len(c)
@@ -815,7 +834,9 @@ def close_matches(name: str, candidates, n: int = 3) -> list:
         other = _CHARSETS.get(c)
         if other is None:
             other = _CHARSETS[c] = frozenset(c)
-        shared = min(size - len(chars - other), len(c) - len(other - chars))
+        # each distinct character one string lacks is one that cannot match
+        both = len(chars & other)
+        shared = min(own + both, len(c) - len(other) + both)
         if 0.6 * total <= 2 * shared:
             bounded.append((2.0 * shared / total, c))
     if not bounded:
@@ -859,3 +880,4 @@ def _counts(text: str) -> dict:
 _CHARSETS: dict = {}  # candidate -> its characters (the candidate lists are fixed tables)
 _COUNTS: dict = {}    # candidate -> its character counts
 _SUGGESTED: dict = {}  # (name, a tuple of candidates) -> suggest's answer, per process
+_MATCHED: dict = {}    # (name, a tuple of candidates, n) -> close_matches' answer

@@ -29,6 +29,7 @@ except ImportError:  # no flock (Windows): the lock file's existence is the lock
 
 from memlint.errors import MemlintError
 from memlint.escape import one_line
+from memlint.loaders import inside
 
 MAX_EDIT_BYTES = 4 * 1024 * 1024   # the read limit of configs (loaders.MAX_FILE_BYTES)
 LOCK_TIMEOUT = 30.0                # seconds a writer waits for another to finish
@@ -54,11 +55,6 @@ def write_root(start: str) -> str:
         probe = parent
 
 
-def _inside(path: str, root: str) -> bool:
-    base = os.path.realpath(root).rstrip(os.sep) + os.sep
-    return path == base.rstrip(os.sep) or path.startswith(base)
-
-
 def check_target(path: str, root: str, allow_outside_root: bool = False) -> str:
     """The absolute path to write, after every refusal above; raises WriteError."""
     shown = _shown(path)
@@ -67,7 +63,7 @@ def check_target(path: str, root: str, allow_outside_root: bool = False) -> str:
         raise WriteError(f"{shown}: folder {_shown(folder)} does not exist; not written")
     real_folder = os.path.realpath(folder)
     target = os.path.join(real_folder, os.path.basename(path))
-    if not allow_outside_root and not _inside(real_folder, root):
+    if not allow_outside_root and not inside(real_folder, root):
         raise WriteError(f"{shown} is outside the repository root {_shown(root)}; not written "
                          "(pass --allow-outside-root to write there)")
     try:

@@ -306,15 +306,20 @@ def load_hub_model(name: str, prov: Provenance, hub: Optional[bool] = None,
 
 
 def checkpoint_quantization(model_settings: dict) -> Optional[tuple]:
-    """(base_quant, provenance) of a checkpoint saved quantized by bitsandbytes: its config.json's
-    `quantization_config` (`load_in_4bit` / `load_in_8bit`), which transformers applies when it
-    loads the weights whatever the training config says (hugging-quants' and axolotl-quants'
-    NF4 uploads). None for other checkpoints and other quantization methods."""
+    """(base_quant, provenance) of a checkpoint saved quantized: its config.json's
+    `quantization_config`, which transformers applies when it loads the weights whatever the
+    training config says (quantizers/auto.py AutoHfQuantizer): bitsandbytes `load_in_4bit` /
+    `load_in_8bit` (hugging-quants' and axolotl-quants' NF4 uploads) and 4-bit GPTQ in groups of
+    128 (`gptq`, memory/lora.py GPTQ_BYTES: Qwen's *-Int4 checkpoints). None for other
+    checkpoints and other quantization methods."""
     def value(name):
         setting = model_settings.get(f"model.quantization_config.{name}")
         return (setting.value, setting.prov) if setting is not None else (None, None)
 
     method, prov = value("quant_method")
+    if method == "gptq":
+        bits, group = value("bits")[0], value("group_size")[0]
+        return ("gptq", prov) if bits == 4 and group == 128 else None
     if method not in (None, "bitsandbytes"):
         return None
     for flag, quant in (("load_in_4bit", "nf4"), ("load_in_8bit", "int8")):

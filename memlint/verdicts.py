@@ -22,12 +22,13 @@ NOT_TRAINING = "not a training run"
 CONFIG_ERROR = "config error"
 MODEL_NOT_RESOLVED = "model not resolved"
 ARCHITECTURE = "architecture not counted"
+NOT_MODELED = "training setup not modeled"
 RUNTIME_VALUE = "a value known only when the script runs"
 WORLD_UNKNOWN = "world size not given (ZeRO/FSDP shard over it)"
 MODEL_ONLY = "a model, not a training run"
 NO_MODEL = "no model"
 REASONS = (FORMAT_NOT_READ, NOT_TRAINING, CONFIG_ERROR, MODEL_NOT_RESOLVED, ARCHITECTURE,
-           RUNTIME_VALUE, WORLD_UNKNOWN, MODEL_ONLY, NO_MODEL)
+           NOT_MODELED, RUNTIME_VALUE, WORLD_UNKNOWN, MODEL_ONLY, NO_MODEL)
 OTHER = "no estimate"
 
 

@@ -17,6 +17,7 @@ import functools
 import os
 
 import pytest
+import source_trees
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "memlint")
@@ -94,9 +95,8 @@ def imports(path: str, text: str = "") -> list:
     """(line, imported module, inside a function, line of the comment that may justify it, source
     lines) for every import of `path` (or of `text`, read as if it were that file). An import in a
     function may share the comment above the first of a run of imports."""
-    text = text or open(path, encoding="utf-8").read()
-    lines = tuple(text.splitlines())
-    tree = ast.parse(text, path)
+    lines = tuple((text or source_trees.source(path)).splitlines())
+    tree = ast.parse(text, path) if text else source_trees.tree(path)
     me = module_name(path)
     found = []  # (import node, inside a function, line of the first import of its run)
 

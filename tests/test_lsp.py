@@ -1,7 +1,7 @@
 """`memlint server` driven over stdio as an editor drives it (tests/lsp_client.py): initialize,
 didOpen of a broken DeepSpeed config, publishDiagnostics at the right line, hover with GiB
-figures, the did-you-mean code action, a change that fixes the file, shutdown. The protocol-free
-parts (memlint/lsp/analysis.py) are tested directly below."""
+figures, the did-you-mean code action, a change that fixes the file, its save, shutdown. The
+protocol-free parts (memlint/lsp/analysis.py) are tested directly below."""
 import json
 import os
 import sys
@@ -89,6 +89,10 @@ def test_an_editor_session_over_stdio(project, tmp_path):
             "contentChanges": [{"range": edit["range"], "text": edit["newText"]}]})
         fixed = client.diagnostics(uri, version=2)
         assert not [d for d in fixed if d["code"] == "ML003"]
+        # the editor saves it: checked again, as it is now on disk
+        (project / "ds_config.json").write_text(BROKEN.replace("optimisation", "optimization"))
+        client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        assert client.diagnostics(uri, version=2) == fixed
         assert client.close() == 0
     finally:
         (tmp_path / "lsp-transcript.json").write_text(json.dumps(client.transcript, indent=1))
@@ -151,6 +155,34 @@ def test_the_suppress_action_for_json_adds_the_native_key(project):
     assert json.loads(text)["memlint"] == {"disable": ["ML003"]}
     again = analyze(path, {path: text})
     assert not any(d.code == "ML003" for d in again.diagnostics)
+
+
+def test_an_unused_suppression_is_removed_by_its_quick_fix(project):
+    from memlint.fixes import apply
+
+    path = str(project / "ds_config.json")
+    text = BROKEN.replace('{\n', '{\n  "memlint": {"disable": ["ML003", "duplicate-key"]},\n', 1)
+    found = analyze(path, {path: text})
+    [unused] = [d for d in found.diagnostics if d.code == "ML011"]
+    assert (unused.line, unused.key) == (2, "duplicate-key")
+    [remove] = A.actions(found, text, 2, 2)
+    assert remove.title == "Remove the unused suppression of duplicate-key" and remove.preferred
+    fixed = apply(text, remove.edits)
+    assert json.loads(fixed)["memlint"] == {"disable": ["ML003"]}
+    assert not [d for d in analyze(path, {path: fixed}).diagnostics if d.code in ("ML011", "ML003")]
+    # the last name takes the whole member (and its line) with it
+    text = BROKEN.replace('{\n', '{\n  "memlint": {"disable": ["duplicate-key"]},\n', 1)
+    [remove] = A.actions(analyze(path, {path: text}), text, 2, 2)
+    assert apply(text, remove.edits) == BROKEN
+    # a comment directive: the name, then the comment (alone on its line: the line)
+    toml = str(project / "memlint.toml")
+    run = RUN + "# memlint: disable=ML204,ML001\ntp = 1\n"
+    found = analyze(toml, {toml: run})
+    assert [d.key for d in found.diagnostics if d.code == "ML011"] == ["ml001", "ml204"]
+    first = apply(run, A.actions(found, run, 7, 7)[0].edits)
+    assert first.endswith("# memlint: disable=ML204\ntp = 1\n")
+    second = analyze(toml, {toml: first})
+    assert apply(first, A.actions(second, first, 7, 7)[0].edits) == RUN + "tp = 1\n"
 
 
 def test_a_shell_suppression_goes_before_the_whole_continued_command(tmp_path):

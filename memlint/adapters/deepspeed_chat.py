@@ -28,10 +28,11 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import verdicts
 from memlint.adapters import hf_trainer
 from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
-from memlint.ir import NO_ESTIMATE, Partial, Provenance
+from memlint.ir import NO_ESTIMATE, NO_ESTIMATE_REASON, Partial, Provenance
 
 FORMAT = "deepspeed-chat"
 SOURCE = "microsoft/DeepSpeedExamples applications/DeepSpeed-Chat at 83757d9"
@@ -68,6 +69,7 @@ def load(path: str, text: str) -> Partial:
         partial.set_extra(NO_ESTIMATE, "DeepSpeed-Chat step 3 (RLHF: an actor and a critic "
                           "trained beside frozen reference and reward models, the hybrid engine "
                           "generating between steps) is not modeled", item.prov)
+        partial.set_extra(NO_ESTIMATE_REASON, verdicts.NOT_MODELED, item.prov)
         return partial
     for item in items:   # every argument as a fact (coverage/deepspeed_chat.json classes them)
         partial.set_extra(f"deepspeed_chat.{item.name}", True if item.value is None
@@ -76,6 +78,7 @@ def load(path: str, text: str) -> Partial:
         partial.set_extra(NO_ESTIMATE, "DeepSpeed-Chat DPO (a policy trained beside a frozen "
                           "reference model, step2_dpo_finetuning/main.py) is not modeled",
                           anchor)
+        partial.set_extra(NO_ESTIMATE_REASON, verdicts.NOT_MODELED, anchor)
         return partial
     _map(args, partial, anchor)
     return partial

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.keys import suggest
-from memlint.loaders import load_yaml, read_text, repo_root, suppressions
+from memlint.loaders import inside, load_yaml, read_text, repo_root, suppressions
 
 FORMAT = "easyr1"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -213,7 +213,7 @@ def _find(name: str, script: str) -> Optional[str]:
     place = os.path.dirname(os.path.abspath(script))
     while True:
         candidate = os.path.normpath(os.path.join(place, name))
-        if candidate.startswith(root + os.sep) and os.path.isfile(candidate):
+        if inside(candidate, root) and os.path.isfile(candidate):
             return candidate
         if place == root or os.path.dirname(place) == place:
             return None

@@ -28,11 +28,12 @@ from __future__ import annotations
 import os
 import re
 
+from memlint import verdicts
 from memlint.adapters import _shell
 from memlint.adapters.ms_swift_launch import SOURCE, Launch
 from memlint.adapters.trainer_args import Item, apply, to_int
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
-from memlint.ir import NO_ESTIMATE, Partial, Provenance
+from memlint.ir import NO_ESTIMATE, NO_ESTIMATE_REASON, Partial, Provenance
 from memlint.loaders import suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -211,6 +212,8 @@ def load(path: str, text: str) -> Partial:
     reason = _no_estimate(launch)
     if reason is not None:
         partial.set_extra(NO_ESTIMATE, reason, launch.anchor)
+        if launch.command == "rlhf":   # it trains, beside models memlint does not model
+            partial.set_extra(NO_ESTIMATE_REASON, verdicts.NOT_MODELED, launch.anchor)
         return partial
     if launch.command_line or "NPROC_PER_NODE" in launch.env or "NNODES" in launch.env:
         if not launch.launched:
@@ -396,6 +399,7 @@ def _tuner(launch: Launch, partial: Partial) -> bool:
     if kind not in ("lora", "longlora", "adalora", "lora_llm"):
         partial.set_extra(NO_ESTIMATE, f"tuner_type {kind} is not modeled (memlint counts LoRA "
                           "and full fine-tuning)", where)
+        partial.set_extra(NO_ESTIMATE_REASON, verdicts.NOT_MODELED, where)
         return False
     rank = to_int(launch.value("lora_rank") or 8) or 8
     partial.set("lora_rank", rank, launch.args["lora_rank"].prov if "lora_rank" in launch.args

@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+from memlint.keys import parse_bool
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ class Args:
         item = self.items.get(name)
         if item is not None:
             value = item[0]
-            return value is None or str(value).lower() in ("true", "1", "yes")
+            return value is None or parse_bool(value) is True
         return bool(self.raw(name, False))
 
     def number(self, name: str, default: Optional[int] = None) -> Optional[int]:

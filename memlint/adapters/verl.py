@@ -26,7 +26,7 @@ from memlint.adapters import _hydra
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance
 from memlint.keys import suggest
-from memlint.loaders import load_yaml, read_text, repo_root, suppressions
+from memlint.loaders import inside, load_yaml, read_text, repo_root, suppressions
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -351,8 +351,7 @@ def _find_config(name: str, config_path: Optional[str], script: str) -> Optional
     places += [here, os.path.join(here, "config")]
     for place in places:
         candidate = os.path.normpath(os.path.join(place, file))
-        inside = candidate.startswith(os.path.abspath(root) + os.sep)
-        if inside and os.path.isfile(candidate):
+        if inside(candidate, root) and os.path.isfile(candidate):
             return candidate
     return None
 

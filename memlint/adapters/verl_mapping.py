@@ -327,10 +327,12 @@ def _fsdp(read: Reader, strategy: str) -> None:
     world = read.partial.settings.get("world_size")
     ulysses = read.number(A + "actor.ulysses_sequence_parallel_size") or 1
     if size is not None and size > 0 and world is not None and world.value > size:
-        # HSDP: shard within groups of fsdp_size GPUs (fsdp_workers.py create_device_mesh),
-        # whose Ulysses ranks (cp) are part of the group
+        # HSDP: the states shard within groups of fsdp_size GPUs and replicate across them
+        # (fsdp_workers.py:167 create_device_mesh: mesh (world // fsdp_size, fsdp_size)); the
+        # Ulysses mesh (world // sp, sp) is built apart from it (fsdp_workers.py:170-176), so the
+        # shard group is fsdp_size GPUs whatever the Ulysses size
         read.put("fsdp", "hybrid", fsdp + "fsdp_size")
-        read.put("dp_shard", max(1, size // ulysses), fsdp + "fsdp_size")
+        read.put("dp_shard", size, fsdp + "fsdp_size")
         read.put("dp_replicate", max(1, world.value // size), fsdp + "fsdp_size")
     else:
         read.put("fsdp", "full", fsdp + "fsdp_size")

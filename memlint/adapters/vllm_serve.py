@@ -21,6 +21,7 @@ import re
 from memlint import lazy_re, verdicts
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+from memlint.keys import parse_bool
 from memlint.loaders import load_yaml, read_text, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -199,7 +200,7 @@ def _apply(items: dict, partial: Partial, anchor: Provenance) -> None:
         if kind == "length" and str(value).lower() in ("auto", "-1"):
             continue   # vLLM fits the longest length the memory allows
         if kind is bool:
-            partial.set(key, str(value).lower() not in ("false", "0"), prov)
+            partial.set(key, parse_bool(value) is not False, prov)
             continue
         converted = value
         if kind is float:

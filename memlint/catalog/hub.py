@@ -218,7 +218,7 @@ def close_matches(name: str, n: int = 3) -> list:
 
     ids = [entry["id"] for entry in entries()]
     lowered = {i.lower(): i for i in ids}
-    return [lowered[m] for m in closest(name.lower(), list(lowered), n)]
+    return [lowered[m] for m in closest(name.lower(), tuple(lowered), n)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,10 +229,13 @@ def hub_enabled(flag: Optional[bool] = None, env: Optional[dict] = None) -> bool
     if flag is not None:
         return flag
     env = os.environ if env is None else env
-    return str(env.get("MEMLINT_HUB", "")).strip().lower() in ("1", "true", "yes", "on")
+    return _truthy(env.get("MEMLINT_HUB"))
 
 
 def _truthy(value) -> bool:
+    """huggingface_hub's reading of its boolean variables (constants.ENV_VARS_TRUE_VALUES:
+    1/ON/YES/TRUE, any case), so that HF_HUB_OFFLINE means here what it means to the Hub client;
+    MEMLINT_HUB is read the same way."""
     return str(value or "").strip().lower() in ("1", "true", "yes", "on")
 
 

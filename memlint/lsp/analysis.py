@@ -9,7 +9,9 @@ so a hover re-estimates with one value changed without reading or parsing anythi
   stages, the other recompute / offload choices).
 - `actions(analysis, text, line)`: code actions for the diagnostics on a line: the ML003
   did-you-mean rename, and "suppress this finding" (a `# memlint: disable-next-line=` comment
-  above the line, or the top-level `"memlint": {"disable": [...]}` key of a JSON file).
+  above the line, or the top-level `"memlint": {"disable": [...]}` key of a JSON file); for an
+  unused suppression (ML011), removing it. None of these is `check --fix`'s: whether a
+  suppression is used depends on the run, so only the author removes one.
 
 Lines and columns here are memlint's: 1-based. memlint/lsp/server.py converts.
 """
@@ -24,6 +26,7 @@ from memlint import fixes, loaders
 from memlint.api import run_pipeline
 from memlint.diagnostics import Severity
 from memlint.document import Analysis, RunState
+from memlint.keys import parse_bool
 from memlint.rules import registry
 
 GiB = 1024**3
@@ -62,7 +65,8 @@ def neighbours(key: str, value) -> list:
         options = CHOICES[key]
         return [o for o in options if str(o) != str(value).lower()]
     if key in FLAGS:
-        return [not _truthy(value)]
+        found = parse_bool(value)
+        return [] if found is None else [not found]
     if key in DOUBLING:
         try:
             number = int(value)
@@ -71,10 +75,6 @@ def neighbours(key: str, value) -> list:
         out = [number // 2] if number >= 2 else []
         return out + [number * 2]
     return []
-
-
-def _truthy(value) -> bool:
-    return str(value).strip().lower() in ("true", "1", "yes", "on")
 
 
 def _scalar(value) -> str:
@@ -183,6 +183,49 @@ def _suppress_comment(d, lines: list):
     return Edit((d.line, 1), (d.line, 1), f"{indent}# memlint: disable-next-line={d.code}\n")
 
 
+def _position(text: str, offset: int) -> tuple:
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+_JSON_MEMBER = re.compile(r'"memlint"\s*:\s*\{\s*"disable"\s*:\s*\[[^\]]*\]\s*\}\s*,[ \t]*\n?')
+
+
+def _unsuppress(d, text: str):
+    """ML011's quick fix: the unused name out of its directive, or the directive with it."""
+    lines = text.splitlines()
+    if not d.key or not d.line or d.line > len(lines):
+        return None
+    match = loaders._JSON_DIRECTIVE.search(text)
+    if match and _position(text, match.start())[0] == d.line:
+        names = [n for n in match.group(1).split(",") if n.strip()]
+        rest = [n.strip() for n in names if n.strip().strip('"').lower() != d.key]
+        member = _JSON_MEMBER.match(text, match.start())
+        if not rest and member:     # the whole member, and its line if it is alone there
+            start = match.start()
+            line_start = text.rfind("\n", 0, start) + 1
+            if not text[line_start:start].strip() and text[member.end() - 1:member.end()] == "\n":
+                start = line_start
+            return Edit(_position(text, start), _position(text, member.end()), "")
+        return Edit(_position(text, match.start(1)), _position(text, match.end(1)),
+                    ", ".join(rest))
+    line = lines[d.line - 1]
+    match = loaders._COMMENT_DIRECTIVE.search(line)
+    if not match:
+        return None
+    names = [n.strip() for n in match.group(2).split(",") if n.strip()]
+    rest = [n for n in names if n.lower() != d.key]
+    if rest:
+        kept = ",".join(rest) + match.group(2)[len(match.group(2).rstrip()):]
+        return Edit((d.line, match.start(2) + 1), (d.line, match.end(2) + 1), kept)
+    if line[:match.start()].strip():     # after code: the comment goes, the code stays
+        return Edit((d.line, len(line[:match.start()].rstrip()) + 1), (d.line, len(line) + 1),
+                    "")
+    if d.line < len(lines):
+        return Edit((d.line, 1), (d.line + 1, 1), "")
+    return Edit((d.line, 1), (d.line, len(line) + 1), "")
+
+
 def _continued_command_start(lines: list, line: int) -> int:
     """The first line of the shell command that `line` belongs to (backslash continuations)."""
     while line > 1 and lines[line - 2].rstrip().endswith("\\"):
@@ -196,6 +239,12 @@ def actions(analysis: Analysis, text: str, first: int, last: int) -> list:
     out = []
     for d in analysis.diagnostics:
         if not d.line or not first <= d.line <= last:
+            continue
+        if d.code == "ML011":
+            edit = _unsuppress(d, text)
+            if edit is not None:
+                out.append(Action(f"Remove the unused suppression of {d.key}", d, [edit],
+                                  preferred=True))
             continue
         fix = fixes.rename(d, lines, ignored_keys=True) or fixes.deprecated(d, lines)
         if fix:

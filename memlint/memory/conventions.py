@@ -15,7 +15,6 @@ it): `precision_convention` (bytes per parameter, gradient and state under mixed
 """
 from __future__ import annotations
 
-import math
 import os
 
 from memlint.facts import deepspeed as ds_facts
@@ -139,6 +138,15 @@ class FineOffload:
 
 
 @record(frozen=True)
+class TpCommOverlap:
+    """Megatron `--tp-comm-overlap`: Transformer Engine's userbuffers (memory/userbuffers.py)."""
+
+    seq: int                      # tokens per sample the buffers hold (before cp)
+    fp8: bool                     # FP8 quantization mode (--fp8-format)
+    bf16_set: bool                # a second, unquantized set (--first-last-layers-bf16)
+
+
+@record(frozen=True)
 class Conventions:
     """The conventions of one run (module docstring). Every field is plain data."""
 
@@ -176,6 +184,7 @@ class Conventions:
     recompute_modules: Optional[frozenset]  # Megatron selective recompute; None outside it
     moe_dispatch: Optional[MoeDispatch]     # Megatron-Core MoE layers; None: the generic count
     fine_offload: Optional[FineOffload]     # Megatron fine-grained activation offloading
+    tp_comm_overlap: Optional[TpCommOverlap]  # Megatron --tp-comm-overlap userbuffers
     grouped_gemm: bool            # TE grouped GEMMs for the experts
     gpt_batch: bool               # Megatron's GPT get_batch (labels, loss mask on the GPU)
     dataloader_mask: bool         # ... with the dataloader's B x 1 x T/cp x T bool mask
@@ -267,6 +276,9 @@ def build(scenario, context) -> Conventions:
         recompute_modules=_recompute_modules(tr, keys) if megatron else None,
         moe_dispatch=_moe_dispatch(keys, context.dtypes.compute) if megatron else None,
         fine_offload=_fine_offload(keys) if megatron else None,
+        tp_comm_overlap=TpCommOverlap(
+            seq, tr.precision == "fp8", keys.get("megatron.first-last-layers-bf16") is True)
+        if megatron and keys.get("megatron.tp-comm-overlap") is True else None,
         grouped_gemm=bool(keys.get("megatron.moe-grouped-gemm")),
         gpt_batch=megatron and _gpt_batch(keys),
         dataloader_mask=megatron and _gpt_batch(keys)
@@ -296,7 +308,7 @@ def build(scenario, context) -> Conventions:
                                   or keys.get("gpt_neox.unsupported-architecture")),
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
-        seq_local=math.ceil(seq / topo.cp),
+        seq_local=seq_per_gpu(seq, topo.cp),
         rl=rl_conventions(scenario.rl.framework),
     )
 
@@ -334,6 +346,12 @@ def _loss(framework: str, keys) -> str:
     if framework in (HF, FSDP2, DEEPSPEED):
         return "log-softmax"
     return "softmax"
+
+
+def seq_per_gpu(seq: int, cp: int) -> int:
+    """The tokens of one sequence on each GPU of a context-parallel group of `cp`: ceil(seq / cp)
+    (the one place this is computed; a run's own is `Conventions.seq_local`)."""
+    return -(-seq // max(1, cp))
 
 
 def visual_tokens_per_image(tr, arch) -> int:

@@ -8,6 +8,7 @@ import math
 
 from memlint.facts import vocab as vocab_facts
 from memlint.memory.compile import SRC_PARTITIONER
+from memlint.memory.conventions import seq_per_gpu
 from memlint.memory.layout_arch import decoder_seq
 from memlint.memory.model import Model
 from memlint.memory.params import vocab_formula
@@ -40,7 +41,7 @@ def _logits_terms(model: Model, phase: str) -> list:
     arch, tr, topo = model.arch, model.tr, model.topo
     # an encoder-decoder's logits are over the decoder's tokens (T5: --decoder-seq-length)
     dec = decoder_seq(arch)
-    tokens = tr.micro_batch * (math.ceil(dec / topo.cp) if dec else model.seq_local)
+    tokens = tr.micro_batch * (seq_per_gpu(dec, topo.cp) if dec else model.seq_local)
     vocab, v_text = logits_vocab(model)
     c = model.dt.compute
     if model.conv.loss == "vocab-parallel":

@@ -8,6 +8,7 @@ import re
 
 from memlint.memory.model import Model
 from memlint.memory.terms import Term
+from memlint.memory.userbuffers import userbuffer_terms
 
 
 MiB = 1024**2
@@ -16,8 +17,9 @@ MiB = 1024**2
 def runtime_terms(model: Model) -> list:
     """What a real GPU process adds outside PyTorch's caching allocator: the CUDA context (module
     images, cuDNN handles) and NCCL communicator buffers, one per process group with more than
-    one rank. cuBLAS, cuBLASLt and Transformer Engine workspaces are allocated through the
-    caching allocator and are `buffers.*` terms (`workspace_terms`)."""
+    one rank, and Transformer Engine's userbuffers under Megatron's --tp-comm-overlap
+    (memory/userbuffers.py). cuBLAS, cuBLASLt and Transformer Engine workspaces are allocated
+    through the caching allocator and are `buffers.*` terms (`workspace_terms`)."""
     if model.scenario.hardware.device == "cpu":
         return []
     assume, topo = model.assume, model.topo
@@ -32,7 +34,7 @@ def runtime_terms(model: Model) -> list:
                           f"{groups} process groups × {per // MiB} MiB",
                           {"groups": groups, "bytes_per_group": per},
                           "NCCL buffers: NCCL_BUFFSIZE 4 MiB × channels per communicator"))
-    return terms
+    return terms + userbuffer_terms(model)
 
 
 def allocator_terms(model: Model, terms) -> list:

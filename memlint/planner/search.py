@@ -31,6 +31,7 @@ import math
 from memlint.assumptions import assumed
 from memlint.memory import activations as act
 from memlint.memory import states
+from memlint.memory.conventions import seq_per_gpu
 from memlint.memory.estimate import estimate
 from memlint.memory.params import architecture, count_params, pad_vocabulary
 from memlint.memory.stages import stage_layers
@@ -400,8 +401,8 @@ class Space:
 
     def _activation_bound(self, tp: int, sp: bool, cp: int, layers: int, micro: int,
                           recompute: str, every: int, inflight: float) -> float:
-        tokens = micro * math.ceil(self.seq / cp)
-        seq_local = math.ceil(self.seq / cp)
+        seq_local = seq_per_gpu(self.seq, cp)
+        tokens = micro * seq_local
         assume = self.base.assumptions
         arch = self.arch
         try:

@@ -8,9 +8,14 @@ NO_COLOR) `write` colours it with rich, imported only then.
 """
 from __future__ import annotations
 
+from memlint import lazy_import
 from memlint.escape import one_line
-from memlint.report import host_lines, location, phases
+from memlint.report import location
 from memlint.units import UNITS, fmt
+
+# start-up: the phase and host lines load when an estimate is printed (most checks have none)
+host_lines = lazy_import.module("memlint.report.host_lines")
+phases = lazy_import.module("memlint.report.phases")
 
 BAR_WIDTH = 50
 GROUPS = (("weights", "#", "bold blue"), ("gradients", "=", "magenta"),

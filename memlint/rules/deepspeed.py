@@ -282,7 +282,7 @@ class BatchSizeDerived(Rule):
         text = formulas.get(tuple(n for n in names if n in missing))
         if text is None:
             return
-        tail = (f" = {_show(derived)} with data-parallel size {triple.dp}" if derived
+        tail = (f": {_show(derived)} with data-parallel size {triple.dp}" if derived
                 else " (give --set world_size= to see the numbers)")
         present = [n for n in names if n not in missing]
         yield Finding(f"{_and(missing)} not set: DeepSpeed derives {text}{tail}",

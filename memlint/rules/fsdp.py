@@ -183,6 +183,8 @@ class ParallelDegreesWorldMismatch(Rule):
         world = par.world_size
         if world is None or par.dp_shard in (None, -1):
             return
+        if ctx.scenario.rl.framework in _SEPARATE_MESHES:
+            return
         product = par.dp_replicate * par.dp_shard * par.cp * par.tp * par.pp
         if product == world:
             return
@@ -192,6 +194,13 @@ class ParallelDegreesWorldMismatch(Rule):
             "refuses to start",
             _set(ctx, "dp_shard", "dp_replicate", "tp", "cp", "pp", "world_size"),
             data={"product": product, "world_size": world})
+
+
+# RL readers whose frameworks build the FSDP mesh (world // fsdp_size, fsdp_size) and the Ulysses
+# mesh (world // sp, sp) apart, so dp_shard (the FSDP group) and cp (Ulysses) overlap and their
+# product is no world size they refuse (verl@f9c855f7 verl/workers/fsdp_workers.py:167-176;
+# EasyR1@b44b311b verl/workers/fsdp_workers.py:120-134, the same meshes)
+_SEPARATE_MESHES = ("verl", "easyr1")
 
 
 class ShardFillNothingLeft(Rule):

@@ -65,7 +65,7 @@ def test_step3_rlhf_is_read_and_gets_a_named_reason():
     result = check_paths([path], Options(assignments=("world_size=8",)))
     assert not result.estimates
     assert result.summary.files and list(result.summary.without.values()) == [
-        "not a training run"]
+        "training setup not modeled"]   # it trains (an actor and a critic), unmodeled
 
 
 def test_every_argument_it_reads_has_a_memory_class():

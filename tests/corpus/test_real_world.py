@@ -16,7 +16,9 @@ references, an accelerate YAML with its DeepSpeed JSON) is linted as one run. A 
 xfail(strict=True), so it fails the day the fix lands and the marker has to go.
 
 Everything runs in-process through the same pipeline `memlint check` uses (no subprocess per
-file), so the whole corpus takes seconds.
+file). The whole corpus (1,600+ files, ~25 s CPU) runs in CI (`-m "slow or not slow"`); the quick
+run (`python -m pytest -q`) lints a fixed sample of it (`QUICK`: every invalid file, three files
+spread over each format and verdict, one from each source repository) and marks the rest `slow`.
 """
 from __future__ import annotations
 
@@ -91,8 +93,32 @@ def check_verdict(entry: dict, diagnostics, formats, code) -> None:
                        for d in diagnostics), show(diagnostics)
 
 
-def _param(name: str, entry: dict):
-    marks = []
+def quick_sample(files: dict, per_group: int = 3) -> set:
+    """The files the quick run lints: every `invalid` one (each expects its own errors), up to
+    `per_group` spread over the sorted names of each (format, verdict), and the middle file of
+    each source repository (the first path part). Deterministic: the same names every run."""
+    groups: dict = {}
+    repositories: dict = {}
+    for name in sorted(files):
+        entry = files[name]
+        groups.setdefault((entry["format"], entry["verdict"]), []).append(name)
+        repositories.setdefault(name.split("/")[0], []).append(name)
+    chosen = set()
+    for (_fmt, verdict), names in groups.items():
+        if verdict == "invalid":
+            chosen.update(names)
+            continue
+        count = min(per_group, len(names))
+        chosen.update(names[i * len(names) // count] for i in range(count))
+    chosen.update(names[len(names) // 2] for names in repositories.values())
+    return chosen
+
+
+QUICK = quick_sample(FILES)
+
+
+def _param(name: str, entry: dict, quick: bool = True):
+    marks = [] if quick or entry.get("known_false_alarm") else [pytest.mark.slow]
     if entry.get("known_false_alarm"):
         marks.append(pytest.mark.xfail(strict=True, reason=entry["known_false_alarm"]))
     return pytest.param(name, entry, id=name, marks=marks)
@@ -128,7 +154,8 @@ def check_reason(entry: dict, paths: list, reason) -> None:
                                "summary says 'no model'")
 
 
-@pytest.mark.parametrize("name,entry", [_param(n, e) for n, e in sorted(FILES.items())])
+@pytest.mark.parametrize("name,entry",
+                         [_param(n, e, n in QUICK) for n, e in sorted(FILES.items())])
 def test_file_alone(name, entry):
     diagnostics, formats, code, reason = lint_run([name])
     check_verdict(entry, diagnostics, formats, code)
@@ -184,6 +211,15 @@ def test_every_file_has_its_source():
 # error (the per-file tests above); the formats as verdicts.json labels them.
 TRAINER_FORMATS = ("llama-factory-args", "trl-recipe-yaml", "hf-trainer-launch-script",
                    "hf-trainer-args-json")
+
+
+def test_the_quick_sample_covers_every_format_verdict_and_repository():
+    sample = {n: FILES[n] for n in QUICK}
+    assert {(e["format"], e["verdict"]) for e in sample.values()} == {
+        (e["format"], e["verdict"]) for e in FILES.values()}
+    assert {n.split("/")[0] for n in sample} == {n.split("/")[0] for n in FILES}
+    assert {n for n, e in FILES.items() if e["verdict"] == "invalid"} <= QUICK
+    assert len(QUICK) < len(FILES) / 4, "the quick run's sample is most of the corpus"
 
 
 def test_each_trainer_format_has_forty_real_files():

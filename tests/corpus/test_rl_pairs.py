@@ -80,3 +80,26 @@ def test_the_version_does_not_soften_a_rollout_over_the_gpu():
     diagnostics, _ = run_pipeline(one_run([path], options), options, registry())
     [found] = [d for d in diagnostics if d.code == "ML801"]
     assert found.severity == Severity.ERROR and "verl 0.5.0" not in found.message
+
+
+def _verl_async(tmp_path, fsdp_size: int):
+    """The verl pair's fitting script (Ulysses 4 on 16 GPUs) with its FSDP group size."""
+    pair = next(p for p in PAIRS if p["id"] == "verl-7d6505432")
+    with open(os.path.join(PAIRS_DIR, pair["fits"]), encoding="utf-8") as handle:
+        text = handle.read().replace("fsdp_size=2\n", f"fsdp_size={fsdp_size}\n")
+    path = tmp_path / "run.sh"
+    path.write_text(text, encoding="utf-8")
+    options = Options(assignments=tuple(pair["settings"]), allow_outside_root=True)
+    return run_pipeline(one_run([str(path)], options), options, registry())
+
+
+@pytest.mark.parametrize("fsdp_size", [2, 8])
+def test_verl_shards_over_fsdp_size_whatever_the_ulysses_size(tmp_path, fsdp_size):
+    """verl builds its FSDP mesh (16 // fsdp_size, fsdp_size) apart from the Ulysses mesh
+    (16 // 4, 4) (fsdp_workers.py:167-176): the states shard over fsdp_size GPUs, and the
+    product of the two is no world size verl refuses (no ML502)."""
+    diagnostics, est = _verl_async(tmp_path, fsdp_size)
+    assert not [d for d in diagnostics if d.code == "ML502"]
+    update = next(p for p in est.stages[0].phases if p.name == "update_actor")
+    [weights] = [t for t in update.terms if t.name == "actor.weights"]
+    assert weights.bytes == 7_615_616_512 * 4 // fsdp_size

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fuzz import mutate
 from memlint.adapters import registry
 
@@ -52,6 +54,7 @@ EXTENSIONS = (".json", ".hjson", ".yaml", ".yml", ".toml", ".sh", ".txt", ".py",
               ".slurm", "")
 
 
+@pytest.mark.slow  # brute force: every corpus file under 15 names through every adapter: ~4 s
 def test_claims_cover_every_detect():
     """A built-in adapter is skipped for names outside registry.CLAIMS: its detect() must never
     accept such a name, whatever the content."""

@@ -11,6 +11,7 @@ import ast
 import os
 
 import pytest
+import source_trees
 
 from memlint import keys as K
 from memlint.memory.context import resolve_context
@@ -46,10 +47,7 @@ def _strings(node):
 
 
 def _problems(path: str, source=None) -> list:
-    if source is None:
-        with open(path, encoding="utf-8") as handle:
-            source = handle.read()
-    tree = ast.parse(source, path)
+    tree = source_trees.tree(path) if source is None else ast.parse(source, path)
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
                   and n.body and isinstance(n.body[0], ast.Expr)}

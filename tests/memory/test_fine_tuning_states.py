@@ -200,7 +200,13 @@ def test_a_checkpoint_saved_in_nf4_is_counted_in_nf4(tmp_path):
     assert scenario.training.base_quant == "nf4"
     gptq = [s.replace("bitsandbytes", "gptq") for s in settings]
     scenario, _ = build([overrides_partial(gptq)])
-    assert scenario.training.base_quant == "none"
+    assert scenario.training.base_quant == "none"   # a GPTQ config without bits / group size
+    # Qwen/Qwen-7B-Chat-Int4's config.json: quant_method gptq, bits 4, group_size 128
+    int4 = gptq + ["model.quantization_config.bits=4", "model.quantization_config.group_size=128"]
+    scenario, _ = build([overrides_partial(int4)])
+    assert scenario.training.base_quant == "gptq"
+    scenario, _ = build([overrides_partial(int4 + ["model.quantization_config.group_size=32"])])
+    assert scenario.training.base_quant == "none"   # other group sizes are not modeled
 
 
 @pytest.mark.parametrize("given,spec", [("last:2", "last:2"), (" first : 4 ", "first:4"),

@@ -53,6 +53,7 @@ def test_every_printed_plan_is_confirmed_by_estimate():
         assert p.penalties and all(pen.explanation for pen in p.penalties)
 
 
+@pytest.mark.slow  # the 512-GPU search of the seed article's MoE (shared by the next test): ~4 s
 def test_m3_seed_article_plan_fits(m3_seed_all):
     """seed 000 CH 7.2: TP4·PP4·EP8·DP4 + ZeRO-2 + full recompute on 512 H100 (world =
     tp·pp·ep·dp under profile=seed) is among the fitting plans, at the article's 30.4 GB."""
@@ -65,6 +66,7 @@ def test_m3_seed_article_plan_fits(m3_seed_all):
     assert article[0].has_headroom
 
 
+@pytest.mark.slow  # the same 512-GPU search
 def test_m3_seed_ep_in_every_fitting_plan_without_cp_or_deep_pipelines(m3_seed_all):
     """CH 7.6: without EP, TP·PP alone cannot hold M3. Under the seed profile that holds for the
     article's own layouts (pp <= 4, cp = 1); only context parallelism or pp >= 8 with ZeRO

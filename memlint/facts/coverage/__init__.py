@@ -104,8 +104,9 @@ class Table:
         return self.key_prefix + name
 
 
+@functools.lru_cache(maxsize=1)
 def frameworks() -> tuple:
-    """The frameworks with a coverage table, sorted."""
+    """The frameworks with a coverage table, sorted (the package's files: read once a run)."""
     return tuple(sorted(name[:-5] for name in os.listdir(HERE) if name.endswith(".json")))
 
 
@@ -141,11 +142,16 @@ def set_not_modeled(extra: Mapping) -> list:
     found = []
     for name in frameworks():
         spec = table(name)
+        namespace = spec.namespace
         for extra_key, setting in extra.items():
+            if not extra_key.startswith(namespace):
+                continue   # another framework's key (key_of would say None): bulk speed
             key = spec.key_of(extra_key)
             entry = spec.not_modeled.get(key) if key is not None else None
+            if entry is None:
+                continue
             value = getattr(setting, "value", setting)
-            if entry is not None and entry.applies(value) and _required(spec, entry, extra):
+            if entry.applies(value) and _required(spec, entry, extra):
                 found.append(Found(entry, extra_key, value, name))
     return found
 

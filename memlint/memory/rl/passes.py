@@ -11,6 +11,7 @@ ends in a value head: its output is one number per token.
 """
 from __future__ import annotations
 
+from memlint.memory.conventions import seq_per_gpu
 from memlint.memory.rl.frameworks import RLConventions
 from memlint.memory.rl.engine import EngineShape, forward_peak
 from memlint.memory.terms import Term
@@ -41,7 +42,7 @@ def _root_params(shape: EngineShape) -> int:
 
 
 def forward_terms(role: str, shape: EngineShape, tokens: int, tp: int, cp: int = 1) -> list:
-    nbytes, formula = forward_peak(shape, -(-tokens // max(1, cp)), tp)
+    nbytes, formula = forward_peak(shape, seq_per_gpu(tokens, cp), tp)
     return [Term(f"{role}.forward", "activations", nbytes,
                  f"one layer's live set, no autograd: {formula}",
                  {"tokens": tokens, "cp": cp},
