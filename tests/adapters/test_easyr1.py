@@ -74,3 +74,15 @@ def test_an_unknown_field_is_a_warning(tmp_path):
 def test_every_example_is_read_without_an_error(name):
     partial = load_file(os.path.join(EXAMPLES, name))
     assert not [d for d in partial.diagnostics if d.severity.name == "ERROR"]
+
+
+@pytest.mark.parametrize("util", ["9" * 400, "1.5", "0"])
+def test_a_gpu_memory_utilization_that_is_no_share_is_a_warning(tmp_path, util):
+    # found by bench/fuzz.py (seed 7091130): float() of a 400-digit YAML integer overflowed
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main worker.actor.model.model_path=Qwen/Qwen2.5-7B "
+                      f"worker.rollout.gpu_memory_utilization={util}\n")
+    partial = load_file(str(script))
+    assert "engine.gpu_memory_utilization" not in partial.settings
+    [warning] = [d for d in partial.diagnostics if "gpu_memory_utilization: expected" in d.message]
+    assert warning.severity.name == "WARNING"
