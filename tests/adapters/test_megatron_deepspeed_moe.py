@@ -52,3 +52,17 @@ def test_an_expert_count_per_layer_and_the_stated_expert_parallel_size():
     [note] = [d for d in partial.diagnostics if "--num-experts" in d.message]
     assert note.severity.label == "warning" and "not modeled" in note.message
     assert not [d for d in partial.diagnostics if d.severity.label == "error"]
+
+
+def test_a_billion_layers_lists_no_layer_indices(tmp_path):
+    # bench/fuzz.py seed 8089988: NUM_LAYERS=1000000007 built a billion-entry dense-layer list
+    # (19.6 GB); past the memory model's MAX_LAYERS there is no layout to give
+    with open(os.path.join(MOE, "ds_pretrain_gpt_125M_MoE64.sh")) as handle:
+        text = handle.read()
+    assert "\nNUM_LAYERS=12\n" in text
+    script = tmp_path / "run.sh"
+    script.write_text(text.replace("\nNUM_LAYERS=12\n", "\nNUM_LAYERS=1000000007\n"))
+    partial = load_file(str(script))
+    got = {key: s.value for key, s in partial.settings.items()}
+    assert got["model.num_hidden_layers"] == 1000000007
+    assert "model.mlp_only_layers" not in got

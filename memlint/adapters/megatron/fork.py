@@ -95,6 +95,9 @@ def experts(it: Interp) -> Optional[int]:
     return max(moe)
 
 
+_MAX_LAYERS = 100_000
+
+
 def apply(it: Interp, layers: Optional[int]) -> None:
     """A fork run's MoE layout: dense layers between the MoE ones, --topk, ep."""
     interval = _one(it, "--expert-interval", DEFAULT_INTERVAL)
@@ -106,7 +109,9 @@ def apply(it: Interp, layers: Optional[int]) -> None:
                 f"--expert-interval {interval}: the layer count is divided by it "
                 f"(get_num_experts_per_layer, {SOURCE})", it.prov("--expert-interval"))
         return
-    if layers is not None:
+    # past the memory model's MAX_LAYERS (memory/architecture.py) there is no estimate to lay
+    # out, and a list of a billion layer indices is gigabytes (fuzz seed 8089988)
+    if layers is not None and layers <= _MAX_LAYERS:
         dense = [i for i in range(layers) if (i + 1) % interval != 0]
         it.set("model.mlp_only_layers", dense, flag, label)
         if len(dense) == layers:
