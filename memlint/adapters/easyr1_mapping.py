@@ -173,11 +173,7 @@ def _engine(read: Reader, seq: int) -> None:
         return
     read.put("engine.name", name, r + "name")
     read.set_int("engine.tp", r + "tensor_parallel_size")
-    util = read.value(r + "gpu_memory_utilization")
-    if isinstance(util, (int, float)) and not isinstance(util, bool) and 0 < util <= 1:
-        read.put("engine.gpu_memory_utilization", float(util), r + "gpu_memory_utilization")
-    elif util is not None:   # as verl_mapping: a share, never float() of a 400-digit integer
-        read.bad(r + "gpu_memory_utilization", util, "a share in (0, 1]")
+    read.set_share("engine.gpu_memory_utilization", r + "gpu_memory_utilization")
     read.set_int("engine.max_num_batched_tokens", r + "max_num_batched_tokens")
     length = read.number(r + "max_model_len")
     if length or seq:

@@ -131,6 +131,14 @@ class Reader:
             self.put(scenario_key, truth, key)
         return truth
 
+    def set_share(self, scenario_key: str, key: str) -> None:
+        """A share in (0, 1]; anything else (a 400-digit integer too) is a warning, not read."""
+        value = self.value(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
+            self.put(scenario_key, float(value), key)
+        elif value is not None:
+            self.bad(key, value, "a share in (0, 1]")
+
     def set_int(self, scenario_key: str, key: str) -> Optional[int]:
         number = self.number(key)
         if number is not None:
@@ -474,11 +482,7 @@ def _engine(read: Reader) -> None:
                               ("engine.max_model_len", "max_model_len")):
         if read.value(r + key) is not None:
             read.set_int(scenario_key, r + key)
-    util = read.value(r + "gpu_memory_utilization")
-    if isinstance(util, (int, float)) and not isinstance(util, bool) and 0 < util <= 1:
-        read.put("engine.gpu_memory_utilization", float(util), r + "gpu_memory_utilization")
-    elif util is not None:
-        read.bad(r + "gpu_memory_utilization", util, "a share in (0, 1]")
+    read.set_share("engine.gpu_memory_utilization", r + "gpu_memory_utilization")
     read.set_bool("engine.enforce_eager", r + "enforce_eager")
     dtype = str(read.value(r + "dtype", "bfloat16")).lower()
     if dtype in ("bfloat16", "bf16", "float16", "fp16", "half"):
