@@ -2,6 +2,7 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Python's bytecode cache, for the suite and the memlint processes it starts: with
 # PYTHONDONTWRITEBYTECODE in the environment every run recompiled memlint and re-rewrote the asserts
@@ -9,6 +10,14 @@ import pytest
 # compiled memlint from source again. The caches are __pycache__ folders, which git ignores.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# Every hypothesis test is deterministic and free of wall-clock limits: the same examples in every
+# run (derandomize, no example database carried between runs) and no per-example deadline or
+# too-slow health check, which a loaded 2-core CI machine trips without a defect (hypothesis's
+# default deadline is 200 ms an example). A test's own @settings override the rest of this profile.
+settings.register_profile("memlint", derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("memlint")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
