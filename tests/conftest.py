@@ -49,3 +49,12 @@ def _no_hf_cache(tmp_path_factory, monkeypatch):
     out a fake one and point HF_HUB_CACHE at it), and keep the opt-in Hub off."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.getbasetemp() / "empty-hf-cache"))
     monkeypatch.delenv("MEMLINT_HUB", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_forced_color(monkeypatch):
+    """rich colours a pipe under FORCE_COLOR (or TTY_COMPATIBLE), which CI services often set:
+    `memlint plan` prints through rich, so its captured text would carry escape codes. The
+    tests that want colour ask for it."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
