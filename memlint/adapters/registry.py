@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
     "memlint.adapters.easyr1",
+    "memlint.adapters.nemo_rl",
     "memlint.adapters.verl",
     "memlint.adapters.openrlhf",
     "memlint.adapters.vllm_serve",
@@ -108,6 +109,7 @@ NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
     "memlint.adapters.easyr1": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.nemo_rl": (".yaml", ".yml"),
     "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
     "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.vllm_serve": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml",

@@ -125,13 +125,21 @@ def build(scenario, context) -> Plan:
     par = scenario.parallelism
     params_sharded = par.zero >= 3 or par.fsdp in ("full", "hybrid")
     shard = topo.shard if params_sharded and topo.shard > 1 else 1
-    if rl.reference == "model":
+    swapped = rl.reference == "model" and conv.reference_swapped_in and not rl.reference_model
+    if swapped:
+        # a host copy of the policy's shards, copied into the policy's model for its pass
+        params = shape.params
+        plan.host_terms.append(Term(
+            "host.reference_weights", "weights", -(-params * dt.param // max(1, shard)),
+            f"{params:,} params × {dt.param} B / shard {shard} (pinned host copy per rank)",
+            {"params": params, "shard": shard}, conv.reference_source))
+    elif rl.reference == "model":
         on_host = rl.reference_offload or (conv.reference_on_host and shard > 1)
         ref_shard = _frozen_shard(scenario, rl.reference_gpus, shard)
         roles.append(frozen_role("reference", shape, ref_bytes, ref_shard, on_host,
                                  dt.compute, False, conv.reference_source
                                  or "a frozen copy of the policy"))
-    plan.adapter_reference = rl.reference == "adapter"
+    plan.adapter_reference = rl.reference == "adapter" or swapped
     if rl.reference in ("model", "adapter"):
         sequences = rl.reference_micro_batch or rl.logprob_micro_batch
         plan.reference_tokens = _tokens(logprob_budget, sequences * pair if sequences
