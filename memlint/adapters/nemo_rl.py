@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 
+from memlint.adapters.detection import nemo_rl as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import inside, load_yaml, read_text, repo_root, suppressions
@@ -31,26 +32,6 @@ VERSION = "v0.7.0"
 COMMIT = "81aa43dd"
 SOURCE = f"NVIDIA-NeMo/RL@{COMMIT} ({VERSION})"
 MAX_PARENTS = 8
-_SECTIONS = re.compile(r"^(grpo|dpo|sft|rm|ppo|distillation|loss_fn):[ \t]*(#.*)?$", re.M)
-_DEFAULTS = re.compile(r"""^defaults:[ \t]*(['"]?)[\w./-]+\.ya?ml\1[ \t]*(#.*)?$""", re.M)
-
-
-def detect(path: str, text: str) -> bool:
-    """A NeMo-RL YAML: an algorithm section (grpo, dpo, sft, ...) beside a top-level `policy:`
-    mapping with a `model_name`, or beside a `defaults:` parent YAML (a recipe)."""
-    name = path[max(path.rfind("/"), path.rfind(os.sep)) + 1:].lower()
-    if not name.endswith((".yaml", ".yml")) or ("policy:" not in text
-                                                 and "defaults:" not in text):
-        return False
-    head = text[:65536]
-    if not _SECTIONS.search(head):
-        return False
-    if "defaults:" in head and _DEFAULTS.search(head):
-        return True
-    return bool(re.search(r"^policy:[ \t]*(&\w+[ \t]*)?(#.*)?$", head, re.M)
-                and re.search(r"^[ \t]+model_name:", head, re.M))
-
-
 class Entry:
     __slots__ = ("value", "prov", "default", "line", "unresolved")
 

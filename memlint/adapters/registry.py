@@ -140,6 +140,7 @@ CLAIMS = {
 DETECTORS = {
     "memlint.adapters.native": detection.native,
     "memlint.adapters.easyr1": detection.easyr1,
+    "memlint.adapters.nemo_rl": detection.nemo_rl,
     "memlint.adapters.verl": detection.verl,
     "memlint.adapters.openrlhf": detection.openrlhf,
     "memlint.adapters.vllm_serve": detection.vllm_serve,
