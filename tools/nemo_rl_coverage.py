@@ -17,6 +17,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rl_coverage import cls  # noqa: E402 - the verl/OpenRLHF/TRL tables' entry writer
 OUT = os.path.join(ROOT, "memlint", "facts", "coverage", "nemo_rl.json")
 CORPUS = os.path.join(ROOT, "fixtures", "real-world", "NVIDIA-NeMo__RL")
 ALL = ["weights", "gradients", "optimizer", "activations", "logits"]
@@ -65,19 +67,6 @@ MODELED = {
     "loss_fn.reference_policy_kl_penalty": ["weights", "activations", "logits", "host"],
     "dpo.reference_policy_kl_penalty": ["weights", "activations", "logits", "host"],
 }
-
-
-def cls(direction, effect, off=None, when=None, scope=None, requires=None):
-    entry = {"direction": direction, "effect": effect}
-    if requires:
-        entry["requires"] = requires
-    if off is not None:
-        entry["off"] = off
-    if when is not None:
-        entry["when"] = when
-    if scope:
-        entry["scope"] = scope
-    return entry
 
 
 FALSE = ["false", "False"]

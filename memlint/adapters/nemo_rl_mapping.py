@@ -334,12 +334,10 @@ def _generation(read: Reader, engine_gpus: Optional[int]) -> None:
     if backend != "vllm":
         return
     v = G + "vllm_cfg."
-    for scenario_key, key in (("engine.tp", "tensor_parallel_size"),
-                              ("engine.pp", "pipeline_parallel_size"),
-                              ("engine.ep", "expert_parallel_size"),
-                              ("engine.max_model_len", "max_model_len")):
-        if read.value(v + key) is not None:
-            read.set_int(scenario_key, v + key)
+    read.set_ints(v, (("engine.tp", "tensor_parallel_size"),
+                      ("engine.pp", "pipeline_parallel_size"),
+                      ("engine.ep", "expert_parallel_size"),
+                      ("engine.max_model_len", "max_model_len")))
     read.set_share("engine.gpu_memory_utilization", v + "gpu_memory_utilization")
     read.set_bool("engine.enforce_eager", v + "enforce_eager")
     precision = read.value(v + "precision")
