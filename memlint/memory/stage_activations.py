@@ -282,7 +282,19 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool,
                           per_layer: Optional[list] = None):
     """Average bytes per token per layer of this stage (dense and MoE layers differ; a per-layer
     plan, memory/layout_activations.py, gives each kind of layer its own items). `per_layer`
-    collects (items, MoE layer, separate input norm) of each layer when given."""
+    collects (items, MoE layer, separate input norm) of each layer when given. Computed once per
+    model and stage (`Model.per_token`): every phase of a step asks for the same layers."""
+    key = (plan.stage, plan.layers, plan.first, plan.last, recompute)
+    found = model.per_token.get(key)
+    if found is None:
+        layers: list = []
+        found = model.per_token[key] = (*_layer_bytes_per_token(model, plan, layers), layers)
+    if per_layer is not None:
+        per_layer.extend(found[2])
+    return found[0], found[1]
+
+
+def _layer_bytes_per_token(model: Model, plan: StagePlan, per_layer: list) -> tuple:
     arch, tr, par, topo = model.arch, model.tr, model.par, model.topo
     seq_local = model.seq_local
     total = 0.0
@@ -335,8 +347,7 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool,
         items, per_token = cache[key]
         total += per_token
         items_seen = items
-        if per_layer is not None:
-            per_layer.append((items, moe_layer, arch.mla is not None or model.conv.local_spec))
+        per_layer.append((items, moe_layer, arch.mla is not None or model.conv.local_spec))
     return total / max(1, len(plan.layers)), items_seen
 
 

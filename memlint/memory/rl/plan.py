@@ -104,7 +104,7 @@ def build(scenario, context) -> Plan:
                                           config={"tie_word_embeddings": True}
                                           if reward_training else None),
                          shape, rl.actor_param_offload, rl.actor_optimizer_offload,
-                         value_head=reward_training)
+                         value_head=reward_training, context=context)
     roles = [actor]
     plan = Plan(conv, actor, roles, None, eng.sleep_level, topo.tp, topo.cp,
                 topo.world or 1)
@@ -145,7 +145,7 @@ def build(scenario, context) -> Plan:
                                  "full" if rl.critic_recompute else "none"),
                              config={"tie_word_embeddings": True}, lora=0)
         roles.append(trained_role("critic", critic_scn, shape, rl.critic_param_offload,
-                                  rl.critic_optimizer_offload, value_head=True))
+                                  rl.critic_optimizer_offload, value_head=True, context=context))
         plan.critic_tokens = _tokens(logprob_budget, rl.critic_forward_micro_batch
                                      or critic_micro, seq, micro)
         plan.critic_update_tokens = update_tokens or critic_micro * seq

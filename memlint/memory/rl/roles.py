@@ -79,12 +79,15 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
 
 
 def trained_role(name: str, scenario, shape: EngineShape, param_offload: bool,
-                 optimizer_offload: bool, value_head: bool = False) -> Role:
-    """A trained role from memlint's training estimate of `scenario` (already derived)."""
+                 optimizer_offload: bool, value_head: bool = False, context=None) -> Role:
+    """A trained role from memlint's training estimate of `scenario` (already derived);
+    `context`: the RL run's resolved context, whose architecture and counts the role's scenario
+    shares when it has the same model (`Resolved.varied`: not read again for every role and for
+    every length the step's bisection tries)."""
     # start-up: the training model loads only when an RL run is estimated
     from memlint.memory.training import training_estimate
 
-    est = training_estimate(scenario)
+    est = training_estimate(scenario, None if context is None else context.varied(scenario))
     ctx = est.context
     dt, topo = ctx.require("dtypes"), ctx.topology
     peaks = tuple(next(p for p in s.phases if p.name == s.phase) for s in est.stages)
