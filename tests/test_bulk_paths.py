@@ -4,7 +4,7 @@ Each fast path is turned off here (monkeypatched back to the computation it spar
 JSON report of `memlint check --format json` on real folders of the corpus must be the same byte
 for byte: RL roles that reuse the run's architecture and counts, saved bytes per token computed
 once per stage, a directory walk's detection kept for loading, a document's top-level keys
-computed once per text.
+computed once per text, the [tool.memlint] settings made once per folder.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import os
 
 import pytest
 
+from memlint import api
 from memlint.adapters import _toplevel, registry
 from memlint.cli import main
 from memlint.memory import stage_activations
@@ -25,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # with pipeline stages, HF Trainer / LLaMA-Factory YAML, DeepSpeed JSON
 FOLDERS = ["fixtures/rl-pairs", "fixtures/real-world/volcengine__verl/examples/tuning",
            "fixtures/megatron-ci", "fixtures/real-world/hiyouga__LLaMA-Factory/examples/train_lora",
-           "fixtures/adapters/deepspeed/good"]
+           "fixtures/adapters/deepspeed/good", "fixtures/rules/ML011-unused-suppression"]
 
 
 def _report(*argv) -> str:
@@ -59,6 +60,8 @@ def _slow(monkeypatch) -> None:
     monkeypatch.setattr(stage_activations, "layer_bytes_per_token", every_time)
     monkeypatch.setattr(registry, "_detected", registry.detect_format)
     monkeypatch.setattr(_toplevel, "top_level_keys", _toplevel._top_level_keys)
+    monkeypatch.setattr(api, "_configs_by_folder",
+                        lambda options: lambda path: api.lint_config(options, path))
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
@@ -100,3 +103,15 @@ def test_detection_kept_only_for_the_same_text(tmp_path, monkeypatch):
         patch.setattr(registry, "detect_format", None)   # the same text: not detected again
         assert registry._detected(path, text) is module
     registry.forget_detected()
+
+
+def test_project_settings_once_per_folder(tmp_path):
+    """A folder's pyproject.toml [tool.memlint] governs each file in it, as lint_config reads it."""
+    (tmp_path / "pyproject.toml").write_text('[tool.memlint]\nignore = ["ML603"]\n')
+    (tmp_path / "sub").mkdir()
+    options = api.Options()
+    config_of = api._configs_by_folder(options)
+    for path in (tmp_path / "a.json", tmp_path / "sub" / "b.yaml", tmp_path / "sub"):
+        assert config_of(str(path)) == api.lint_config(options, str(path))
+    assert config_of(str(tmp_path / "a.json")) is config_of(str(tmp_path / "c.json"))
+    assert config_of(str(tmp_path / "a.json")).ignore == ("ML603",)
