@@ -49,24 +49,27 @@ SOURCE = ("NVIDIA/cudnn-frontend@3929da2e include/cudnn_frontend/node/"
           "get_max_tokens; transformer_engine/pytorch/attention/dot_product_attention/utils.py")
 
 
-def bucket_batch(batch: int) -> int:
-    """TE's quantized batch of a THD graph (utils.cu get_max_batch_size)."""
-    log2 = math.ceil(math.log2(max(1, batch)))
-    if log2 <= 5:
-        return 32
-    if log2 <= 9:
+def _quantize(n: int, floor_log2: int, pow2_log2: int, step: int) -> int:
+    """2**floor_log2 up to it, the next power of two up to 2**pow2_log2, else a multiple of
+    `step`: TE's bucketing of THD graph sizes."""
+    log2 = math.ceil(math.log2(max(1, n)))
+    if log2 <= floor_log2:
+        return 2 ** floor_log2
+    if log2 <= pow2_log2:
         return 2 ** log2
-    return (batch + 511) // 512 * 512
+    return (n + step - 1) // step * step
+
+
+def bucket_batch(batch: int) -> int:
+    """TE's quantized batch of a THD graph (utils.cu get_max_batch_size: 32, powers of two up
+    to 512, then steps of 512)."""
+    return _quantize(batch, 5, 9, 512)
 
 
 def bucket_tokens(tokens: int) -> int:
-    """TE's quantized token count of a THD graph (utils.cu get_max_tokens)."""
-    log2 = math.ceil(math.log2(max(1, tokens)))
-    if log2 <= 10:
-        return 1024
-    if log2 <= 15:
-        return 2 ** log2
-    return (tokens + 32767) // 32768 * 32768
+    """TE's quantized token count of a THD graph (utils.cu get_max_tokens: 1024, powers of
+    two up to 32k, then steps of 32k)."""
+    return _quantize(tokens, 10, 15, 32768)
 
 
 def _round64(n: int) -> int:
