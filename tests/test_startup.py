@@ -7,9 +7,10 @@ own, and lists the modules it loaded that the bare interpreter had not. Each mus
 - the standard library that argparse, json and re load (measured the same way, so a Python
   version's own imports need no edit here), what the pipeline uses besides (STDLIB), and PyYAML's
   or tomllib's own modules for a YAML or TOML file;
-- memlint's CORE (every check), the adapters that can claim the file's name (adapters/registry.py
-  CLAIMS: an adapter ruled out by the name is never imported) with what they import, and what the
-  case's kind needs (the memory model only where the check estimates).
+- memlint's CORE (every check), the adapter that reads the file (and those that read the files it
+  refers to) with what they import, and what the case's kind needs (the memory model only where
+  the check estimates). Detection imports no adapter (adapters/detection.py holds every built-in
+  adapter's test): an adapter that declines the file is never imported.
 
 Never on a one-file check: argparse (memlint/cli.py quick_check reads `check FILE`), dataclasses
 and inspect (memlint/records.py declares the classes),
@@ -52,7 +53,8 @@ CORE = {
     "memlint.escape", "memlint.keys", "memlint.loaders", "memlint.assumptions", "memlint.units",
     "memlint.plugins", "memlint.verdicts", "memlint.catalog", "memlint.catalog.presets",
     "memlint.facts", "memlint.facts.coverage", "memlint.facts.deepspeed", "memlint.adapters",
-    "memlint.adapters.registry", "memlint.adapters._neighbours", "memlint.adapters._toplevel",
+    "memlint.adapters.registry", "memlint.adapters.detection", "memlint.adapters._neighbours",
+    "memlint.adapters._toplevel",
     "memlint.report", "memlint.report.text_format",
     "memlint.report.host_lines", "memlint.report.phases",
     # the RL rules read the names of the RL phases (memory/rl/__init__.py: names only, the RL
@@ -85,8 +87,13 @@ KIND = {
     "torchtitan config_registry.py": ("memlint.catalog.torchtitan", "ast", "_ast"),
     "HF config.json": ("architecture",),
     "accelerate YAML": (),
-    # the trainer reader reads TRL's own arguments with the TRL RL reader
-    "HF Trainer / TRL recipe": ("estimate", "memlint.adapters.trl_rl"),
+    # the trainer reader reads TRL's own arguments with the TRL RL reader; its argument mapping
+    # loads when the file is read (adapters/hf_trainer.py)
+    "HF Trainer / TRL recipe": ("estimate", "memlint.adapters.trl_rl",
+                                "memlint.adapters.trainer_args", "memlint.adapters._values",
+                                "memlint.adapters._lora"),
+    # the reader takes the attention implementations from the trainer mapping
+    "axolotl YAML": ("estimate", "memlint.adapters.trainer_args", "memlint.adapters._values"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"
          "print(repr(sorted(set(sys.modules) - before)))")
@@ -118,12 +125,16 @@ def stdlib(tmp_path_factory) -> dict:
             ".toml": base | loaded(f"import {toml}", cwd), "architecture": ARCHITECTURE | counter}
 
 
-def adapters_for(name: str, cwd: str) -> set:
-    """The adapters that can claim a file called `name`, and the memlint modules importing them
-    loads."""
-    claimants = [m for m in registry.BUILTIN_ADAPTERS + registry.FALLBACK_ADAPTERS
-                 if registry.could_claim(m, name)]
-    return {m for m in loaded("\n".join(f"import {m}" for m in claimants), cwd)
+def adapters_for(paths: list, cwd: str) -> set:
+    """The adapters that read the files at `paths` (the checked file and those it refers to), and
+    the memlint modules importing them loads."""
+    readers = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            module = registry.detect_format(path, handle.read())
+        assert module is not None, f"no adapter reads {path}"
+        readers.append(module.__name__)
+    return {m for m in loaded("\n".join(f"import {m}" for m in readers), cwd)
             if m.startswith("memlint.")}
 
 
@@ -150,7 +161,7 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     modules = loaded(f"from memlint.cli import main\nmain({argv!r})", str(tmp_path))
     suffix = os.path.splitext(checked)[1].replace(".yml", ".yaml")
     names = (stdlib.get(suffix, stdlib[""]) | CORE | kind_of(case, stdlib) | also
-             | adapters_for(os.path.basename(checked), str(tmp_path)))
+             | adapters_for([str(tmp_path / target) for _, target in copies], str(tmp_path)))
     never = modules & (NEVER - names)
     if "estimate" not in KIND.get(case, ("estimate",)):
         never |= modules & set(MODEL)

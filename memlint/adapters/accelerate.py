@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+from memlint.adapters.detection import accelerate as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import Partial, Provenance
@@ -94,18 +95,6 @@ SRC_CONFIG = "accelerate commands/config/config_args.py (BaseConfig.from_yaml_fi
 SRC_PLUGIN = "accelerate utils/dataclasses.py (FullyShardedDataParallelPlugin.__post_init__)"
 
 
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    if not name.endswith((".yaml", ".yml", ".json")):
-        return False
-    head = text[:8192]
-    if "distributed_type:" not in head and '"distributed_type"' not in head:
-        return False
-    return ("compute_environment" in head or "num_processes" in head or "fsdp_config" in head
-            or "deepspeed_config" in head or "mixed_precision" in head
-            or "main_training_function" in head)
-
-
 def _truth(value: Any) -> Optional[bool]:
     """accelerate's str_to_bool on the exported string; None when it would raise."""
     return parse_bool(value)
@@ -118,7 +107,6 @@ def _strategy(value: Any) -> Optional[str]:
     if text.isdigit() and 1 <= int(text) <= len(STRATEGIES):
         return STRATEGIES[int(text) - 1]
     return text if text in STRATEGIES else None
-
 
 
 class _FsdpBlock:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 
 from memlint.adapters._lora import target_kind
+from memlint.adapters.detection import axolotl as detect  # noqa: F401 - the adapter's detect()
 from memlint.adapters.registry import find_reference
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
@@ -117,15 +118,6 @@ _SHIPPED_DEEPSPEED = {
 
 _CCE_PLUGIN = "cut_cross_entropy"
 _LIGER_PLUGIN = "liger"
-
-
-def detect(path: str, text: str) -> bool:
-    if not os.path.basename(path).lower().endswith((".yaml", ".yml")):
-        return False
-    head = text[:16384]
-    if "distributed_type:" in head or "compute_environment:" in head:
-        return False
-    return "base_model:" in head and ("micro_batch_size:" in head or "sequence_len:" in head)
 
 
 def _truthy(value: Any) -> bool:

@@ -28,14 +28,13 @@ import re
 
 from memlint import lazy_re
 from memlint import keys as K
-from memlint.adapters._neighbours import training_arguments
-from memlint.adapters._toplevel import top_level_keys
+from memlint.adapters.detection import deepspeed as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import (INVALID_VALUE, SCHEMA_ERROR, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.facts import coverage
 from memlint.facts.deepspeed import STAGE3_ALIASED
 from memlint.ir import Partial, Provenance
-from memlint.loaders import Document, load_json, load_json_mapping, read_text, suppressions
+from memlint.loaders import Document, load_json_mapping, read_text, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -45,52 +44,7 @@ FORMAT = "deepspeed"
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deepspeed.schema.json")
 
 # ---------------------------------------------------------------------------------------------
-# Detection
-
-_NAME_HINTS = ("ds_config", "deepspeed", "ds_z", "zero1", "zero2", "zero3", "zero_stage")
-# DeepSpeed's own top-level keys (deepspeed/runtime/constants.py): the first three are strong, the
-# rest count only in a file that is no HF model config. Only the top level counts: picotron nests
-# "gradient_accumulation_steps" under "training" and was read as DeepSpeed before.
-_SENTINELS = ("zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size",
-              "gradient_accumulation_steps", "steps_per_print", "zero_allow_untested_optimizer",
-              "wall_clock_breakdown")
-
-
-def detect(path: str, text: str) -> bool:
-    """A .json/.hjson (or JSON .conf) file with a DeepSpeed sentinel key (a weak one only without
-    HF `model_type`), unless it is a trainer's argument file."""
-    name = os.path.basename(path).lower()
-    if not name.endswith((".json", ".hjson", ".conf")):
-        return False
-    head = text[:65536]
-    if name.endswith(".conf") and not head.lstrip().startswith("{"):
-        return False  # open-instruct keeps its DeepSpeed JSON in *.conf; other .conf are not JSON
-    if training_arguments(head):
-        return False  # a trainer's argument file naming or sharing DeepSpeed keys (_neighbours)
-    keys = top_level_keys(head)
-    if keys.intersection(_SENTINELS[:3]):
-        return True
-    if "model_type" in keys or "architectures" in keys:
-        return False
-    if keys.intersection(_SENTINELS[3:]):
-        return True
-    if name.startswith("ds_config") and not text.strip():
-        return True  # named for DeepSpeed, which fails to load an empty file
-    if any(hint in name for hint in _NAME_HINTS) and ('fp16' in keys or 'bf16' in keys):
-        return True
-    return name.startswith("ds_config") and _unparseable(text)
-
-
-def _unparseable(text: str) -> bool:
-    """Not JSON at all (not even with the comments DeepSpeed's hjson loader accepts): a file
-    named ds_config*.json that DeepSpeed would fail to load, rather than some other format."""
-    if text.lstrip()[:1] in ("{", "["):
-        return load_json("", text, allow_comments=True).data is None
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# Schema validation
+# Schema validation (detect() is adapters/detection.py's deepspeed)
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,35 +26,20 @@ memlint/facts/coverage/deepspeed_chat.json (a set, not-modeled one gets ML107). 
 from __future__ import annotations
 
 import os
-import re
 
 from memlint import verdicts
 from memlint.adapters import hf_trainer
+from memlint.adapters.detection import deepspeed_chat as detect  # noqa: F401 - the adapter's detect()
 from memlint.adapters.trainer_args import local_or_hub_model, to_bool, to_int
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.ir import NO_ESTIMATE, NO_ESTIMATE_REASON, Partial, Provenance
 
 FORMAT = "deepspeed-chat"
 SOURCE = "microsoft/DeepSpeedExamples applications/DeepSpeed-Chat at 83757d9"
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-# flags only DeepSpeed-Chat's main.py defines (beside a main.py entry point)
-_OWN = re.compile(r"--(zero_stage|actor_zero_stage|critic_zero_stage|lora_dim|actor_lora_dim|"
-                  r"data_split|num_padding_at_beginning|only_optimize_lora)\b")
-_MAIN = re.compile(r"\bmain\.py\b")
 
 # (argument, default) of step 1 and step 2's parse_args
 DEFAULTS = {"per_device_train_batch_size": 16, "gradient_accumulation_steps": 1,
             "max_seq_len": 512, "zero_stage": 0, "dtype": "fp16", "lora_dim": 0}
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    if not (name.endswith(_SCRIPT_EXT) or ("." not in name and text.startswith("#!"))):
-        return False
-    head = text[:65536]
-    # the substring tests first (bulk speed): `and` of side-effect-free tests, same answer
-    return ("--model_name_or_path" in head or "--actor_model_name_or_path" in head) and (
-        "main.py" in head and bool(_MAIN.search(head)) and len(set(_OWN.findall(head))) >= 1)
 
 
 def load(path: str, text: str) -> Partial:

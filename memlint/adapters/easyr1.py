@@ -31,6 +31,7 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Optional
 
+from memlint.adapters.detection import easyr1 as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.keys import suggest
@@ -38,8 +39,6 @@ from memlint.loaders import inside, load_yaml, read_text, repo_root, suppression
 
 FORMAT = "easyr1"
 HERE = os.path.dirname(os.path.abspath(__file__))
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_ENTRY = re.compile(r"-m[ \t]+verl\.trainer\.main(?=[ \t\\]|$)", re.M)
 # dict-valued fields: any key below them is accepted
 _OPEN = ("worker.actor.model.override_config", "worker.critic.model.override_config",
          "worker.rollout.val_override_config", "worker.reward.reward_function_kwargs")
@@ -54,18 +53,6 @@ def defaults() -> dict:
 
 def version() -> str:
     return f"EasyR1@{defaults()['commit'][:8]}"
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    head = text[:65536]
-    if name.endswith((".yaml", ".yml")):
-        return bool(re.search(r"^worker:\s*$", head, re.M) and re.search(
-            r"^\s+(actor|rollout):\s*$", head, re.M) and re.search(
-            r"^(algorithm|trainer|data):\s*$", head, re.M))
-    if name.endswith(_SCRIPT_EXT) or "." not in name:
-        return bool(_ENTRY.search(head)) and ("config=" in head or "worker." in head)
-    return False
 
 
 class Entry:

@@ -28,7 +28,7 @@ import json
 import os
 
 from memlint.adapters import deepspeed
-from memlint.adapters._toplevel import top_level_keys
+from memlint.adapters.detection import gpt_neox as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKNOWN_MODEL_TYPE,
                                  UNRESOLVED, Severity, make)
 from memlint.facts import coverage
@@ -124,46 +124,6 @@ OPTIMIZERS = {"adam": "adamw", "adamw": "adamw", "onebitadam": "adamw", "cpu_ada
 def known_keys() -> frozenset:
     with open(KEYS_PATH, encoding="utf-8") as handle:
         return frozenset(json.load(handle)["keys"])
-
-
-# ---------------------------------------------------------------------------------------------
-# Detection: a YAML whose top-level keys (quoted or not, `_` or `-`) include gpt-neox's own. Only
-# the top level counts (NeoXArgs is one flat namespace): nanotron nests `lr_decay_style` and
-# `hidden_size` inside its sections, and was read as gpt-neox before (adapters/_toplevel.py).
-
-_STRONG = frozenset((
-    "pipe_parallel_size", "gpt_j_residual", "no_weight_tying", "attention_config",
-    "make_vocab_size_divisible_by", "pos_emb", "output_layer_parallelism",
-    "checkpoint_validation_with_forward_pass", "train_data_paths", "data_impl",
-    "scaled_upper_triang_masked_softmax_fusion", "bias_gelu_fusion", "rotary_pct",
-    "output_layer_init_method", "lr_decay_style", "checkpoint_factor", "synchronize_each_layer",
-    "sparsity_config"))
-_WEAK = frozenset((
-    "model_parallel_size", "num_layers", "hidden_size", "num_attention_heads", "seq_length",
-    "max_position_embeddings", "train_micro_batch_size_per_gpu", "zero_optimization",
-    "tokenizer_type", "vocab_file", "merge_file", "data_path", "train_iters",
-    "checkpoint_activations", "partition_activations", "tensorboard_dir", "log_dir"))
-# other formats' top-level keys: axolotl, LLaMA-Factory / HF Trainer, accelerate, Megatron-LM
-# YAML, NeMo (trainer / exp_manager beside a nested model:)
-_FOREIGN = frozenset(("base_model", "model_name_or_path", "distributed_type", "MODEL_ARGS",
-                      "language_model", "finetuning_type", "compute_environment", "trainer",
-                      "exp_manager"))
-
-
-def detect(path: str, text: str) -> bool:
-    if not os.path.basename(path).lower().endswith((".yaml", ".yml")):
-        return False
-    keys = {k.replace("-", "_") for k in top_level_keys(text)}
-    if keys & _FOREIGN:
-        return False
-    strong, weak = keys & _STRONG, keys & _WEAK
-    if strong and len(strong) + len(weak) >= 2:
-        return True
-    # DeepSpeed's batch or ZeRO keys beside the model's in one YAML: only gpt-neox writes that
-    if "num_layers" in weak and ("train_micro_batch_size_per_gpu" in weak
-                                 or "zero_optimization" in weak):
-        return True
-    return "vocab_file" in weak and "data_path" in weak and len(weak) >= 3
 
 
 # ---------------------------------------------------------------------------------------------

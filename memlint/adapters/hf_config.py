@@ -7,10 +7,7 @@ script, a torchtitan flavor) go through one reader.
 """
 from __future__ import annotations
 
-import os
-
-from memlint.adapters._neighbours import training_arguments
-from memlint.adapters._toplevel import top_level_keys
+from memlint.adapters.detection import hf_config as detect  # noqa: F401 - the adapter's detect()
 from memlint.ir import Partial
 from memlint.loaders import MAX_FILE_BYTES, load_json_mapping, read_text
 
@@ -19,23 +16,6 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 FORMAT = "hf_config"
-# PretrainedConfig's own top-level keys; nested ones do not count (a trainer config with a
-# "model": {"num_hidden_layers": ...} section is not a model config).
-_SENTINELS = ("model_type", "architectures", "num_hidden_layers", "n_layer")
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    if not name.endswith(".json"):
-        return False
-    if name == "config.json":
-        return True
-    if training_arguments(text):
-        return False  # ms-swift / HF argument files carry a model_type too (_neighbours)
-    keys = top_level_keys(text)
-    return len(keys.intersection(_SENTINELS)) >= 2 or (
-        "model_type" in keys and not keys.intersection(
-            ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu")))
 
 
 def flatten(data: dict, prefix: str = "") -> Iterator[tuple]:

@@ -18,13 +18,11 @@ script's own (every training script adds some): they are not reported. A launch 
 from __future__ import annotations
 
 import os
-import re
 
-from memlint import lazy_import, lazy_re
-from memlint.adapters._neighbours import ARGUMENT_KEYS
-from memlint.adapters._toplevel import top_level_keys
+from memlint import lazy_import
 
 from memlint.adapters._values import to_bool, to_int  # noqa: F401 - hf_trainer.to_int, as before
+from memlint.adapters.detection import hf_trainer as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import PARSE_ERROR, SCHEMA_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import load_json, load_yaml, suppressions
@@ -34,8 +32,6 @@ if TYPE_CHECKING:
     from typing import Optional
 
 FORMAT = "hf_trainer"
-
-# -- detection -------------------------------------------------------------------------------
 
 # start-up: the argument mapping (trainer_args, and llamafactory for `llamafactory-cli train`)
 # loads when a file is read, not when one is only detected (a DeepSpeed JSON is offered here first)
@@ -49,49 +45,6 @@ def __getattr__(name: str):
     if name in _MOVED:
         return getattr(trainer_args, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_HF_ARG = lazy_re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|"
-                          r"gradient_accumulation_steps|model_name_or_path|model-name-or-path)\b|"
-                          r"llamafactory-cli\s+train\b")
-# `torchrun train.py args.yaml`: a launcher word, then on the same line a script given its
-# arguments file. Found from the file back to the launcher: one pattern with `[^\n]*` between
-# them cost the line's length for every launcher word of it (quadratic).
-_ARGUMENTS_FILE = lazy_re.compile(r"\.py\s+[\w./-]+\.(json|ya?ml)\s*$", re.M)
-_LAUNCHER = lazy_re.compile(r"(torchrun|launch|deepspeed|python3?)\b")
-
-
-def _hf_launch(text: str) -> bool:
-    if _HF_ARG.search(text):
-        return True
-    for found in _ARGUMENTS_FILE.finditer(text):
-        start = text.rfind("\n", 0, found.start()) + 1
-        if _LAUNCHER.search(text, start, found.start()):
-            return True
-    return False
-_MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-layers", "--micro-batch-size")
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    head = text[:65536]
-    if name.endswith(_SCRIPT_EXT) or ("." not in name and head.startswith("#!")):
-        # the whole script, as Megatron's detect reads it: a launch line may follow 64 KB
-        return _hf_launch(text) and not any(s in text for s in _MEGATRON)
-    if name.endswith((".yaml", ".yml")):
-        if "distributed_type:" in head or re.search(r"^(finetuning_type|stage|base_model):", head,
-                                                    re.M):
-            return False
-        # top-level keys only, whatever the value's layout (TRL's CLI example puts each value
-        # on the line below its key: examples/cli_configs/example_config.yaml at f2cd577)
-        keys = top_level_keys(head)
-        return "per_device_train_batch_size" in keys or (
-            "model_name_or_path" in keys and len(keys & ARGUMENT_KEYS) >= 3)
-    if name.endswith(".json"):
-        return ('"per_device_train_batch_size"' in head and '"zero_optimization"' not in head
-                and '"train_micro_batch_size_per_gpu"' not in head)
-    return False
 
 
 # -- loading ---------------------------------------------------------------------------------

@@ -19,11 +19,10 @@ hiyouga/LLaMA-Factory@ff6d4d12 (`src/llamafactory/hparams/*.py`, `model/adapter.
 from __future__ import annotations
 
 import os
-import re
 
-from memlint import lazy_re
 from memlint.adapters import llamafactory_megatron, trainer_args
 from memlint.adapters._lora import target_kind
+from memlint.adapters.detection import llamafactory as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity, make
 from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
@@ -57,9 +56,6 @@ _OPTIMIZERS = (
      "counted as one moment per parameter"),
 )
 
-_SENTINEL = lazy_re.compile(r"^(finetuning_type|stage|cutoff_len|template|lora_target|"
-                            r"quantization_bit):", re.M)
-
 
 def _freeze(given, truth, partial: Partial, anchor: Provenance, notes: list) -> None:
     """Freeze tuning (model/adapter.py _setup_freeze_tuning): the base is frozen but for
@@ -92,18 +88,6 @@ def _freeze(given, truth, partial: Partial, anchor: Provenance, notes: list) -> 
             "freeze_trainable_modules / freeze_extra_modules: memlint trains the whole of each "
             "trained layer and nothing outside the layers",
             (modules or extra).prov, key="freeze_trainable_modules"))
-
-
-def detect(path: str, text: str) -> bool:
-    if not os.path.basename(path).lower().endswith((".yaml", ".yml")):
-        return False
-    head = text[:65536]
-    if "distributed_type:" in head or re.search(r"^base_model:", head, re.M):
-        return False
-    found = set(_SENTINEL.findall(head))
-    return ("finetuning_type" in found or "cutoff_len" in found
-            or ("stage" in found and "template" in found)) and bool(
-        re.search(r"^model_name_or_path:", head, re.M))
 
 
 def load(path: str, text: str) -> Partial:

@@ -13,9 +13,7 @@ LoRA run keeps the checkpoint's dtype (bf16) for the frozen base.
 """
 from __future__ import annotations
 
-import os
-
-from memlint.adapters._toplevel import top_level_keys
+from memlint.adapters.detection import llamafactory_v1 as detect  # noqa: F401 - the adapter's detect()
 from memlint.adapters.trainer_args import to_bool, to_int
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
@@ -23,16 +21,6 @@ from memlint.loaders import load_yaml_mapping, suppressions
 
 FORMAT = "llamafactory-v1"
 SOURCE = "hiyouga/LLaMA-Factory@ff6d4d12 src/llamafactory/v1"
-_PLUGINS = frozenset(("dist_config", "peft_config", "kernel_config", "quant_config",
-                      "init_config", "model_class"))
-
-
-def detect(path: str, text: str) -> bool:
-    if not os.path.basename(path).lower().endswith((".yaml", ".yml")):
-        return False
-    keys = top_level_keys(text)
-    return "model" in keys and "model_name_or_path" not in keys and bool(keys & _PLUGINS) and (
-        bool(keys & {"micro_batch_size", "cutoff_len", "train_dataset"}))
 
 
 class _Doc:

@@ -30,6 +30,10 @@ import re
 
 from memlint import verdicts
 from memlint.adapters import _shell
+from memlint.adapters.detection import MS_SWIFT_COMMANDS as COMMANDS
+from memlint.adapters.detection import MS_SWIFT_TRAINING as TRAINING
+from memlint.adapters.detection import ms_swift as detect  # noqa: F401 - the adapter's detect()
+from memlint.adapters.detection import ms_swift_arguments_file as arguments_file  # noqa: F401 - as before
 from memlint.adapters.ms_swift_launch import SOURCE, Launch
 from memlint.adapters.trainer_args import Item, apply, to_int
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
@@ -41,16 +45,8 @@ if TYPE_CHECKING:
     from typing import Optional
 
 FORMAT = "ms-swift"
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-TRAINING = ("sft", "pt")
-COMMANDS = TRAINING + ("rlhf", "infer", "deploy", "export", "eval", "sample", "app", "web-ui",
-                       "merge-lora", "rollout")
-_COMMAND = re.compile(r"(?:^|[\s;&|(])(swift|megatron)\s+(%s)(?=\s|$)" % "|".join(
-    re.escape(c) for c in COMMANDS), re.M)
 # `torchrun ... swift/cli/sft.py --model ...` / `accelerate launch ... swift/cli/sft.py`
 _ENTRY = re.compile(r"(?:^|/)swift/(?:megatron/)?cli/(%s)\.py$" % "|".join(
-    re.escape(c.replace("-", "_")) for c in COMMANDS))
-_ENTRY_TEXT = re.compile(r"swift/(?:megatron/)?cli/(%s)\.py\b" % "|".join(
     re.escape(c.replace("-", "_")) for c in COMMANDS))
 # RLHF types that train one model alone (no reference or reward model beside it)
 _SINGLE_MODEL_RLHF = ("orpo", "simpo", "cpo", "rm")
@@ -66,43 +62,9 @@ _SWIFT_ONLY = ("model", "model_name", "model_author", "model_type", "tuner_type"
                "sequence_parallel_size")
 
 
-# keys only ms-swift's argument dataclasses have (swift/arguments/base_args/*.py, tuner_args.py):
-# with `model` at the top of a YAML / JSON file, they make it an ms-swift arguments file
-_ARGUMENTS_ONLY = frozenset(("tuner_type", "train_type", "model_author", "attn_impl",
-                             "rlhf_type", "freeze_vit", "freeze_llm", "freeze_aligner",
-                             "split_dataset_ratio", "padding_free"))
-_RAY = frozenset(("use_ray", "device_groups", "colocate_groups", "train", "rollout"))
 # Megatron-LM arguments of `megatron sft` (swift/megatron/arguments/megatron_args.py)
 _MEGATRON_ONLY = frozenset(("tensor_model_parallel_size", "pipeline_model_parallel_size",
                             "micro_batch_size", "global_batch_size", "expert_model_parallel_size"))
-
-
-def arguments_file(path: str, text: str) -> bool:
-    """True for a YAML / JSON ms-swift arguments file (`swift sft <this>`): a top-level `model`
-    beside a key only ms-swift's arguments have."""
-    if not os.path.basename(path).lower().endswith((".yaml", ".yml", ".json")):
-        return False
-    # start-up: the top-level key scanner loads only for a YAML / JSON file
-    from memlint.adapters._toplevel import top_level_keys
-
-    keys = top_level_keys(text)
-    # a Ray config (use_ray, device_groups, train / rollout groups) places several roles on
-    # groups of GPUs: not read
-    return "model" in keys and bool(keys & _ARGUMENTS_ONLY) and not keys & _RAY
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    if name.endswith((".yaml", ".yml", ".json")):
-        return arguments_file(path, text)
-    if not (name.endswith(_SCRIPT_EXT) or ("." not in name and text.startswith("#!"))):
-        return False
-    head = text[:65536]
-    # both patterns name swift or megatron: a script naming neither is not searched (bulk speed)
-    found = ("swift" in head or "megatron" in head) and (
-        _COMMAND.search(head) or _ENTRY_TEXT.search(head))
-    return bool(found) and ("--model" in head or re.search(r"\.(ya?ml|json)\s*$", head, re.M)
-                            is not None)
 
 
 # -- reading ---------------------------------------------------------------------------------

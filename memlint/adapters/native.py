@@ -13,31 +13,15 @@ file), and in a `[model]` table `preset` or `path` name the model (the `model` k
 from __future__ import annotations
 
 import os
-import re
 
-from memlint import lazy_re
+from memlint.adapters.detection import native as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import PARSE_ERROR, Severity, make
 from memlint.ir import Partial, Provenance, Setting
 from memlint.loaders import load_toml, load_yaml, suppressions
 
 FORMAT = "native"
 
-_YAML_SENTINEL = lazy_re.compile(r"^(memlint|scenario)\s*:", re.M)
-_PYPROJECT_SENTINEL = lazy_re.compile(r"^[ \t]*\[[ \t]*tool\.memlint\.scenario[ \t]*\]", re.M)
 _MODEL_SOURCE_KEYS = ("preset", "path")
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    if name == "memlint.toml" or name.endswith(".memlint.toml"):
-        return True
-    if name.endswith((".memlint.yaml", ".memlint.yml")):
-        return True
-    if name == "pyproject.toml":
-        return bool(_PYPROJECT_SENTINEL.search(text))
-    if name.endswith((".yaml", ".yml")):
-        return bool(_YAML_SENTINEL.search(text))
-    return False
 
 
 def _table(data, name: str) -> tuple:

@@ -12,33 +12,21 @@ memlint/adapters/openrlhf_mapping.py.
 """
 from __future__ import annotations
 
-import os
 import re
 
 from memlint import lazy_re
+from memlint.adapters.detection import OPENRLHF_ENTRY as _ENTRY
+from memlint.adapters.detection import openrlhf as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import suppressions
 
 FORMAT = "openrlhf"
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_ENTRY = lazy_re.compile(r"\bopenrlhf\.cli\.(train_\w+)")
 # the scripts of OpenRLHF's first versions (openrlhf/cli/train_*.py run by path, `--pretrain`)
 _SCRIPT = lazy_re.compile(r"(?:^|/)(train_(?:sft|dpo|rm|kto|ppo|ppo_ray|prm|kd))\.py$")
 _HEREDOC = lazy_re.compile(
     r"^[ \t]*read\s+(?:-\w+\s+(?:''|\"\")?\s*)*([A-Za-z_]\w*)\s*<<-?\s*['\"]?(\w+)['\"]?"
     r"[ \t]*\n(.*?)\n[ \t]*\2[ \t]*$", re.S | re.M)
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    if not (name.endswith(_SCRIPT_EXT) or "." not in name):
-        return False
-    head = text[:65536]
-    # _ENTRY's text always holds "openrlhf.cli.train_" (bulk speed: most scripts do not)
-    return ("openrlhf.cli.train_" in head and bool(_ENTRY.search(head))) or (
-        "--pretrain" in head and bool(re.search(r"\btrain_(sft|dpo|rm|kto|ppo|ppo_ray)\.py\b",
-                                                 head)))
 
 
 def _heredoc_env(text: str) -> dict:

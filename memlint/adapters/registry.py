@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from memlint import lazy_import
 from memlint import plugins as _plugins
+from memlint.adapters import detection
 from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
                                  make_internal)
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
     "memlint.adapters.easyr1",
+    "memlint.adapters.nemo_rl",
     "memlint.adapters.verl",
     "memlint.adapters.openrlhf",
     "memlint.adapters.vllm_serve",
@@ -108,6 +110,7 @@ NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
     "memlint.adapters.easyr1": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.nemo_rl": (".yaml", ".yml"),
     "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
     "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.vllm_serve": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml",
@@ -127,6 +130,32 @@ CLAIMS = {
     "memlint.adapters.megatron": (".sh", ".bash", ".slurm", ".sbatch", ".txt", ".args", ".yaml",
                                   ".yml", NO_EXTENSION),
     "memlint.adapters.hf_config": (".json",),
+}
+
+
+#: Each built-in adapter's detect(), from adapters/detection.py: asking it imports no adapter, and
+#: only the adapter whose test claims the file is imported. An adapter not listed here (a new one)
+#: is imported to be asked. tests/adapters/test_detection.py checks that each adapter's own
+#: `detect` is the one listed.
+DETECTORS = {
+    "memlint.adapters.native": detection.native,
+    "memlint.adapters.easyr1": detection.easyr1,
+    "memlint.adapters.nemo_rl": detection.nemo_rl,
+    "memlint.adapters.verl": detection.verl,
+    "memlint.adapters.openrlhf": detection.openrlhf,
+    "memlint.adapters.vllm_serve": detection.vllm_serve,
+    "memlint.adapters.gpt_neox": detection.gpt_neox,
+    "memlint.adapters.llamafactory_v1": detection.llamafactory_v1,
+    "memlint.adapters.llamafactory": detection.llamafactory,
+    "memlint.adapters.deepspeed_chat": detection.deepspeed_chat,
+    "memlint.adapters.ms_swift": detection.ms_swift,
+    "memlint.adapters.hf_trainer": detection.hf_trainer,
+    "memlint.adapters.deepspeed": detection.deepspeed,
+    "memlint.adapters.accelerate": detection.accelerate,
+    "memlint.adapters.axolotl": detection.axolotl,
+    "memlint.adapters.torchtitan": detection.torchtitan,
+    "memlint.adapters.megatron": detection.megatron,
+    "memlint.adapters.hf_config": detection.hf_config,
 }
 
 
@@ -167,24 +196,32 @@ def formats() -> list:
 
 
 def _candidates(path: str):
-    """Adapters in detection order, importing a built-in one only if it could claim `path`."""
+    """(module name, detect, module) of each adapter in detection order that could claim
+    `path`: a built-in adapter's test from DETECTORS with None for the module (it is imported
+    only if the test claims the file), else the imported adapter and its own detect()."""
     if True in _CACHE:  # everything is loaded already
-        yield from _CACHE[True][0]
+        for module in _CACHE[True][0]:
+            yield module.__name__, module.detect, module
         return
-    problems: list = []
     builtins, fallbacks = _claimants(path)
-    for name in builtins:
-        module = _import_cached(name, problems)
-        if module is not None:
-            yield module
-
+    yield from _detectors(builtins)
     if _plugins.declared(ENTRY_POINT_GROUP):
-        yield from adapters()[0]  # plugins come between the built-ins and the fallback
+        # plugins come between the built-ins and the fallback
+        for module in adapters()[0]:
+            yield module.__name__, module.detect, module
         return
-    for name in fallbacks:
-        module = _import_cached(name, problems)
+    yield from _detectors(fallbacks)
+
+
+def _detectors(names: tuple):
+    for name in names:
+        test = DETECTORS.get(name)
+        if test is not None:
+            yield name, test, None
+            continue
+        module = _import_cached(name, [])
         if module is not None:
-            yield module
+            yield name, module.detect, module
 
 
 _MODULES: dict = {}
@@ -199,18 +236,55 @@ def _import_cached(name: str, problems: list):
 def detect_format(path: str, text: str):
     """The first adapter whose detect() accepts the file, or None."""
     seen = set()
-    for module in _candidates(path):
-        if id(module) in seen:
+    for name, test, module in _candidates(path):
+        if name in seen:
             continue
-        seen.add(id(module))
+        seen.add(name)
         try:
-            claimed = module.detect(path, text)
+            claimed = test(path, text)
         except Exception:  # noqa: BLE001 - a detector that crashes simply does not claim it
             continue
-        if claimed and not (getattr(module, "FORMAT", None) == "megatron"
-                            and hydra_launch(text)):
+        if not claimed:
+            continue
+        if module is None:
+            module = _import_cached(name, [])
+        if module is not None and not (getattr(module, "FORMAT", None) == "megatron"
+                                       and hydra_launch(text)):
             return module   # (a Hydra launch (verl) that names megatron in its overrides: not)
     return None
+
+
+# detect_format's answers for the files a directory walk kept (runs.readable), by the path the
+# walk hands on, with the text they were given: loading such a file does not run the detectors
+# again (1,880 files detected twice were 7% of `check fixtures`). A file whose text changed in
+# between is detected again. Bounded by the text held; a new walk starts afresh.
+_DETECTED: dict = {}
+DETECTED_CHARS = 64 * 2**20
+_HELD = [0]
+
+
+def forget_detected() -> None:
+    _DETECTED.clear()
+    _HELD[0] = 0
+
+
+def detect_remembered(path: str, text: str):
+    """detect_format(path, text), kept for load_file(path) when an adapter claims the file."""
+    module = detect_format(path, text)
+    if module is not None and _HELD[0] + len(text) <= DETECTED_CHARS:
+        _DETECTED[path] = (text, module)
+        _HELD[0] += len(text)
+    return module
+
+
+def _detected(path: str, text: str):
+    """The adapter of `path`: remembered from its walk when the text is the same, else found."""
+    held = _DETECTED.pop(path, None)
+    if held is not None:
+        _HELD[0] -= len(held[0])
+        if held[0] == text:
+            return held[1]
+    return detect_format(path, text)
 
 
 def _unread(path: str, message: str, neighbour: Optional[str]) -> Partial:
@@ -234,7 +308,7 @@ def load_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Partial:
         return _unread(path, f"a {neighbour.name} config ({neighbour.loader}): memlint does not "
                        f"read {neighbour.name}'s format, so this file gets no memory verdict",
                        neighbour.name)
-    module = detect_format(path, text)
+    module = _detected(path, text)
     if module is None:
         # a file memlint cannot read is not a broken config: a warning, so that a hook or CI
         # gate never fails on a valid config of a framework memlint does not know

@@ -27,6 +27,7 @@ import re
 from memlint import lazy_import, lazy_re, verdicts
 from memlint import keys as K
 from memlint.adapters import _shell
+from memlint.adapters.detection import torchtitan as detect  # noqa: F401 - the adapter's detect()
 from memlint.catalog import presets
 from memlint.catalog import torchtitan as catalog
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity, make
@@ -48,26 +49,6 @@ _TABLES = ("job", "model", "training", "parallelism", "activation_checkpoint", "
            "experimental", "quantize", "validation", "comm", "mx")
 _LOOPED_SCHEDULES = {"interleaved1f1b", "interleavedzerobubble", "zbvzerobubble", "loopedbfs",
                      "dualpipev"}
-
-
-# ---------------------------------------------------------------------------------------------
-# detection
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    head = text[:20000]
-    if name.endswith(".toml"):
-        if "[tool." in head or "[project]" in head or "[build-system]" in head:
-            return False
-        headers = set(re.findall(r"^[ \t]*\[([A-Za-z_.]+)\]", head, re.M))
-        return bool(headers & {"job", "parallelism", "activation_checkpoint"}) or (
-            "model" in headers and "training" in headers)
-    if name.endswith(".py"):
-        return "torchtitan" in head and ("Trainer.Config(" in head or "JobConfig(" in head)
-    if name.endswith(".sh") or "." not in name:
-        return ("run_train.sh" in head or "torchtitan.train" in head
-                or "torchtitan/train.py" in head)
-    return False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from functools import lru_cache
 
 from memlint import lazy_re
 from memlint.adapters import _hydra
+from memlint.adapters.detection import VERL_NOT_RL as _NOT_RL
+from memlint.adapters.detection import verl as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance
 from memlint.keys import suggest
@@ -36,17 +38,8 @@ if TYPE_CHECKING:
 FORMAT = "verl"
 _DEFAULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "facts",
                               "verl_defaults.json")
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-# `python3 -m verl.trainer.main_ppo`, recipes on the same tree (`-m recipe.dapo.main_dapo`),
-# or the file path (`python3 verl/trainer/main_ppo.py`)
-_ENTRY = lazy_re.compile(r"(?:-m[ \t]+|[\s/])(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\.main_\w+|"
-                         r"verl\.trainer\.main_\w+|verl/trainer/main_ppo\.py)\b")
 _ENTRY_MODULE = lazy_re.compile(r"^(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\.main_\w+|"
                                 r"verl\.trainer\.main_\w+)$")
-_YAML_ROOT = lazy_re.compile(r"^actor_rollout_ref:", re.M)
-# verl entry points that do not run PPO-style training (generation / evaluation / SFT)
-_NOT_RL = ("verl.trainer.main_generation", "verl.trainer.main_eval", "verl.trainer.fsdp_sft_trainer",
-           "verl.trainer.sft_trainer", "verl.trainer.main_generation_server")
 
 
 @lru_cache(maxsize=1)
@@ -63,27 +56,6 @@ def source(config: str = "ppo_trainer") -> str:
     data = defaults()
     return f"{data['repository']}@{data['commit'][:9]} (v{data['version']}) " \
            f"{data['configs'][config]['path']}"
-
-
-# -- detection -------------------------------------------------------------------------------
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    head = text[:65536]
-    if name.endswith((".yaml", ".yml")):
-        return bool(_YAML_ROOT.search(head)) and "defaults:" in head or bool(
-            re.search(r"^actor_rollout_ref:\s*$", head, re.M) and re.search(
-                r"^(trainer|data|algorithm|critic):\s*$", head, re.M))
-    if name.endswith(_SCRIPT_EXT) or "." not in name:
-        # each entry point _ENTRY names holds "verl" or "recipe." (bulk speed: most do not)
-        return ("verl" in head or "recipe." in head) and bool(_ENTRY.search(head)) and not (
-            re.search(r"-m[ \t]+verl\.trainer\.main[ \t\\]", head)) and not _only_not_rl(head)
-    return False
-
-
-def _only_not_rl(head: str) -> bool:
-    modules = re.findall(r"-m[ \t]+(verl\.trainer\.[\w.]+|recipe\.[\w.]+)", head)
-    return bool(modules) and all(m in _NOT_RL for m in modules)
 
 
 # -- the composed config ---------------------------------------------------------------------

@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import re
 
-from memlint import lazy_re, verdicts
+from memlint import verdicts
+from memlint.adapters.detection import vllm_serve as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.keys import parse_bool
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
 FORMAT = "vllm-serve"
 SOURCE = "vllm-project/vllm v0.12.0 (4fd9d6a85) vllm/engine/arg_utils.py"
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_COMMAND = lazy_re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.openai\.api_server\b")
 # flags (without dashes, underscores as dashes) -> (scenario key, kind)
 FLAGS = {
     "tensor-parallel-size": ("engine.tp", int), "tp": ("engine.tp", int),
@@ -45,28 +44,7 @@ FLAGS = {
     "q": ("engine.quantization", str), "dtype": ("engine.dtype", str),
     "enforce-eager": ("engine.enforce_eager", bool),
 }
-_YAML_KEYS = ("gpu-memory-utilization", "tensor-parallel-size", "max-model-len", "max-num-seqs",
-              "kv-cache-dtype", "max-num-batched-tokens", "pipeline-parallel-size")
-# a training config's top-level keys: such a file is a trainer's, whatever engine keys it has
-_TRAINING_KEYS = {"learning-rate", "output-dir", "per-device-train-batch-size", "trainer",
-                  "actor-rollout-ref", "stage", "finetuning-type", "num-train-epochs"}
 _SHORT = {"-tp": "tp", "-pp": "pp", "-dp": "dp", "-q": "q"}
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    head = text[:65536]
-    if name.endswith((".yaml", ".yml")):
-        # top-level flags, with dashes or underscores (FlexibleArgumentParser takes both)
-        found = {m.group(1).replace("_", "-")
-                 for m in re.finditer(r"^([a-z][a-z_-]+):", head, re.M)}
-        if found & _TRAINING_KEYS:
-            return False
-        engine = len(found & set(_YAML_KEYS))
-        return engine >= 3 or (engine >= 2 and "model" in found)
-    if name.endswith(_SCRIPT_EXT) or "." not in name:
-        return "vllm" in head and bool(_COMMAND.search(head))   # both forms name vllm
-    return False
 
 
 def load(path: str, text: str) -> Partial:

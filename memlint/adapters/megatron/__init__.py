@@ -52,6 +52,8 @@ import re
 
 from memlint import lazy_re
 from memlint.adapters import _shell
+from memlint.adapters.detection import SCRIPT_EXT as _SCRIPT_EXT
+from memlint.adapters.detection import megatron as detect  # noqa: F401 - the adapter's detect()
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_DEST, FLAG_BY_NAME, FLAGS,
                                              KNOWN_FLAGS, MAX_HINTS, MAX_UNKNOWN_LISTED,
@@ -76,35 +78,7 @@ __all__ = ["FORMAT", "MEGATRON_VERSION", "FLAGS", "FLAG_BY_NAME", "FLAG_BY_DEST"
            "parse_layout", "read_args_file", "read_script", "read_yaml", "split_argv"]
 
 # ---------------------------------------------------------------------------------------------
-# Detection
-
-
-_ARGS_FILE_FLAG = lazy_re.compile(r"^[ \t]*--(tensor-model-parallel-size|num-layers|hidden-size|"
-                                  r"micro-batch-size|num-attention-heads)\b", re.M)
-_SCRIPT_EXT = (".sh", ".bash", ".slurm", ".sbatch")
-_SENTINELS = ("--tensor-model-parallel-size", "--num-layers", "--pipeline-model-parallel-size",
-              "--micro-batch-size", "--hidden-size", "pretrain_gpt.py", "pretrain_mamba.py")
-
-
-def detect(path: str, text: str) -> bool:
-    name = os.path.basename(path).lower()
-    head = text[:65536]
-    if name.endswith(_SCRIPT_EXT):
-        # the whole script: a launch line may follow 64 KB of preamble (issue 30); `in` is linear
-        return any(s in text for s in _SENTINELS)
-    if name.endswith((".txt", ".args")) or "." not in name:
-        return "--" in head and _ARGS_FILE_FLAG.search(head) is not None
-    if name.endswith((".yaml", ".yml")):
-        if re.search(r"^MODEL_ARGS:", head, re.M):
-            return True
-        if "McoreEngineConfig" in head:
-            return True
-        return bool(re.search(r"^language_model:", head, re.M)
-                    and re.search(r"^model_parallel:", head, re.M))
-    return False
-
-
-# Entry points
+# Entry points (detect() is adapters/detection.py's megatron: detecting loads none of this package)
 
 
 def _kind(path: str, text: str) -> str:
