@@ -118,6 +118,22 @@ def lint_config(options: Options, start: str) -> LintConfig:
     return config
 
 
+def _configs_by_folder(options: Options):
+    """lint_config(options, path), made once per folder for the run (config_for reads the
+    folder's pyproject.toml: a walk asked twice per file, parsing the TOML each time)."""
+    made: dict = {}
+
+    def config_of(path: str) -> LintConfig:
+        start = os.path.abspath(path)
+        folder = start if os.path.isdir(start) else os.path.dirname(start)
+        found = made.get(folder)
+        if found is None:
+            found = made[folder] = lint_config(options, folder)
+        return found
+
+    return config_of
+
+
 def validate(config: LintConfig, reg) -> None:
     try:
         engine.validate_config(config, reg)
@@ -339,7 +355,7 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
     paths = list(paths) or default_paths(lint_config(options, cwd), cwd, options.allow_outside_root)
     files = expand(paths, options.max_bytes)
     planner = Planner(options.max_bytes, options.allow_outside_root,
-                      config_of=lambda path: lint_config(options, path))
+                      config_of=_configs_by_folder(options))
     runs = planner.plan(files)
     diagnostics, estimates = list(reg.diagnostics), []
     fail_on = None

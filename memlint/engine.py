@@ -404,8 +404,8 @@ def _unused_suppressions(suppressions: dict, used: set, judged: set, reg: Regist
     """ML011 (suppressions.unused) where it is enabled, at its configured severity, and not
     itself suppressed."""
     rule = reg.get("ML011")
-    if rule is None or not is_enabled(rule, config):
-        return []
+    if not suppressions or rule is None or not is_enabled(rule, config):
+        return []   # (no directive: none unused)
     judged = judged | {reg.rules[code.upper()].name.lower() for code in judged
                        if code.upper() in reg.rules}
     known = {"all"} | {code.lower() for code in reg.rules} | {n.lower() for n in reg.by_name}
@@ -423,6 +423,8 @@ def _unused_suppressions(suppressions: dict, used: set, judged: set, reg: Regist
 def unknown_suppressions(suppressions: dict, reg: Registry) -> list:
     """ML003 (warning) for a `memlint: disable` directive naming no rule (a misspelt code turns
     nothing off), at the directive's line (line 1 for the file-wide and JSON forms)."""
+    if not suppressions:
+        return []
     known = {"all"} | {code.lower() for code in reg.rules} | {n.lower() for n in reg.by_name}
     out = []
     for path, table in suppressions.items():

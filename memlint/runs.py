@@ -25,8 +25,8 @@ import os
 import re
 
 from memlint import lazy_re
-from memlint.adapters.registry import (detect_format, direct_references, load_file,
-                                       load_with_references)
+from memlint.adapters.registry import (detect_format, detect_remembered, direct_references,
+                                       forget_detected, load_file, load_with_references)
 from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
@@ -117,13 +117,17 @@ def _excluded(path: str, config: LintConfig) -> bool:
                for pattern in config.exclude)
 
 
-def readable(path: str, max_bytes: int = MAX_FILE_BYTES, regular: bool = False) -> bool:
+def readable(path: str, max_bytes: int = MAX_FILE_BYTES, regular: bool = False,
+             remember: bool = False) -> bool:
     """Whether some adapter claims the file (cheap: the name first, then its text). `regular`:
-    a walk listed it as a regular file with a readable ending (loaders._read_listed)."""
+    a walk listed it as a regular file with a readable ending (loaders._read_listed).
+    `remember`: keep the answer for loading the file (registry.detect_remembered)."""
     if not regular and not os.path.basename(path).lower().endswith(READABLE_ENDINGS):
         return False
     text, _ = read_text(path, max_bytes, regular)
-    return text is not None and detect_format(path, text) is not None
+    if text is None:
+        return False
+    return (detect_remembered if remember else detect_format)(path, text) is not None
 
 
 def walk(top: str, config: LintConfig):
@@ -164,6 +168,7 @@ def walk(top: str, config: LintConfig):
 def expand(paths: list, max_bytes: int = MAX_FILE_BYTES) -> list:
     """Files to check: files as given; directories walked for the files memlint can read."""
     out: list = []
+    forget_detected()   # what an earlier walk remembered and nobody loaded
     for path in paths:
         check_exists(path)
         if not os.path.isdir(path):
@@ -171,8 +176,9 @@ def expand(paths: list, max_bytes: int = MAX_FILE_BYTES) -> list:
             continue
         config = config_for(path)
         for full, regular in walk(path, config):
-            if readable(full, max_bytes, regular):
-                out.append(os.path.normpath(full))
+            listed = os.path.normpath(full)
+            if readable(full, max_bytes, regular, remember=listed == full):
+                out.append(listed)
     return out
 
 

@@ -67,8 +67,21 @@ def _flow_keys(text: str) -> frozenset:
     return frozenset(keys)
 
 
+# the last text asked about and its keys: detection asks once per detector, each file's text is
+# one object (registry.detect_format hands every detector the same string)
+_LAST: list = [None, frozenset()]
+
+
 def top_level_keys(text: str) -> frozenset:
     """The keys of a YAML or JSON document's top-level mapping (none for anything else)."""
+    if _LAST[0] is text:
+        return _LAST[1]
+    keys = _top_level_keys(text)
+    _LAST[:] = [text, keys]
+    return keys
+
+
+def _top_level_keys(text: str) -> frozenset:
     head = text[:HEAD]
     start = _LEADING.match(head)
     body = head[start.end():] if start else head

@@ -50,6 +50,9 @@ class Model:
 
     def __init__(self, scenario, context: Optional[Resolved] = None):
         self.scenario = scenario
+        # (stage, its layers, first, last, recompute) -> saved bytes per token per layer
+        # (memory/stage_activations.py layer_bytes_per_token), once per stage, not per phase
+        self.per_token: dict = {}
         # the run's resolved context (memory/context.py): topology, architecture, counts,
         # dtypes and pipeline schedule, computed once and shared with the rules
         self.context = context if context is not None else resolve_context(scenario)

@@ -49,8 +49,11 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
     layer_list: list = []
     per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False,
                                                        per_layer=layer_list)
+    # the layer input is the residual stream: under autocast it keeps the params' dtype (fp32
+    # embedding output plus bf16 matmul outputs promotes to fp32), else the compute dtype
+    residual = model.dt.param if model.dt.autocast else model.dt.compute
     if tr.recompute == "full":
-        items = act.recompute_items(model.dt.compute, arch.hidden, topo.tp, par.sp)
+        items = act.recompute_items(residual, arch.hidden, topo.tp, par.sp)
         per_layer = sum(i.per_token for i in items)
         kept = layers
         full_layers = 0
@@ -58,7 +61,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         full_layers = math.ceil(layers / tr.recompute_every)
         kept = layers - full_layers
         per_layer = sum(i.per_token for i in act.recompute_items(
-            model.dt.compute, arch.hidden, topo.tp, par.sp))
+            residual, arch.hidden, topo.tp, par.sp))
     else:
         full_layers, kept, per_layer = layers, 0, 0.0
     stage_tokens = tokens * inflight
@@ -112,7 +115,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                                                   par.offload_activations_layers)
         if host_out is not None:
             host_out.extend(moved)
-    terms += autocast_weight_terms(model, plan)
+    terms += autocast_weight_terms(model, plan, phase)
     terms += attention_mask_terms(model, plan, tr.micro_batch, seq_local)
     terms += megatron_batch_terms(model, plan, tr.micro_batch, seq_local)
     if plan.first:
@@ -279,7 +282,19 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool,
                           per_layer: Optional[list] = None):
     """Average bytes per token per layer of this stage (dense and MoE layers differ; a per-layer
     plan, memory/layout_activations.py, gives each kind of layer its own items). `per_layer`
-    collects (items, MoE layer, separate input norm) of each layer when given."""
+    collects (items, MoE layer, separate input norm) of each layer when given. Computed once per
+    model and stage (`Model.per_token`): every phase of a step asks for the same layers."""
+    key = (plan.stage, plan.layers, plan.first, plan.last, recompute)
+    found = model.per_token.get(key)
+    if found is None:
+        layers: list = []
+        found = model.per_token[key] = (*_layer_bytes_per_token(model, plan, layers), layers)
+    if per_layer is not None:
+        per_layer.extend(found[2])
+    return found[0], found[1]
+
+
+def _layer_bytes_per_token(model: Model, plan: StagePlan, per_layer: list) -> tuple:
     arch, tr, par, topo = model.arch, model.tr, model.par, model.topo
     seq_local = model.seq_local
     total = 0.0
@@ -332,8 +347,7 @@ def layer_bytes_per_token(model: Model, plan: StagePlan, recompute: bool,
         items, per_token = cache[key]
         total += per_token
         items_seen = items
-        if per_layer is not None:
-            per_layer.append((items, moe_layer, arch.mla is not None or model.conv.local_spec))
+        per_layer.append((items, moe_layer, arch.mla is not None or model.conv.local_spec))
     return total / max(1, len(plan.layers)), items_seen
 
 

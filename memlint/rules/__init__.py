@@ -120,6 +120,7 @@ class Registry:
         self.rules: dict = {}
         self.by_name: dict = {}
         self.diagnostics: list = []
+        self._order: tuple = (0, ())   # (rules counted, the rules by code): add() only grows it
 
     def add(self, rule: Rule, docs: bool = True) -> None:
         validate_rule(rule, docs)
@@ -154,7 +155,11 @@ class Registry:
         return self.rules.get(text.upper()) or self.by_name.get(text.lower())
 
     def __iter__(self):
-        return iter(sorted(self.rules.values(), key=lambda r: r.code))
+        # sorted once per set of rules: the engine walks the registry twice per file linted
+        if self._order[0] != len(self.rules):
+            self._order = (len(self.rules), tuple(sorted(self.rules.values(),
+                                                         key=lambda r: r.code)))
+        return iter(self._order[1])
 
     def __len__(self) -> int:
         return len(self.rules)

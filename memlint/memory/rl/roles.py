@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from memlint.ir import RL, Assumptions, Engine
+from memlint.ir import Assumptions, Engine
+from memlint.memory.conventions import training_rl
 from memlint.memory.rl.engine import EngineShape
 from memlint.memory.terms import Term
 from memlint.records import record, replace
@@ -55,7 +56,8 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
             config: Optional[dict] = None, lora: Optional[int] = None,
             world: Optional[int] = None):
     """The scenario of one role's update: its micro-batch and tokens, the logits left to the RL
-    framework's own terms (memory/rl/passes.py), no RL section (the training model only)."""
+    framework's own terms (memory/rl/passes.py), no RL section but its framework (the training
+    model only)."""
     values = dict(scenario.assumptions.values)
     values["logits.enabled"] = False
     training = replace(scenario.training, micro_batch=micro_batch, seq_len=seq_len)
@@ -69,19 +71,23 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
     model = scenario.model
     if config is not None and model is not None:
         model = replace(model, config=MappingProxyType(dict(model.config, **config)))
-    return replace(scenario, training=training, model=model, rl=RL(), engine=Engine(),
+    return replace(scenario, training=training, model=model, rl=training_rl(scenario),
+                   engine=Engine(),
                    parallelism=parallelism,
                    assumptions=Assumptions(scenario.assumptions.profile,
                                            MappingProxyType(values)))
 
 
 def trained_role(name: str, scenario, shape: EngineShape, param_offload: bool,
-                 optimizer_offload: bool, value_head: bool = False) -> Role:
-    """A trained role from memlint's training estimate of `scenario` (already derived)."""
+                 optimizer_offload: bool, value_head: bool = False, context=None) -> Role:
+    """A trained role from memlint's training estimate of `scenario` (already derived);
+    `context`: the RL run's resolved context, whose architecture and counts the role's scenario
+    shares when it has the same model (`Resolved.varied`: not read again for every role and for
+    every length the step's bisection tries)."""
     # start-up: the training model loads only when an RL run is estimated
     from memlint.memory.training import training_estimate
 
-    est = training_estimate(scenario)
+    est = training_estimate(scenario, None if context is None else context.varied(scenario))
     ctx = est.context
     dt, topo = ctx.require("dtypes"), ctx.topology
     peaks = tuple(next(p for p in s.phases if p.name == s.phase) for s in est.stages)
