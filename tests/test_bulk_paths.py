@@ -4,7 +4,7 @@ Each fast path is turned off here (monkeypatched back to the computation it spar
 JSON report of `memlint check --format json` on real folders of the corpus must be the same byte
 for byte: RL roles that reuse the run's architecture and counts, saved bytes per token computed
 once per stage, a directory walk's detection kept for loading, a document's top-level keys
-computed once per text, the [tool.memlint] settings made once per folder.
+computed once per text, the [tool.memlint] settings made once per pyproject.toml.
 """
 from __future__ import annotations
 
