@@ -454,7 +454,8 @@ _KEYS = [
         "the RL / preference algorithm (grpo, ppo, rloo, reinforce++, dpo, kto, orpo, simpo, "
         "reward, ...): which models the run holds"),
     Key("rl.framework", "rl", "framework",
-        choice("verl", "openrlhf", "trl", "easyr1", "nemo-rl", "llamafactory", "axolotl",
+        choice("verl", "openrlhf", "trl", "easyr1", "nemo-rl", "nemo-rl-v1", "nemo-rl-megatron",
+               "llamafactory", "axolotl",
                aliases={"nemo_rl": "nemo-rl", "llama-factory": "llamafactory"}),
         "the RL / preference framework whose conventions apply (memory/rl/conventions.py)"),
     Key("rl.placement", "rl", "placement", choice("hybrid", "colocated", "separate"),

@@ -19,7 +19,7 @@ import os
 
 from memlint.facts import deepspeed as ds_facts
 from memlint.memory.rl.frameworks import conventions as rl_conventions
-from memlint.ir import Provenance
+from memlint.ir import RL, Provenance
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -79,6 +79,32 @@ def optimizer_shards_over_cp(training) -> bool:
     with context parallelism (parallel_state get_data_parallel_group(with_context_parallel=True))
     also when expert parallelism is carved out of dp·cp."""
     return training.framework == MEGATRON
+
+
+# RL frameworks that build the FSDP mesh (world // fsdp_size, fsdp_size) and the Ulysses mesh
+# (world // sp, sp) apart: their dp_shard (fsdp_size) is the FSDP group itself, whatever cp is
+# (verl@f9c855f7 verl/workers/fsdp_workers.py:167-176; EasyR1@b44b311b
+# verl/workers/fsdp_workers.py:120-134, the same meshes)
+SEPARATE_FSDP_MESH = ("verl", "easyr1")
+
+
+def shard_group_of(scenario, dp_shard: int) -> int:
+    """The FSDP shard group of an explicit `dp_shard`: dp_shard·cp, the context-parallel ranks
+    shard the model too (torchtitan ParallelDims: fsdp = dp_shard * cp, mesh ("pp",
+    "dp_replicate", "fsdp", "tp"), pytorch/torchtitan@238fa9953e4a
+    torchtitan/distributed/parallel_dims.py; accelerate ParallelismConfig.fsdp_dim_names
+    flattens dp_shard and cp into "dp_shard_cp", huggingface/accelerate@16cb6eb
+    src/accelerate/parallelism_config.py; axolotl builds that ParallelismConfig), except where
+    the framework's FSDP mesh is built apart from its sequence-parallel one (SEPARATE_FSDP_MESH)."""
+    if scenario.rl.framework in SEPARATE_FSDP_MESH:
+        return dp_shard
+    return dp_shard * scenario.parallelism.cp
+
+
+def training_rl(scenario) -> RL:
+    """The RL section of a role's training scenario (memory/rl/roles.py derived): none but the
+    framework, whose meshes its parallel sizes describe (shard_group_of)."""
+    return RL(framework=scenario.rl.framework)
 
 
 def optimizer_instances(scenario) -> int:

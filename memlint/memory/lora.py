@@ -132,3 +132,19 @@ def lora_activation_items(model: Model, sh) -> list:
         mask = 1 if model.scenario.hardware.device == "cuda" else c
         items.append(Item("LoRA dropout copies of the inputs", (c + mask) * sh.d * targets))
     return items
+
+
+ADAPTER_SOURCE = ("peft mapping_func.py get_peft_model(autocast_adapter_dtype=True) -> "
+                  "tuners_utils.py _cast_adapter_dtype: bf16/fp16 adapter weights cast to fp32 "
+                  "(peft >= 0.12)")
+
+
+def adapter_bytes_per_param(model: Model):
+    """PEFT's LoRA weights under the HF Trainer's autocast over a low-precision base (bf16/fp16
+    with param_dtype bf16/fp16): fp32, 4 B (peft casts the adapters up); None: the run's dtypes
+    (fp32 params under autocast are 4 B already; pure-bf16 keeps everything in bf16)."""
+    tr = model.tr
+    if (model.conv.fp32_adapters and tr.precision in ("bf16", "fp16") and not model.seed_states
+            and model.dt.param < 4):
+        return 4
+    return None

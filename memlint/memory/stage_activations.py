@@ -49,8 +49,11 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
     layer_list: list = []
     per_layer_full, items_full = layer_bytes_per_token(model, plan, recompute=False,
                                                        per_layer=layer_list)
+    # the layer input is the residual stream: under autocast it keeps the params' dtype (fp32
+    # embedding output plus bf16 matmul outputs promotes to fp32), else the compute dtype
+    residual = model.dt.param if model.dt.autocast else model.dt.compute
     if tr.recompute == "full":
-        items = act.recompute_items(model.dt.compute, arch.hidden, topo.tp, par.sp)
+        items = act.recompute_items(residual, arch.hidden, topo.tp, par.sp)
         per_layer = sum(i.per_token for i in items)
         kept = layers
         full_layers = 0
@@ -58,7 +61,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
         full_layers = math.ceil(layers / tr.recompute_every)
         kept = layers - full_layers
         per_layer = sum(i.per_token for i in act.recompute_items(
-            model.dt.compute, arch.hidden, topo.tp, par.sp))
+            residual, arch.hidden, topo.tp, par.sp))
     else:
         full_layers, kept, per_layer = layers, 0, 0.0
     stage_tokens = tokens * inflight
@@ -112,7 +115,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                                                   par.offload_activations_layers)
         if host_out is not None:
             host_out.extend(moved)
-    terms += autocast_weight_terms(model, plan)
+    terms += autocast_weight_terms(model, plan, phase)
     terms += attention_mask_terms(model, plan, tr.micro_batch, seq_local)
     terms += megatron_batch_terms(model, plan, tr.micro_batch, seq_local)
     if plan.first:

@@ -7,7 +7,8 @@ The formulas per state are in memory/states.py, fp8.py, offload.py and optimizer
 from __future__ import annotations
 
 from memlint.memory import fp8, offload, states
-from memlint.memory.lora import (SAVED_SOURCE, UNQUANTIZED_SOURCE, frozen_bytes_per_param,
+from memlint.memory.lora import (ADAPTER_SOURCE, SAVED_SOURCE, UNQUANTIZED_SOURCE,
+                                  adapter_bytes_per_param, frozen_bytes_per_param,
                                   unquantized_params)
 from memlint.memory.model import Model
 from memlint.memory.runtime import compute_capability
@@ -15,22 +16,6 @@ from memlint.memory.states import DTYPE_BYTES
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 from memlint.memory.vision import vision_state_terms
-
-
-ADAPTER_SOURCE = ("peft mapping_func.py get_peft_model(autocast_adapter_dtype=True) -> "
-                  "tuners_utils.py _cast_adapter_dtype: bf16/fp16 adapter weights cast to fp32 "
-                  "(peft >= 0.12)")
-
-
-def adapter_bytes_per_param(model: Model):
-    """PEFT's LoRA weights under the HF Trainer's autocast over a low-precision base (bf16/fp16
-    with param_dtype bf16/fp16): fp32, 4 B (peft casts the adapters up); None: the run's dtypes
-    (fp32 params under autocast are 4 B already; pure-bf16 keeps everything in bf16)."""
-    tr = model.tr
-    if (model.conv.fp32_adapters and tr.precision in ("bf16", "fp16") and not model.seed_states
-            and model.dt.param < 4):
-        return 4
-    return None
 
 
 def state_terms(model: Model, plan: StagePlan):

@@ -84,7 +84,8 @@ def resolve(scenario) -> Topology:
         if par.fsdp == "hybrid" or (par.dp_replicate or 1) > 1:
             replicate = par.dp_replicate or 1
         # start-up: the conventions load only for a sharded optimizer (not every check has one)
-        from memlint.memory.conventions import optimizer_instances, optimizer_shards_over_cp
+        from memlint.memory.conventions import (optimizer_instances, optimizer_shards_over_cp,
+                                                shard_group_of)
 
         instances = optimizer_instances(scenario)
         if instances > 1:
@@ -95,12 +96,13 @@ def resolve(scenario) -> Topology:
         over_cp = par.fsdp != "none" or (ep_in_dp
                                          and optimizer_shards_over_cp(scenario.training))
         if par.dp_shard not in (None, -1):
-            shard = par.dp_shard
+            shard = shard_group_of(scenario, par.dp_shard)   # dp_shard·cp (torchtitan, accelerate)
         else:
             shard = _div(dp * (cp if over_cp else 1), replicate)
         if shard * replicate > dp * cp:
-            problems.append((f"dp_shard·dp_replicate = {shard}·{replicate} exceeds the "
-                             f"data-parallel size {dp * cp}", ("dp_shard", "dp_replicate")))
+            problems.append((f"the shard group {shard} (dp_shard {par.dp_shard}) x "
+                             f"dp_replicate {replicate} exceeds the data-parallel size "
+                             f"dp·cp = {dp * cp}", ("dp_shard", "dp_replicate")))
         expert_shard = (_div(expert_dp, instances) if instances > 1
                         else max(1, min(shard, expert_dp)))
     else:

@@ -183,7 +183,9 @@ class ParallelDegreesWorldMismatch(Rule):
         world = par.world_size
         if world is None or par.dp_shard in (None, -1):
             return
-        if ctx.scenario.rl.framework in _SEPARATE_MESHES:
+        # start-up: the conventions load only for an explicit dp_shard
+        from memlint.memory.conventions import SEPARATE_FSDP_MESH
+        if ctx.scenario.rl.framework in SEPARATE_FSDP_MESH:
             return
         product = par.dp_replicate * par.dp_shard * par.cp * par.tp * par.pp
         if product == world:
@@ -196,11 +198,6 @@ class ParallelDegreesWorldMismatch(Rule):
             data={"product": product, "world_size": world})
 
 
-# RL readers whose frameworks build the FSDP mesh (world // fsdp_size, fsdp_size) and the Ulysses
-# mesh (world // sp, sp) apart, so dp_shard (the FSDP group) and cp (Ulysses) overlap and their
-# product is no world size they refuse (verl@f9c855f7 verl/workers/fsdp_workers.py:167-176;
-# EasyR1@b44b311b verl/workers/fsdp_workers.py:120-134, the same meshes)
-_SEPARATE_MESHES = ("verl", "easyr1")
 
 
 class ShardFillNothingLeft(Rule):
@@ -351,12 +348,17 @@ class HybridShardGroupNotNode(Rule):
         per_node = ctx.scenario.hardware.gpus_per_node
         world = par.world_size
         if par.dp_shard not in (None, -1):
-            group = par.dp_shard * par.cp * par.tp
+            # start-up: the conventions load only for an explicit dp_shard
+            from memlint.memory.conventions import SEPARATE_FSDP_MESH, shard_group_of
+            group = shard_group_of(ctx.scenario, par.dp_shard) * par.tp
             if group > per_node:
+                spans = (f"dp_shard·tp = {par.dp_shard}·{par.tp}"
+                         if ctx.scenario.rl.framework in SEPARATE_FSDP_MESH
+                         else f"dp_shard·cp·tp = {par.dp_shard}·{par.cp}·{par.tp}")
                 yield Finding(
-                    f"the HSDP shard group spans {group} GPUs (dp_shard·cp·tp = {par.dp_shard}·"
-                    f"{par.cp}·{par.tp}) but a node has {per_node}: per-layer all-gathers "
-                    "cross nodes", _set(ctx, "dp_shard", "fsdp", "gpus_per_node"),
+                    f"the HSDP shard group spans {group} GPUs ({spans}) but a node has "
+                    f"{per_node}: per-layer all-gathers cross nodes",
+                    _set(ctx, "dp_shard", "fsdp", "gpus_per_node"),
                     data={"shard_group": group})
                 return
         if world is not None and world <= per_node and par.dp_replicate <= 1:

@@ -257,9 +257,15 @@ def test_llamafactory_freeze_tuning_trains_its_layers_in_fp32_beside_a_bf16_base
     assert terms["gradients.trained_layers"].bytes == trained * 4
     assert terms["optimizer.moments.trained_layers"].bytes == trained * 8
     assert terms["weights.frozen"].bytes == (8_030_261_248 - trained) * 2
-    copies = terms["activations.autocast_weight_copies"]
+    # full recompute (LLaMA-Factory's default gradient checkpointing): the cached copies of the
+    # trained layers live until the forward's autocast exits, none at the backward's start
+    phase = {p.name: {t.name: t for t in p.terms} for p in estimate.stages[0].phases}
+    assert "activations.autocast_weight_copies" not in phase["backward_start"]
+    copies = phase["forward_end"]["activations.autocast_weight_copies"]
     assert copies.inputs["head_params"] == 0
-    assert copies.inputs["layer_linear_params"] < trained
+    assert copies.inputs["layer_linear_params"] == trained - 8 * 2 * 4096   # less the norms
+    recomputed = phase["backward_recompute"]["activations.autocast_weight_copies"]
+    assert recomputed.inputs["layer_linear_params"] == layer - 2 * 4096     # one layer's
 
 
 def test_freeze_layer_counts_beyond_the_model_or_not_integers(tmp_path):

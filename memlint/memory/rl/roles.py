@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from memlint.ir import RL, Assumptions, Engine
+from memlint.ir import Assumptions, Engine
+from memlint.memory.conventions import training_rl
 from memlint.memory.rl.engine import EngineShape
 from memlint.memory.terms import Term
 from memlint.records import record, replace
@@ -55,7 +56,8 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
             config: Optional[dict] = None, lora: Optional[int] = None,
             world: Optional[int] = None):
     """The scenario of one role's update: its micro-batch and tokens, the logits left to the RL
-    framework's own terms (memory/rl/passes.py), no RL section (the training model only)."""
+    framework's own terms (memory/rl/passes.py), no RL section but its framework (the training
+    model only)."""
     values = dict(scenario.assumptions.values)
     values["logits.enabled"] = False
     training = replace(scenario.training, micro_batch=micro_batch, seq_len=seq_len)
@@ -69,7 +71,8 @@ def derived(scenario, *, micro_batch: int, seq_len: int, recompute: Optional[str
     model = scenario.model
     if config is not None and model is not None:
         model = replace(model, config=MappingProxyType(dict(model.config, **config)))
-    return replace(scenario, training=training, model=model, rl=RL(), engine=Engine(),
+    return replace(scenario, training=training, model=model, rl=training_rl(scenario),
+                   engine=Engine(),
                    parallelism=parallelism,
                    assumptions=Assumptions(scenario.assumptions.profile,
                                            MappingProxyType(values)))
