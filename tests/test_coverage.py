@@ -202,6 +202,32 @@ def test_every_easyr1_field_has_a_memory_class():
     assert missing == [], f"run tools/rl_coverage.py and class: {missing[:20]}"
 
 
+def test_every_nemo_rl_key_read_or_set_has_a_memory_class(monkeypatch):
+    """Every key the NeMo-RL mapping asks for, and every key of the corpus's NeMo-RL configs
+    (outside the blocks NeMo-RL passes on), has a class in memlint/facts/coverage/nemo_rl.json."""
+    from memlint.adapters import nemo_rl
+    from memlint.adapters.nemo_rl_mapping import OPEN
+
+    spec = table("nemo_rl")
+    asked: set = set()
+    original = nemo_rl.Config.get
+
+    def get(self, key):
+        asked.add(key)
+        return original(self, key)
+
+    monkeypatch.setattr(nemo_rl.Config, "get", get)
+    files = _corpus_files(nemo_rl.detect)
+    assert len(files) >= 30
+    keys = set()
+    for path, text in files:
+        keys |= {k[len("nemo_rl."):] for k in nemo_rl.load(path, text).extra
+                 if k.startswith("nemo_rl.")}
+    assert sorted(k for k in asked if spec.memory_class(k) != "modeled") == []
+    assert sorted(k for k in keys if spec.memory_class(k) is None
+                  and not k.startswith(OPEN)) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # The trainer adapters: every key the adapter reads, and every key of the corpus's files
 

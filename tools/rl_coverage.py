@@ -35,7 +35,7 @@ SUSPECT = re.compile(r"offload|dtype|micro_batch|max_token|tensor_model|tensor_p
                      r"path$|attn|adam|muon|4bit|param|grad_accum|overlap|bucket|batch_size")
 
 
-def cls(direction, effect, off=None, when=None, bound=None, scope=None):
+def cls(direction, effect, off=None, when=None, bound=None, scope=None, requires=None):
     entry = {"direction": direction, "effect": effect}
     if off is not None:
         entry["off"] = off
@@ -45,6 +45,8 @@ def cls(direction, effect, off=None, when=None, bound=None, scope=None):
         entry["bound"] = bound
     if scope:
         entry["scope"] = scope
+    if requires:
+        entry["requires"] = requires
     return entry
 
 

@@ -65,6 +65,31 @@ def easyr1(path: str, text: str) -> bool:
     return False
 
 
+# NeMo-RL YAML (adapters/nemo_rl.py)
+
+_NEMO_RL_SECTIONS = lazy_re.compile(r"^(grpo|dpo|sft|rm|ppo|distillation|loss_fn):[ \t]*(#.*)?$",
+                                    re.M)
+_NEMO_RL_DEFAULTS = lazy_re.compile(r"""^defaults:[ \t]*(['"]?)[\w./-]+\.ya?ml\1[ \t]*(#.*)?$""",
+                                    re.M)
+_NEMO_RL_POLICY = lazy_re.compile(r"^policy:[ \t]*(&\w+[ \t]*)?(#.*)?$", re.M)
+_NEMO_RL_MODEL = lazy_re.compile(r"^[ \t]+model_name:", re.M)
+
+
+def nemo_rl(path: str, text: str) -> bool:
+    """A NeMo-RL YAML: an algorithm section (grpo, dpo, sft, ...) beside a top-level `policy:`
+    mapping with a `model_name`, or beside a `defaults:` parent YAML (a recipe)."""
+    name = os.path.basename(path).lower()
+    if not name.endswith((".yaml", ".yml")) or ("policy:" not in text
+                                                 and "defaults:" not in text):
+        return False
+    head = text[:65536]
+    if not _NEMO_RL_SECTIONS.search(head):
+        return False
+    if "defaults:" in head and _NEMO_RL_DEFAULTS.search(head):
+        return True
+    return bool(_NEMO_RL_POLICY.search(head) and _NEMO_RL_MODEL.search(head))
+
+
 # `python3 -m verl.trainer.main_ppo`, recipes on the same tree (`-m recipe.dapo.main_dapo`),
 # or the file path (`python3 verl/trainer/main_ppo.py`)
 _VERL_ENTRY = lazy_re.compile(r"(?:-m[ \t]+|[\s/])(?:verl\.trainer\.main_ppo|recipe\.[\w.]+\."

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 BUILTIN_ADAPTERS = (
     "memlint.adapters.native",
     "memlint.adapters.easyr1",
+    "memlint.adapters.nemo_rl",
     "memlint.adapters.verl",
     "memlint.adapters.openrlhf",
     "memlint.adapters.vllm_serve",
@@ -109,6 +110,7 @@ NO_EXTENSION = ""
 CLAIMS = {
     "memlint.adapters.native": (".toml", ".yaml", ".yml"),
     "memlint.adapters.easyr1": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
+    "memlint.adapters.nemo_rl": (".yaml", ".yml"),
     "memlint.adapters.verl": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml", NO_EXTENSION),
     "memlint.adapters.openrlhf": (".sh", ".bash", ".slurm", ".sbatch", NO_EXTENSION),
     "memlint.adapters.vllm_serve": (".sh", ".bash", ".slurm", ".sbatch", ".yaml", ".yml",
@@ -138,6 +140,7 @@ CLAIMS = {
 DETECTORS = {
     "memlint.adapters.native": detection.native,
     "memlint.adapters.easyr1": detection.easyr1,
+    "memlint.adapters.nemo_rl": detection.nemo_rl,
     "memlint.adapters.verl": detection.verl,
     "memlint.adapters.openrlhf": detection.openrlhf,
     "memlint.adapters.vllm_serve": detection.vllm_serve,

@@ -145,6 +145,12 @@ class Reader:
             self.put(scenario_key, number, key)
         return number
 
+    def set_ints(self, prefix: str, pairs) -> None:
+        """set_int for each (scenario key, key under `prefix`) the config gives."""
+        for scenario_key, key in pairs:
+            if self.value(prefix + key) is not None:
+                self.set_int(scenario_key, prefix + key)
+
     def report_defaults(self) -> None:
         used = self.config.used_defaults
         if not used:
@@ -474,14 +480,11 @@ def _engine(read: Reader) -> None:
         read.put("engine.name", str(name), r + "name")
     else:
         read.bad(r + "name", name, "vllm, sglang, hf or trtllm")
-    for scenario_key, key in (("engine.tp", "tensor_model_parallel_size"),
-                              ("engine.dp", "data_parallel_size"),
-                              ("engine.ep", "expert_parallel_size"),
-                              ("engine.max_num_batched_tokens", "max_num_batched_tokens"),
-                              ("engine.max_num_seqs", "max_num_seqs"),
-                              ("engine.max_model_len", "max_model_len")):
-        if read.value(r + key) is not None:
-            read.set_int(scenario_key, r + key)
+    read.set_ints(r, (("engine.tp", "tensor_model_parallel_size"),
+                      ("engine.dp", "data_parallel_size"), ("engine.ep", "expert_parallel_size"),
+                      ("engine.max_num_batched_tokens", "max_num_batched_tokens"),
+                      ("engine.max_num_seqs", "max_num_seqs"),
+                      ("engine.max_model_len", "max_model_len")))
     read.set_share("engine.gpu_memory_utilization", r + "gpu_memory_utilization")
     read.set_bool("engine.enforce_eager", r + "enforce_eager")
     dtype = str(read.value(r + "dtype", "bfloat16")).lower()

@@ -200,8 +200,9 @@ def test_host_ram_per_node_is_a_limit_of_an_rl_run(host, fits):
 OPENRLHF_PPO = "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray.sh"
 TRL_GRPO = "huggingface__open-r1/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml"
 # (file, settings the file does not give: OpenRLHF's SFT checkpoint is Llama-3-8B's architecture)
+NEMO_RL_GRPO = "NVIDIA-NeMo__RL/examples/configs/grpo_math_8B.yaml"
 RUNS = [(VERL_PPO, ()), (OPENRLHF_PPO, ("--model", "meta-llama/Meta-Llama-3-8B")),
-        (TRL_GRPO, ("--world-size", "8"))]
+        (TRL_GRPO, ("--world-size", "8")), (NEMO_RL_GRPO, ())]
 
 
 def _memlint(*argv) -> str:
@@ -213,7 +214,7 @@ def _memlint(*argv) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("name,extra", RUNS, ids=["verl", "openrlhf", "trl-grpo"])
+@pytest.mark.parametrize("name,extra", RUNS, ids=["verl", "openrlhf", "trl-grpo", "nemo-rl"])
 def test_each_framework_gets_a_per_phase_estimate_in_every_format(name, extra):
     path = os.path.join(CORPUS, name)
     text = _memlint(path, *extra)

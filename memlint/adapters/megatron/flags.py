@@ -203,8 +203,10 @@ _YAML_ALIASES = {
     "fp8": "fp8",
 }
 
-# Environment variables that change what stays allocated (PyTorch's cuBLAS / cuBLASLt workspaces).
-MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE")
+# Environment variables that change what is allocated (PyTorch's cuBLAS / cuBLASLt workspaces,
+# Transformer Engine's deterministic attention: memory/attention_workspace.py).
+MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
+              "NVTE_ALLOW_NONDETERMINISTIC_ALGO")
 
 # Tokenizers whose vocabulary size is public knowledge (before Megatron's padding).
 TOKENIZER_VOCAB = [

@@ -11,6 +11,7 @@ VERL = "volcengine/verl@f9c855f7 (v0.7.0)"
 OPENRLHF = "OpenRLHF/OpenRLHF@3c3be62"
 TRL = "huggingface/trl@f2cd5771"
 EASYR1 = "hiyouga/EasyR1@b44b311b"
+NEMO_RL = "NVIDIA-NeMo/RL@81aa43dd (v0.7.0)"
 
 
 @record(frozen=True)
@@ -36,6 +37,11 @@ class RLConventions:
     old_logprob_entropy: bool = False
     # an offloaded actor is back on the GPU while the engine's weights wake for the sync
     sync_loads_offloaded: bool = True
+    # the reference is a host copy of the policy's parameter shards, copied into the policy's
+    # own model for its pass: on the GPU its pass is the policy's; on the host one shard per rank
+    reference_swapped_in: bool = False
+    # the policy's log-prob pass runs with the whole model gathered (FSDP2 unshard) on each GPU
+    logprob_unsharded: bool = False
 
 
 CONVENTIONS = {
@@ -96,6 +102,27 @@ CONVENTIONS = {
         reference_source=(f"{EASYR1} workers/fsdp_workers.py: the reference in bf16 "
                           "(torch_dtype None) with its own fsdp / offload settings")),
 }
+_NEMO_LOGITS = (f"{NEMO_RL} models/automodel/train.py:829 / dtensor_policy_worker.py:1239: "
+                "logits.to(torch.float32), the bf16 output beside its fp32 copy (4 + 2 B); "
+                "backward: the fp32 gradient and its bf16 cast (as OpenRLHF's)")
+_NEMO_PLACEMENT = (f"{NEMO_RL} algorithms/grpo.py setup: the vLLM workers are Ray actors of "
+                   "their own, sharing each GPU with a policy worker (colocated.enabled)")
+_NEMO_REFERENCE = (f"{NEMO_RL} automodel/setup.py:413 setup_reference_model_state / "
+                   "dtensor_policy_worker.py:458-459: the reference is the policy's state dict "
+                   "copied to pinned host memory; use_reference_model copies it into the model "
+                   "for the reference pass (the policy's own state saved to the host meanwhile)")
+for _name, _unsharded in (("nemo-rl", False), ("nemo-rl-v1", True)):
+    CONVENTIONS[_name] = RLConventions(
+        _name, update_logit_bytes=10, pass_logit_bytes=6, entropy_update_bytes=4,
+        entropy_pass_bytes=4, logits_source=_NEMO_LOGITS, logits_over_prompt=True,
+        one_process_per_gpu=False, placement_source=_NEMO_PLACEMENT,
+        # the refit sends the weights with the model on the GPU, then offloads it
+        # (grpo.py refit_policy_generation; offload_before_refit / offload_after_refit)
+        sync_loads_offloaded=True, reference_source=_NEMO_REFERENCE, reference_swapped_in=True,
+        # v1: get_logprobs runs under unshard_fsdp2_model (dtensor_policy_worker.py:1028); the
+        # Automodel (_v2) worker's get_logprobs runs under torch.no_grad() only
+        # (dtensor_policy_worker_v2.py:612)
+        logprob_unsharded=_unsharded)
 GENERIC = RLConventions(
     "generic", update_logit_bytes=6, pass_logit_bytes=2, entropy_update_bytes=4,
     entropy_pass_bytes=4, logits_source="bf16 logits and their log-softmax (no framework named)",

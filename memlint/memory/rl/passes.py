@@ -35,6 +35,16 @@ def gathered_terms(role: str, shape: EngineShape, compute_bytes: int, shard: int
                  FSDP_SOURCE)]
 
 
+def unsharded_terms(role: str, shape: EngineShape, compute_bytes: int, shard: int,
+                    source: str) -> list:
+    """The whole model gathered on each GPU for a pass (FSDP2 unshard of every unit at once)."""
+    if shard <= 1:
+        return []
+    return [Term(f"{role}.unsharded_model", "buffers", shape.params * compute_bytes,
+                 f"{shape.params:,} params × {compute_bytes} B (every unit gathered)",
+                 {"params": shape.params, "shard": shard}, source)]
+
+
 def _root_params(shape: EngineShape) -> int:
     # embedding and an untied LM head, vocab x hidden each; tied: one table
     return 2 * shape.vocab * shape.hidden if shape.params > 2 * shape.vocab * shape.hidden \

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from memlint.memory.rl.engine import EngineBudget
 from memlint.memory.rl.passes import (forward_terms, gathered_terms, logits_terms,
-                                      value_terms)
+                                      unsharded_terms, value_terms)
 from memlint.memory.rl.roles import at
 from memlint.memory.terms import Phase, Term
+
+
+UNSHARD_SOURCE = ("NeMo-RL v0.7.0 dtensor_policy_worker.py:1028: get_logprobs runs under "
+                  "unshard_fsdp2_model (every FSDP2 unit gathered for the whole pass)")
 
 
 def _engine_asleep(engine: EngineBudget, sleep_level: int) -> list:
@@ -41,7 +45,11 @@ def _pass(role, stage: int, tokens: int, tp: int, cp: int, conv, entropy: bool,
             t for t in at(role.offloaded, stage) if t.component == "weights"]
     else:
         terms += list(at(role.resident, stage))
-    terms += gathered_terms(role.name, role.shape, role.compute_bytes, role.shard)
+    if conv.logprob_unsharded and role.name == "actor":
+        terms += unsharded_terms(role.name, role.shape, role.compute_bytes, role.shard,
+                                 UNSHARD_SOURCE)
+    else:
+        terms += gathered_terms(role.name, role.shape, role.compute_bytes, role.shard)
     terms += forward_terms(role.name, role.shape, tokens, tp, cp)
     if role.value_head:
         terms += value_terms(role.name, tokens)

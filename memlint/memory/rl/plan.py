@@ -125,13 +125,16 @@ def build(scenario, context) -> Plan:
     par = scenario.parallelism
     params_sharded = par.zero >= 3 or par.fsdp in ("full", "hybrid")
     shard = topo.shard if params_sharded and topo.shard > 1 else 1
-    if rl.reference == "model":
+    swapped = rl.reference == "model" and conv.reference_swapped_in and not rl.reference_model
+    if swapped:
+        plan.host_terms.append(_swapped_reference(shape, dt.param, shard, conv))
+    elif rl.reference == "model":
         on_host = rl.reference_offload or (conv.reference_on_host and shard > 1)
         ref_shard = _frozen_shard(scenario, rl.reference_gpus, shard)
         roles.append(frozen_role("reference", shape, ref_bytes, ref_shard, on_host,
                                  dt.compute, False, conv.reference_source
                                  or "a frozen copy of the policy"))
-    plan.adapter_reference = rl.reference == "adapter"
+    plan.adapter_reference = rl.reference == "adapter" or swapped
     if rl.reference in ("model", "adapter"):
         sequences = rl.reference_micro_batch or rl.logprob_micro_batch
         plan.reference_tokens = _tokens(logprob_budget, sequences * pair if sequences
@@ -171,6 +174,15 @@ def build(scenario, context) -> Plan:
         plan.host_terms += list(role.offloaded[0]) if role.offloaded else []
     plan.groups = _groups(scenario, roles)
     return plan
+
+
+def _swapped_reference(shape, param_bytes: int, shard: int, conv: RLConventions) -> Term:
+    """A host copy of the policy's parameter shards, copied into the policy's own model for the
+    reference pass (NeMo-RL): host RAM per rank, no GPU role of its own."""
+    params = shape.params
+    return Term("host.reference_weights", "weights", -(-params * param_bytes // max(1, shard)),
+                f"{params:,} params × {param_bytes} B / shard {shard} (pinned host copy per rank)",
+                {"params": params, "shard": shard}, conv.reference_source)
 
 
 def _frozen_shard(scenario, gpus: Optional[int], actor_shard: int) -> int:
