@@ -91,3 +91,20 @@ def test_frameworks_that_convert_the_checkpoint_are_not_warned():
     result = memlint.check([titan], model=path, world_size=8)
     assert result.estimates
     assert not [d for d in result.diagnostics if d.message.startswith("quantization_config")]
+
+
+def test_an_oom_stays_an_error_unless_it_would_fit_without_the_weights():
+    """The quantized weights can at most take the weights component away (checkpoint.json
+    at_most): an OOM that holds without it stays an error, one that would fit is a warning."""
+    path = os.path.join(CONFIGS, "Qwen3-32B-FP8.json")
+    settings = dict(framework="hf", world_size=1, lora_rank=16, seq_len=16384, micro_batch=4,
+                    recompute="none", precision="bf16", optimizer="adamw", attention="flash")
+    small = memlint.check([path], gpu="H100-80GB", **settings)
+    [oom] = [d for d in small.diagnostics if d.code == "ML101"]
+    stage = small.estimates[0].peak_stage
+    weights = stage.components()["weights"]
+    assert stage.total_bytes - weights > 80 * 2**30       # still over without any weights
+    assert oom.severity.name == "ERROR" and "quantization_config" in oom.message
+    roomy = memlint.check([path], gpu_memory=stage.total_bytes - weights // 2, **settings)
+    [soft] = [d for d in roomy.diagnostics if d.code == "ML101"]
+    assert soft.severity.name == "WARNING"
