@@ -695,6 +695,18 @@ _CONVENTION_KEYS = [
     _convention(M + "first-last-layers-bf16", to_bool,
         "Megatron-LM --first-last-layers-bf16: bf16 layers beside FP8 ones (a second, "
         "unquantized set of userbuffers under --tp-comm-overlap)"),
+    _convention(M + "deterministic-mode", to_bool,
+        "Megatron-LM --deterministic-mode: torch's deterministic algorithms, so Transformer "
+        "Engine's attention runs deterministically (cuDNN's dP workspace on Hopper)"),
+    _convention(M + "attention-backend", choice("flash", "fused", "unfused", "local", "auto"),
+        "Megatron-LM --attention-backend (default auto: Transformer Engine picks, FusedAttention "
+        "first on Hopper and later)"),
+    _convention(M + "use-packed-sequence", to_bool,
+        "Megatron-LM pretrain_vlm.py --use-packed-sequence: under context parallelism the "
+        "language model attends over THD (packed) tensors"),
+    _convention("env.NVTE_ALLOW_NONDETERMINISTIC_ALGO", env_value,
+        "the environment's NVTE_ALLOW_NONDETERMINISTIC_ALGO: 0 makes Transformer Engine's "
+        "attention deterministic (cuDNN's dP workspace on Hopper)"),
     _convention(M + "entry-script", to_str,
         "the Megatron training script (recorded by the adapter): which get_batch builds the "
         "batch (pretrain_gpt.py / pretrain_hybrid.py: the dataloader's attention mask)"),

@@ -22,7 +22,7 @@ def _typo(rnd: random.Random, word: str) -> str:
 
 
 def test_the_answers_are_difflib_s():
-    flags = list(context._ALL_FLAGS)
+    flags = list(context.all_flags())
     ids = [entry["id"].lower() for entry in hub.entries()]
     rnd = random.Random(29)
     for round_ in range(80):

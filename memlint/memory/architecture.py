@@ -42,6 +42,14 @@ KNOWN_MODEL_TYPES = frozenset({
 #: Megatron-LM's GPTModel from its flags (adapters/megatron/model.py). Counted exactly as Megatron builds
 #: it (megatron/core/models/gpt/gpt_layer_specs.py), so no "approximate count" warning.
 FRAMEWORK_MODEL_TYPES = frozenset({"megatron_gpt"})
+#: model types read by memory/hybrid_model.py (transformers 5.24 classes of the same names) and
+#: by memory/t5_model.py, each through a per-layer plan (memory/layout_arch.py); named here so
+#: that telling them apart loads neither module
+HYBRID_MODEL_TYPES = frozenset({
+    "nemotron_h", "jamba", "zamba2", "falcon_h1", "bamba", "granitemoehybrid", "lfm2", "mamba2",
+    "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
+})
+T5_MODEL_TYPES = frozenset({"t5", "megatron_t5"})
 
 #: More decoder layers than this is taken as a broken config, not a model.
 MAX_LAYERS = 100_000

@@ -214,6 +214,11 @@ class Conventions:
     grouped_gemm: bool            # TE grouped GEMMs for the experts
     gpt_batch: bool               # Megatron's GPT get_batch (labels, loss mask on the GPU)
     dataloader_mask: bool         # ... with the dataloader's B x 1 x T/cp x T bool mask
+    deterministic_attention: bool  # TE's DotProductAttention deterministic (memory/
+    #                               attention_workspace.py): NVTE_ALLOW_NONDETERMINISTIC_ALGO=0
+    #                               or --deterministic-mode
+    attention_backend: str        # Megatron --attention-backend (default auto)
+    thd_attention: bool           # the language model attends over THD (packed) tensors
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
     in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
@@ -309,6 +314,9 @@ def build(scenario, context) -> Conventions:
         gpt_batch=megatron and _gpt_batch(keys),
         dataloader_mask=megatron and _gpt_batch(keys)
         and keys.get("megatron.no-create-attention-mask-in-dataloader") is not True,
+        deterministic_attention=megatron and _deterministic_attention(keys),
+        attention_backend=str(keys.get("megatron.attention-backend", "auto")),
+        thd_attention=megatron and _llava_thd(keys, seq, topo, par),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
@@ -353,6 +361,35 @@ def _gpt_batch(keys) -> bool:
         return False
     script = keys.get("megatron.entry-script")
     return script is None or os.path.basename(str(script)) in _GPT_BATCH_SCRIPTS
+
+
+def _deterministic_attention(keys) -> bool:
+    """Transformer Engine's DotProductAttention runs deterministically when
+    NVTE_ALLOW_NONDETERMINISTIC_ALGO is 0 or torch's deterministic algorithms are on
+    (transformer_engine/pytorch/attention/dot_product_attention/dot_product_attention.py,
+    NVIDIA/TransformerEngine@d0067d0d); Megatron's --deterministic-mode turns them on
+    (megatron/training/determinism.py apply_determinism_to_args at d98e8a64)."""
+    if keys.get("megatron.deterministic-mode") is True:
+        return True
+    value = keys.get("env.NVTE_ALLOW_NONDETERMINISTIC_ALGO")
+    try:
+        return value is not None and int(str(value).strip()) == 0
+    except ValueError:
+        return False
+
+
+def _llava_thd(keys, seq: int, topo, par) -> bool:
+    """Megatron's LLaVA (pretrain_vlm.py) hands its language model THD tensors under context
+    parallelism with --use-packed-sequence or when the combined sequence needs padding to a
+    multiple of 2·cp (2·cp·tp with sequence parallelism): pretrain_vlm.py get_batch,
+    megatron/core/models/multimodal/context_parallel.py get_padding / get_packed_seq_params."""
+    script = keys.get("megatron.entry-script")
+    if topo.cp <= 1 or script is None or os.path.basename(str(script)) != "pretrain_vlm.py":
+        return False
+    if keys.get("megatron.use-packed-sequence") is True:
+        return True
+    factor = 2 * topo.cp * (topo.tp if par.sp else 1)
+    return seq % factor != 0
 
 
 def _loss_parallel_disabled(keys) -> bool:

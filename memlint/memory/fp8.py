@@ -16,15 +16,18 @@ module/base.py):
   FP8 tensors (1 B per element, no bf16 copy);
   `quantize_weight` only calls `update_usage(columnwise_usage=True)` on them, which adds the
   transposed 1 B copy: `weights.fp8` (1 B) + `weights.fp8_transpose` (1 B).
-- Open question: the Megatron adapter reads `--fp8-param-gather` as `param_dtype=fp8` only (every
-  weight 1 B, no transpose; nothing added here). By the TE code above the embedding and output
-  layer stay bf16 and Hopper keeps a 1 B transpose (`fp8_params=true` counts both). For it:
-  Megatron CI's gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap (H100,
-  `--fp8-param-gather`, distributed optimizer) allocates 300.7 MB after the step: 283.1 MB
-  (-5.9%) as read now, 299.5 MB (-0.4%) with `fp8_params=true`. Against it: NVIDIA's Llama-3-8B
-  FP8 H100 recipe (examples/llama/train_llama3_8b_h100_fp8.sh) would then need 81.3 GiB of an
-  80 GiB GPU (+7.5 GiB), and a published recipe is taken to fit until a measurement of it says
-  otherwise (tests/cli/test_real_configs.py).
+- Megatron `--fp8-param-gather` (with `--fp8-format`) is read as `fp8_params=true`: by the TE
+  code above the embedding and output layer stay bf16 and Hopper keeps a 1 B transpose. Megatron
+  CI's gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap (H100,
+  `--fp8-param-gather`, distributed optimizer) allocates 300.7 MB after the step: 299.5 MB
+  (-0.4%) this way, 283.1 MB (-5.9%) with every weight 1 B and no transpose (`param_dtype=fp8`,
+  the earlier reading, still what an explicit `param_dtype=fp8` means). NVIDIA's Llama-3-8B FP8
+  H100 example (examples/llama/train_llama3_8b_h100_fp8.sh at d98e8a6, CP_SIZE=1, no recompute)
+  then needs 81.3 GiB of an 80 GiB GPU, a warning (it rests on the default GPU and on
+  --empty-unused-memory-level, which memlint counts too high) that points to cp=2. No
+  measurement of that layout is published: the example's README reports its FP8 throughput at
+  CP 2, which fits (61.6 GiB), and Megatron-Bridge's H100 FP8 recipe at CP 1
+  (perf_recipes/llama/h100/llama3.py) recomputes 5 layers (tests/cli/test_real_configs.py).
 - Norms, embeddings, the output layer and the MoE router are not TE FP8 GEMMs and keep the
   high-precision width. The per-tensor scales (a few floats per linear) are not counted. FSDP2
   runs do not cache or save the workspace (`is_fsdp2`: re-quantized in backward), and PyTorch
@@ -53,8 +56,8 @@ def fp8_params(training) -> bool:
 
 
 def adapter_fp8_weights(training) -> bool:
-    """`param_dtype=fp8` (how the Megatron adapter reads `--fp8-param-gather`) without
-    `fp8_params`: every weight already 1 B, nothing added here (see the module docstring)."""
+    """`param_dtype=fp8` without `fp8_params`: every weight already 1 B, nothing added here
+    (see the module docstring)."""
     return training.param_dtype == "fp8" and not training.fp8_params
 
 

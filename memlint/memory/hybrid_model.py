@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memlint.memory.architecture import MAX_LAYERS, ConfigError, LayerParams, ParamCounts
+from memlint.memory.architecture import (  # noqa: F401 - HYBRID_MODEL_TYPES: the types read here
+    HYBRID_MODEL_TYPES, MAX_LAYERS, ConfigError, LayerParams, ParamCounts)
 from memlint.memory.config_reader import ConfigReader
 from memlint.memory.mixers import GatedDeltaNet, Mamba1, Mamba2, ShortConv
 from memlint.records import record
@@ -44,11 +45,6 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Optional
 
-#: model types read here (transformers 5.24 classes of the same names)
-HYBRID_MODEL_TYPES = frozenset({
-    "nemotron_h", "jamba", "zamba2", "falcon_h1", "bamba", "granitemoehybrid", "lfm2", "mamba2",
-    "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
-})
 
 
 @record(frozen=True)

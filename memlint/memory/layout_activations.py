@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import re
 
-from memlint.memory import mixer_activations as mix
+from memlint import lazy_import
 from memlint.memory.terms import Item
+
+# start-up: the mixers' activations (Mamba, Gated DeltaNet, short convolutions) load when a plan
+# has such a layer
+mix = lazy_import.module("memlint.memory.mixer_activations")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:

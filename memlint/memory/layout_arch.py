@@ -5,25 +5,33 @@ the `Layout` itself, and their exact counts for the vocabulary the framework bui
 """
 from __future__ import annotations
 
-from memlint.memory.architecture import Architecture, MoE, ParamCounts
-from memlint.memory.hybrid_model import HYBRID_MODEL_TYPES, Layout, hybrid_layout
-from memlint.memory.megatron_hybrid import megatron_hybrid_layout
-from memlint.memory.t5_model import T5_MODEL_TYPES, t5_layout
+from memlint.memory.architecture import (HYBRID_MODEL_TYPES, T5_MODEL_TYPES, Architecture, MoE,
+                                         ParamCounts)
 from memlint.records import replace
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Mapping
 
+    from memlint.memory.hybrid_model import Layout
+
 #: model types counted through a per-layer plan
 LAYOUT_MODEL_TYPES = HYBRID_MODEL_TYPES | T5_MODEL_TYPES | {"megatron_hybrid"}
 
 
 def layout_of(config: Mapping, model_type: str) -> Layout:
+    # each plan's reader loads when a model of its kind is counted (a dense model needs none)
     if model_type in T5_MODEL_TYPES:
+        from memlint.memory.t5_model import t5_layout  # start-up: T5 only
+
         return t5_layout(config, model_type)
     if model_type == "megatron_hybrid":
+        # start-up: Megatron's hybrid layer patterns only
+        from memlint.memory.megatron_hybrid import megatron_hybrid_layout
+
         return megatron_hybrid_layout(config)
+    from memlint.memory.hybrid_model import hybrid_layout  # start-up: the hybrids only
+
     return hybrid_layout(config, model_type)
 
 

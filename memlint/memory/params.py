@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from memlint import lazy_import
 from memlint.facts import vocab as vocab_facts
 # FRAMEWORK_MODEL_TYPES ... Vision, MAX_CONFIG_*: re-exported (callers import them from here)
 from memlint.memory.architecture import (FRAMEWORK_MODEL_TYPES, KNOWN_MODEL_TYPES, MAX_LAYERS, MLA,
@@ -50,13 +51,14 @@ from memlint.memory.layout_arch import (LAYOUT_MODEL_TYPES, layout_architecture,
                                         layout_lora_per_layer)
 from memlint.memory.model_types import counted_as
 from memlint.memory.text_model import text_architecture
-from memlint.memory.vlm_model import (llava_architecture, qwen3_vl_architecture, qwen_vl_architecture,
-                                      text_reader, vlm_tied)
 from memlint.records import replace
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Optional
+
+# start-up: the multimodal readers (LLaVA, Qwen-VL) load when such a config is counted
+vlm = lazy_import.module("memlint.memory.vlm_model")
 
 __all__ = ["FRAMEWORK_MODEL_TYPES", "KNOWN_MODEL_TYPES", "MAX_CONFIG_INT", "MAX_CONFIG_NUMBER",
            "MAX_LAYERS", "MLA", "Architecture", "ConfigError", "LayerParams", "MoE", "ParamCounts",
@@ -99,19 +101,19 @@ def _architecture(config: Mapping) -> Architecture:
     # raises UnknownModelType for a model type memlint does not count (memory/model_types.py)
     family, exact = counted_as(config, model_type)
     if model_type == "llava":
-        return llava_architecture(config)
+        return vlm.llava_architecture(config)
     if model_type in ("qwen2_vl", "qwen2_5_vl"):
-        return qwen_vl_architecture(config, model_type)
+        return vlm.qwen_vl_architecture(config, model_type)
     if model_type in ("qwen3_vl", "qwen3_vl_moe"):
-        return qwen3_vl_architecture(config, model_type)
+        return vlm.qwen3_vl_architecture(config, model_type)
     if (not any(key in config for key in ("hidden_size", "n_embd", "d_model"))
             and isinstance(config.get("text_config"), Mapping)):
         # a multimodal family not known here (llama4, qwen3_vl, gemma3/4, ...): its language
         # model is the nested text_config, read through the generic keys; the vision tower is
         # not counted (the caller warns that the model type is not known exactly)
-        text = text_reader(config, model_type)
+        text = vlm.text_reader(config, model_type)
         text_type = model_type_of(config["text_config"], "text_config") or model_type
-        arch = text_architecture(text, text_type, tied=vlm_tied(config, text))
+        arch = text_architecture(text, text_type, tied=vlm.vlm_tied(config, text))
         return replace(arch, model_type=model_type, known=False)
     arch = text_architecture(ConfigReader(config, family), family)
     return arch if exact else replace(arch, model_type=model_type, known=False)

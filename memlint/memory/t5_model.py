@@ -38,7 +38,6 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Mapping
 
-T5_MODEL_TYPES = frozenset({"t5", "megatron_t5"})
 
 # transformers' T5Config defaults (configuration_t5.py, 5.24): t5-small
 _HF_DEFAULTS = dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,

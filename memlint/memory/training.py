@@ -9,6 +9,8 @@ then compute each stage's terms in each phase of a step and keep the phase with 
 - forward softmax (Megatron's unfused attention only): the last layer's softmax running, its
   live copies of the scores beside everything saved before it (memory/softmax.py);
 - backward start: the same with the loss backward's temporaries (logits gradients);
+- backward attention (Transformer Engine's deterministic cuDNN attention): the last layer's
+  attention backward with the dP matrix in cuDNN's workspace (memory/attention_workspace.py);
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from memlint.memory import inputs
 from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
+from memlint.memory.attention_workspace import backward_attention_terms
 from memlint.memory.buffers import buffer_terms
 from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.conventions import optimizer_instances
@@ -143,6 +146,7 @@ def training_estimate(scenario, context=None) -> Estimate:
             elif model.fsdp_sharded:
                 names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
         phases = []
+        backward = None
         kept = workspaces + global_buffer_terms(model, plan)
         for name in names:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer, kept)
@@ -153,11 +157,16 @@ def training_estimate(scenario, context=None) -> Estimate:
                 if during is not None:
                     phases.append(Phase("forward_softmax", tuple(
                         during + _allocator(model, during) + runtime)))
+                # cuDNN's deterministic attention backward (memory/attention_workspace.py)
+                backward = backward_attention_terms(model, terms)
             # the caching allocator's reserve: cached blocks idle now (memory/allocator.py)
             terms = released_on_retry(
                 terms + _allocator(model, terms) + reserve_terms(model, plan, name, gradients)
                 + runtime, scenario.hardware.gpu_memory)
             phases.append(Phase(name, tuple(terms)))
+            if name == "backward_start" and backward is not None:
+                phases.append(Phase("backward_attention", tuple(
+                    backward + _allocator(model, backward) + runtime)))
         peak = max(phases, key=lambda p: p.total)
         stages.append(StageEstimate(stage=plan.stage, layers=len(plan.layers), phase=peak.name,
                                     terms=peak.terms, phases=tuple(phases), host_terms=tuple(host)))

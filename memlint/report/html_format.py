@@ -23,7 +23,7 @@ COLORS = {"weights": "#0072B2", "gradients": "#CC79A7", "optimizer": "#E69F00",
 CAPACITY_COLOR = "#C00000"
 MARGIN = 0.10            # the low-memory-headroom rule's default margin, drawn as a dashed line
 PHASE_NAMES = {"forward_end": "forward end", "forward_softmax": "softmax",
-               "backward_start": "backward start",
+               "backward_start": "backward start", "backward_attention": "attention backward",
                "backward_recompute": "recompute", "optimizer": "optimizer step",
                "backward": "step"}
 

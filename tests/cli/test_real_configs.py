@@ -99,10 +99,22 @@ def test_frozen_language_model_has_no_optimizer_states(capsys):
     assert stage["components"]["optimizer"] == 0 and stage["components"]["gradients"] == 0
 
 
-def test_nvidia_fp8_llama3_recipe_fits(capsys):
-    """Megatron's own Llama-3 8B FP8 recipe for 8 H100s (TP1, no recompute) must fit."""
-    code, report = check(capsys, os.path.join(REAL, "megatron-args", "llama3_8b_h100_fp8.txt"))
-    assert "ML101" not in codes(report) and code == 0
+def test_nvidia_fp8_llama3_recipe_is_no_error_and_its_measured_layout_fits(capsys):
+    """Megatron's Llama-3 8B FP8 example for 8 H100s (examples/llama/train_llama3_8b_h100_fp8.sh
+    at d98e8a6: TP1, CP_SIZE=1, no recompute, --fp8-param-gather). Its FP8 weights are counted
+    as Transformer Engine keeps them (1 B + the 1 B Hopper transpose, bf16 embeddings: memory/
+    fp8.py, the CI measurement behind it), which puts the script as written 1.3 GiB over 80 GiB.
+    No measurement of that layout is published: the example's README reports its FP8 throughput
+    at CP 2 ("Default parallelism strategy ... Context Parallel: 2"), and NVIDIA's Megatron-Bridge
+    H100 FP8 recipe at CP 1 (perf_recipes/llama/h100/llama3.py) recomputes 5 layers. So the
+    script gets a warning, never an error (exit 0), that points to cp=2; the measured layout,
+    CP 2, fits."""
+    path = os.path.join(REAL, "megatron-args", "llama3_8b_h100_fp8.txt")
+    code, report = check(capsys, path)
+    assert code == 0 and not codes(report, "error")
+    assert "ML101" in codes(report, "warning") and "ML103" in codes(report, "warning")
+    code, report = check(capsys, path, "--set", "cp=2")
+    assert code == 0 and "ML101" not in codes(report) and not codes(report, "error")
 
 
 def test_nvidia_interleaved_schedule_at_pp2_is_not_refused(capsys):
@@ -140,3 +152,17 @@ def test_unknown_format_and_unresolvable_reference_are_warnings(capsys):
     # axolotl's own deepspeed_configs/zero3_bf16.json, not found here: read from its known facts
     assert any("not found" in d["message"] and "shipped" in d["message"]
                for d in report["diagnostics"] if d["severity"] == "info")
+
+
+def test_nvlm_internvit_tower_is_named_with_its_size(capsys):
+    """NVLM's InternViT-6B (examples/multimodal/config.py:234-251 at d98e8a6) is not counted:
+    the not-modeled warning says so and gives its size from the config: 45 layers, width 3200,
+    MLP 12800, no qkv bias, heads padded to ((24 // tp) + 1)·tp of 128 channels (tp 8: 32)."""
+    heads, kv, d, ffn = ((24 // 8) + 1) * 8, 128, 3200, 12800
+    per_layer = 3 * heads * kv * d + heads * kv * d + 2 * d * ffn
+    assert round(45 * per_layer / 1e9, 2) == 6.05
+    code, report = check(capsys, os.path.join(
+        REAL, "megatron-args", "multimodal_nvlm_pretrain_qwen20_72b_internvit_6b.txt"))
+    warning = next(d["message"] for d in report["diagnostics"]
+                   if d["code"] == "ML107" and "--vision-model-type" in d["message"])
+    assert "too low" in warning and "6.05B at tp 8" in warning

@@ -130,6 +130,7 @@ SAMPLES = {
     "megatron.num-distributed-optimizer-instances": "2",
     "megatron.offload-modules": "core_attn expert_fc1", "megatron.min-offloaded-tensor-size": "1048576",
     "megatron.activation-offload-fraction": "0.5",
+    "megatron.attention-backend": "fused", "env.NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
 }
 
 

@@ -574,17 +574,20 @@ def test_gpt_batch_under_context_parallelism_and_other_scripts():
     assert llava.term("activations.batch") is None
 
 
-def test_packed_sequence_under_cp_is_named_not_modeled():
-    """LLaVA's THD attention under context parallelism runs through cuDNN on Hopper (not
-    modeled, ML107); without context parallelism get_packed_seq_params keeps sbhd."""
+def test_packed_sequence_under_cp_is_modeled_as_thd_attention():
+    """LLaVA hands its language model THD tensors under context parallelism with
+    --use-packed-sequence (memory/attention_workspace.py counts cuDNN's bucketed workspace, no
+    not-modeled warning); without context parallelism get_packed_seq_params keeps sbhd."""
     from memlint.facts.coverage import set_not_modeled
+    from memlint.memory.context import resolve_context
 
-    def named(text):
+    def thd(text):
         sc = args_scenario(text, entry="pretrain_vlm.py")
-        return [f.entry.key for f in set_not_modeled(sc.extra)]
+        assert "--use-packed-sequence" not in [f.entry.key for f in set_not_modeled(sc.extra)]
+        return resolve_context(sc).require("conventions").thd_attention
 
-    assert "--use-packed-sequence" in named(LLAVA + "--sequence-parallel "
-                                            "--context-parallel-size 2 --use-packed-sequence\n")
-    assert "--use-packed-sequence" not in named(LLAVA + "--use-packed-sequence\n")
-    assert "--use-packed-sequence" not in named(LLAVA + "--context-parallel-size 1 "
-                                                "--use-packed-sequence\n")
+    assert thd(LLAVA + "--sequence-parallel --context-parallel-size 2 --use-packed-sequence\n")
+    assert not thd(LLAVA + "--use-packed-sequence\n")
+    assert not thd(LLAVA + "--context-parallel-size 1 --use-packed-sequence\n")
+    # padding to 2·cp·tp also takes THD: 1808 tokens are no multiple of 2·4·4 = 32
+    assert thd(LLAVA + "--sequence-parallel --context-parallel-size 4\n")

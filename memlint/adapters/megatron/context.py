@@ -7,9 +7,9 @@ a value that does not convert) and `Interp.extras` keeps every flag as a `megatr
 from __future__ import annotations
 
 from memlint import keys as K
-from memlint.adapters.megatron.flags import (_ALL_FLAGS, FLAG_BY_NAME, FORK_CHOICES, FORK_MARKERS,
-                                             KNOWN_FLAGS, MAX_HINTS, MAX_UNKNOWN_LISTED,
-                                             MEGATRON_VERSION, _text)
+from memlint.adapters.megatron.flags import (FLAG_BY_NAME, FORK_MARKERS, KNOWN_FLAGS, MAX_HINTS,
+                                             MAX_UNKNOWN_LISTED, MEGATRON_VERSION, _text,
+                                             all_flags, fork_choices)
 from memlint.adapters.megatron.readers import Arg, Read, describe
 from memlint.diagnostics import INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
@@ -66,7 +66,7 @@ class Interp:
                     first_unlisted = first_unlisted or arg
                 else:
                     hints -= 1
-                    hint = K.suggest(arg.flag, _ALL_FLAGS) if hints >= 0 else None
+                    hint = K.suggest(arg.flag, all_flags()) if hints >= 0 else None
                     tail = f"; did you mean {hint}?" if hint else ""
                     self.diag(UNKNOWN_KEY, severity,
                               f"unknown Megatron flag {arg.flag} (not an argument of "
@@ -132,8 +132,8 @@ class Interp:
                 self.values[flag] = list(arg.values) if spec.nargs == "+" else arg.values[0]
                 continue
             value = arg.values[0]
-            if fork and _text(value) in FORK_CHOICES.get(flag, {}):
-                value = FORK_CHOICES[flag][_text(value)]  # Megatron-DeepSpeed's spelling
+            if fork and _text(value) in fork_choices().get(flag, {}):
+                value = fork_choices()[flag][_text(value)]  # Megatron-DeepSpeed's spelling
             try:
                 self.values[flag] = spec.convert(value)
             except ValueError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import lru_cache
 
 from memlint import keys as K
 from memlint.records import record
@@ -203,8 +204,10 @@ _YAML_ALIASES = {
     "fp8": "fp8",
 }
 
-# Environment variables that change what stays allocated (PyTorch's cuBLAS / cuBLASLt workspaces).
-MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE")
+# Environment variables that change what is allocated (PyTorch's cuBLAS / cuBLASLt workspaces,
+# Transformer Engine's deterministic attention: memory/attention_workspace.py).
+MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
+              "NVTE_ALLOW_NONDETERMINISTIC_ALGO")
 
 # Tokenizers whose vocabulary size is public knowledge (before Megatron's padding).
 TOKENIZER_VOCAB = [
@@ -226,15 +229,23 @@ SCRIPT_TOKENIZER = [(re.compile(r"pretrain_bert\.py$"), "BertWordPieceLowerCase"
 DEFAULT_VOCAB = 50257
 
 
-def _load_known_flags() -> frozenset:
+def _flag_file() -> dict:
+    """megatron_flags.json, read once (an unreadable file: none)."""
     path = os.path.join(os.path.dirname(__file__), "megatron_flags.json")
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError):
-        return frozenset()
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_FLAG_FILE = _flag_file()
+
+
+def _load_known_flags() -> frozenset:
     names = set()
-    for section in data.values():
+    for section in _FLAG_FILE.values():
         if isinstance(section, dict):
             names.update(section.get("flags", ()))
     return frozenset(names)
@@ -243,17 +254,15 @@ def _load_known_flags() -> frozenset:
 KNOWN_FLAGS = _load_known_flags() | frozenset(FLAG_BY_NAME)
 
 
-def _load_fork_choices() -> dict:
+@lru_cache(maxsize=1)
+def fork_choices() -> dict:
     """Megatron-DeepSpeed's spellings of choice values (`--normalization rmsnorm`) -> Megatron-LM's."""
-    path = os.path.join(os.path.dirname(__file__), "megatron_flags.json")
     try:
-        with open(path, encoding="utf-8") as handle:
-            return dict(json.load(handle).get("megatron_deepspeed", {}).get("choices", {}))
-    except (OSError, ValueError, AttributeError):
+        return dict(_FLAG_FILE.get("megatron_deepspeed", {}).get("choices", {}))
+    except (ValueError, TypeError, AttributeError):
         return {}
 
 
-FORK_CHOICES = _load_fork_choices()
 FORK_MARKERS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config")
 
 
@@ -266,10 +275,31 @@ def _dest_of(flag: str) -> set:
     return out
 
 
-_ALL_FLAGS = tuple(FLAG_BY_NAME) + tuple(sorted(KNOWN_FLAGS))
+@lru_cache(maxsize=1)
+def all_flags() -> tuple:
+    """Every flag name a did-you-mean may suggest: the table's first, then the commit's."""
+    return tuple(FLAG_BY_NAME) + tuple(sorted(KNOWN_FLAGS))
+
+
 # Did-you-mean costs a few milliseconds per unknown flag (difflib over the flag table): the first
 # MAX_HINTS unknown flags of a file get one (a file with more is a fork's script or not a typo),
 # and the first MAX_UNKNOWN_LISTED get a diagnostic of their own, the rest one summary line.
 MAX_HINTS = 8
 MAX_UNKNOWN_LISTED = 100
-KNOWN_DESTS = frozenset(d for f in KNOWN_FLAGS for d in _dest_of(f)) | frozenset(FLAG_BY_DEST)
+
+
+@lru_cache(maxsize=1)
+def known_dests() -> frozenset:
+    """Every argument name (argparse dest) of the commit's flags, as a `--yaml-cfg` file spells
+    them: built when a Megatron YAML is read (about 3,000 names; a script needs none)."""
+    return frozenset(d for f in KNOWN_FLAGS for d in _dest_of(f)) | frozenset(FLAG_BY_DEST)
+
+
+# start-up: the names of the lazily built tables, as they were spelled before
+_LAZY = {"KNOWN_DESTS": known_dests, "_ALL_FLAGS": all_flags, "FORK_CHOICES": fork_choices}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

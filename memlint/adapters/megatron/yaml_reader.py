@@ -3,8 +3,8 @@
 sections) and verl's Megatron engine config -> the same `Arg`s as a launch script."""
 from __future__ import annotations
 
-from memlint.adapters.megatron.flags import (FLAG_BY_DEST, KNOWN_DESTS, MEGATRON_VERSION,
-                                             MEMORY_ENV, _YAML_ALIASES)
+from memlint.adapters.megatron.flags import (FLAG_BY_DEST, MEGATRON_VERSION, MEMORY_ENV,
+                                             _YAML_ALIASES, known_dests)
 from memlint.adapters.megatron.readers import Arg, Read, dollar_refs
 from memlint.diagnostics import PARSE_ERROR, UNKNOWN_KEY, Severity, make
 from memlint.ir import Provenance
@@ -109,7 +109,7 @@ def _yaml_dests(doc, data: dict, path: tuple, read: Read) -> None:
             read.args.append(Arg(spec.name, values, prov, [prov] * len(values),
                                  tuple(u for v in values for u in dollar_refs(v))))
             continue
-        if dest not in KNOWN_DESTS and not dest.startswith("_") and path[:1] != ("ENV_VARS",):
+        if dest not in known_dests() and not dest.startswith("_") and path[:1] != ("ENV_VARS",):
             read.diagnostics.append(make(
                 UNKNOWN_KEY, Severity.INFO,
                 f"{key_text!r} is not a Megatron-LM argument name ({MEGATRON_VERSION}); ignored",
