@@ -20,8 +20,11 @@ from memlint.assumptions import ASSUMPTIONS
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SIZE = {"anyOf": [{"type": "integer", "minimum": 0},
                   {"type": "string", "pattern": r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)"
-                                                r"([eE][+-]?[0-9]+)?\s*([kKmMgGtT][iI]?[bB]?|[bB])?\s*$"}],
+                                                r"([eE][+-]?[0-9]+)?"
+                                                r"(\s*([kKmMgGtT][iI]?[bB]?|[bB]))?\s*$"}],
         "title": "bytes: a number, or a size such as \"80GiB\", \"141GB\", \"2TiB\""}
+# (the unit's blanks sit inside its optional group: `\s*(unit)?\s*$` backtracked quadratically
+# on a long run of blanks in an editor's validator)
 _BY_CONVERTER = {
     "positive_int": {"type": "integer", "minimum": 1},
     "non_negative_int": {"type": "integer", "minimum": 0},

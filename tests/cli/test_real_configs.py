@@ -152,3 +152,17 @@ def test_unknown_format_and_unresolvable_reference_are_warnings(capsys):
     # axolotl's own deepspeed_configs/zero3_bf16.json, not found here: read from its known facts
     assert any("not found" in d["message"] and "shipped" in d["message"]
                for d in report["diagnostics"] if d["severity"] == "info")
+
+
+def test_nvlm_internvit_tower_is_named_with_its_size(capsys):
+    """NVLM's InternViT-6B (examples/multimodal/config.py:234-251 at d98e8a6) is not counted:
+    the not-modeled warning says so and gives its size from the config: 45 layers, width 3200,
+    MLP 12800, no qkv bias, heads padded to ((24 // tp) + 1)·tp of 128 channels (tp 8: 32)."""
+    heads, kv, d, ffn = ((24 // 8) + 1) * 8, 128, 3200, 12800
+    per_layer = 3 * heads * kv * d + heads * kv * d + 2 * d * ffn
+    assert round(45 * per_layer / 1e9, 2) == 6.05
+    code, report = check(capsys, os.path.join(
+        REAL, "megatron-args", "multimodal_nvlm_pretrain_qwen20_72b_internvit_6b.txt"))
+    warning = next(d["message"] for d in report["diagnostics"]
+                   if d["code"] == "ML107" and "--vision-model-type" in d["message"])
+    assert "too low" in warning and "6.05B at tp 8" in warning

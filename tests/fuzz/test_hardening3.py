@@ -527,3 +527,50 @@ def test_a_vllm_length_of_400_digits_is_an_invalid_value_not_an_overflow(repo):
     code, data = check_json(str(repo / "serve.sh"))
     assert code == 1
     assert any("max_model_len" in d["message"] and "too large" in d["message"] for d in data)
+
+
+def test_a_numeric_string_of_60000_digits_is_checked_in_linear_time(repo):
+    # fuzz seed 8143998: loss_scale 111...1 0 (20,000 digits) took 16 s in the schema's
+    # `[0-9]+\.?[0-9]*` (the digits split two ways: quadratic backtracking)
+    (repo / "ds_config.json").write_text(json.dumps(
+        {"train_micro_batch_size_per_gpu": 16, "fp16": {"enabled": True,
+                                                        "loss_scale": "1" * 60_000 + " 0"}}))
+    code, data = check_json(str(repo / "ds_config.json"))
+    assert code == 1
+    assert [d["code"] for d in data if "loss_scale" in d["message"]] == ["ML002"]
+
+
+def _shipped_patterns() -> set:
+    found = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.add(node["pattern"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    folders = [os.path.join(ROOT, "memlint", "adapters"), os.path.join(ROOT, "memlint", "schemas")]
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".schema.json"):
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    walk(json.load(handle))
+    return found
+
+
+def test_no_schema_pattern_backtracks_quadratically():
+    """Every `pattern` of the schemas memlint ships and validates with, on long runs of what
+    it accepts followed by what it does not (digits, blanks, a fraction, an exponent)."""
+    patterns = _shipped_patterns()
+    assert len(patterns) > 5
+    runs = ["1" * 300_000 + "x", "1" * 300_000 + " 0", "1." + "1" * 300_000 + "x",
+            "1e" + "1" * 300_000 + "x", "1" + " " * 300_000 + "x", " " * 300_000 + "x"]
+    with guard():   # each quadratic case took minutes at this length
+        for pattern in patterns:
+            compiled = re.compile(pattern)
+            for text in runs:
+                assert compiled.search(text) is None, (pattern, text[:10])
