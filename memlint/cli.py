@@ -66,7 +66,7 @@ def _common(parser, formats: tuple) -> None:
     parser.add_argument("--hub", action="store_true",
                         help="let a Hub model id that neither the HF cache nor the bundled catalog "
                         "knows be fetched from the Hugging Face Hub (config.json only; needs "
-                        "memlint[hub]; off by default, also MEMLINT_HUB=1)")
+                        "memlint-llm[hub]; off by default, also MEMLINT_HUB=1)")
     parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 

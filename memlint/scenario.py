@@ -329,6 +329,50 @@ def checkpoint_quantization(model_settings: dict) -> Optional[tuple]:
     return None
 
 
+# The extra key (coverage table memlint/facts/coverage/checkpoint.json) under which a checkpoint's
+# quantization that memlint does not model is recorded for ML107.
+UNMODELED_QUANTIZATION = "checkpoint.quantization_config"
+
+
+def unmodeled_quantization(model_settings: dict) -> Optional[tuple]:
+    """(description, provenance) of a config.json `quantization_config` that
+    `checkpoint_quantization` does not model (AWQ, fp8, compressed-tensors, ModelOpt, MXFP4,
+    bitsandbytes without a 4/8-bit flag set, GPTQ other than 4-bit in groups of 128, ...); None
+    without one or for a modeled one. Its weights are then counted unquantized."""
+    prefix = "model.quantization_config."
+    given = {k[len(prefix):]: s for k, s in model_settings.items() if k.startswith(prefix)}
+    if not given or checkpoint_quantization(model_settings) is not None:
+        return None
+
+    def value(name):
+        setting = given.get(name)
+        return setting.value if setting is not None else None
+
+    method = value("quant_method") or value("quant_algo") or "unnamed method"
+    if method == "bitsandbytes" and not (value("load_in_4bit") or value("load_in_8bit")
+                                         or value("_load_in_4bit") or value("_load_in_8bit")):
+        return None   # a bitsandbytes block that quantizes nothing
+    parts = [str(method)]
+    groups = value("config_groups")   # compressed-tensors / ModelOpt: the first group's weights
+    first = next(iter(groups.values()), None) if isinstance(groups, dict) and groups else None
+    weights = first.get("weights") if isinstance(first, dict) else None
+    weights = weights if isinstance(weights, dict) else {}
+    bits = value("bits") or value("w_bit") or weights.get("num_bits")
+    kind = weights.get("type") or value("fmt")
+    group = value("group_size") or value("q_group_size") or weights.get("group_size")
+    block = value("weight_block_size")
+    if bits:
+        parts.append(f"{bits}-bit{' ' + str(kind) if kind else ''}")
+    elif kind:
+        parts.append(str(kind))
+    if group:
+        parts.append(f"group {group}")
+    if isinstance(block, (list, tuple)) and block:
+        parts.append("block " + "x".join(map(str, block)))
+    where = given.get("quant_method") or given.get("quant_algo") or next(iter(given.values()))
+    return " ".join(parts), where.prov
+
+
 def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bool = False,
           max_bytes: Optional[int] = None, hub: Optional[bool] = None,
           models: Optional[dict] = None) -> tuple[Scenario, list]:
@@ -358,6 +402,10 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         found = checkpoint_quantization(model_settings)
         if found is not None:
             values["training"]["base_quant"], provenance["base_quant"] = found
+        elif not _converts_checkpoints(values["training"], extra):
+            unmodeled = unmodeled_quantization(model_settings)
+            if unmodeled is not None:
+                extra[UNMODELED_QUANTIZATION] = Setting(*unmodeled)
 
     model = None
     if model_settings or "name" in values["model"]:
@@ -384,6 +432,13 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         convention_keys=frozen_mapping(values["conventions"]),
     )
     return scenario, diagnostics
+
+
+def _converts_checkpoints(training: dict, extra: dict) -> bool:
+    """Megatron-LM and torchtitan train from their own checkpoints, converted from the Hub's
+    (dequantized): a quantized config.json is no statement about their weights."""
+    return (training.get("framework") == "megatron"
+            or any(key.startswith("torchtitan.") for key in extra))
 
 
 def _convert(settings: dict, diagnostics: list) -> tuple:

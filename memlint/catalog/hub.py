@@ -11,7 +11,7 @@ Steps, in order; the first that answers wins, and every step tried is named in `
 2. the bundled catalog (`hub_models.json` beside this file): by Hub id or alias, case-insensitive,
    then by the id without a chat/instruct suffix (an instruct model has its base's architecture).
 3. the Hub itself, only when the user opts in (`--hub`, `MEMLINT_HUB=1`): `config.json` alone,
-   through `huggingface_hub.hf_hub_download` (the optional extra `memlint[hub]`), which honours
+   through `huggingface_hub.hf_hub_download` (the optional extra `memlint-llm[hub]`), which honours
    `HF_TOKEN`, `HF_ENDPOINT` and `HF_HUB_OFFLINE`.
 
 Nothing here raises on bad input: a malformed cache entry, a network error or a missing extra
@@ -256,7 +256,7 @@ def hub_fetch(name: str, revision: Optional[str] = None,
         from huggingface_hub import hf_hub_download
     except ImportError:
         return None, ("the Hub was not asked: huggingface_hub is not installed "
-                      "(pip install 'memlint[hub]')")
+                      "(pip install 'memlint-llm[hub]')")
     kwargs: dict = {"repo_id": name, "filename": "config.json", "revision": revision,
                     "cache_dir": cache_dirs(env)[0]}
     if env.get("HF_ENDPOINT"):

@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", help="GPU name, e.g. H100-80GB, H200, A100-40GB")
     parser.add_argument("--hub", action="store_true",
                         help="fetch a Hub model's config.json (only) when neither the HF cache "
-                        "nor the bundled catalog has it (needs memlint[hub])")
+                        "nor the bundled catalog has it (needs memlint-llm[hub])")
     parser.add_argument("--gpus-per-node", type=int, help="GPUs per node (default 8)")
     parser.add_argument("--seq-len", type=int, help="sequence length (--set seq_len)")
     parser.add_argument("--global-batch", type=int, help="global batch in samples")

@@ -211,7 +211,8 @@ class ExceedsGpuMemory(Rule):
         limits = bound(ctx, stage, ((None, "a file the run refers to was not found"),) if unread
                        else ())
         defaults = resting_on(ctx, limits) + unread if limits.could_fit else []
-        soft = bool(defaults) or any(f.entry.direction == "high" for f in unmodeled)
+        soft = bool(defaults) or any(_could_fit_without(f.entry, stage, capacity)
+                                     for f in unmodeled)
         yield Finding(
             f"{stage_label(estimate, stage)} needs {size(ctx, total)} at its {stage.phase} peak, "
             f"{size(ctx, total - capacity)} more than the {size(ctx, capacity)} of one "
@@ -741,6 +742,17 @@ class NotModeled(Rule):
 def _shown(value) -> str:
     text = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _could_fit_without(entry, stage, capacity: int) -> bool:
+    """Whether a not-modeled setting could make an OOM stage fit: one that makes the estimate
+    too high, and, when it can at most take away one component (its `at_most`), only if the
+    stage fits without that component."""
+    if entry.direction != "high":
+        return False
+    if entry.at_most is None:
+        return True
+    return stage.total_bytes - stage.components().get(entry.at_most, 0) <= capacity
 
 
 def flipping_settings(ctx, oom: bool) -> list:

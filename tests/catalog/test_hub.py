@@ -164,9 +164,10 @@ def _check_with_hub(tmp_path, server, model, *extra_args, **env):
     (run / ".git").mkdir(exist_ok=True)
     (run / "run.memlint.toml").write_text(f'model = "{model}"\nworld_size = 1\n')
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+    # huggingface_hub gives a request 10 s by default: a loaded machine can take longer to answer
     environ.update(HF_ENDPOINT=server.url, HF_HOME=str(tmp_path / "hf-home"),
                    HF_HUB_CACHE=str(tmp_path / "hf-home" / "hub"), HF_HUB_DISABLE_TELEMETRY="1",
-                   **env)
+                   HF_HUB_ETAG_TIMEOUT="120", HF_HUB_DOWNLOAD_TIMEOUT="120", **env)
     done = subprocess.run([sys.executable, "-m", "memlint", "check", "run.memlint.toml",
                            "--format", "json", "--gpu", "H100-80GB", *extra_args],
                           cwd=run, env=environ, capture_output=True, text=True, timeout=120)

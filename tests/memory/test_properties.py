@@ -140,15 +140,53 @@ def test_totals_are_integer_sums_and_deterministic(params, tp, pp, zero):
 # string hashing (set and dict orders), for every format.
 
 
+def _env(seed) -> dict:
+    return dict(os.environ, PYTHONHASHSEED=str(seed), NO_COLOR="1", COLUMNS="100",
+                PYTHONPATH=ROOT)
+
+
 def _cli_output(argv, seed):
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONHASHSEED=str(seed), NO_COLOR="1", COLUMNS="100",
-               PYTHONPATH=ROOT)
-    result = subprocess.run([sys.executable, "-m", "memlint", *argv], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "memlint", *argv], cwd=ROOT, env=_env(seed),
                             capture_output=True, timeout=120)
     return result.returncode, result.stdout, result.stderr
+
+
+# One fresh interpreter runs `memlint.cli.main` once per command line (read from stdin); the checks of the same
+# files share one pipeline run (check_paths, which no format option reaches), and each format
+# renders its report from it as `memlint check --format F` does.
+_EACH_FORMAT = """
+import contextlib, io, json, sys
+from memlint import api, cli
+check_paths, done = api.check_paths, {}
+def once(paths, options):
+    key = repr((list(paths), options))
+    if key not in done:
+        done[key] = check_paths(paths, options)
+    return done[key]
+api.check_paths = once
+outputs = []
+for argv in json.load(sys.stdin):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    outputs.append([code, out.getvalue(), err.getvalue()])
+sys.stdout.write(json.dumps(outputs))
+"""
+
+
+def _cli_outputs(argvs, seed) -> list:
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _EACH_FORMAT], input=json.dumps(argvs),
+                            cwd=ROOT, env=_env(seed), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
 
 
 def _determinism_inputs():
@@ -167,14 +205,19 @@ def _determinism_inputs():
 
 
 
-@pytest.mark.slow  # two fresh interpreters per format: ~8 s each
-@pytest.mark.parametrize("fmt", ["text", "json", "sarif"])
-def test_cli_output_is_byte_identical_across_hash_seeds(fmt):
-    argv = ["check", "--format", fmt, "--allow-outside-root", "--fail-on", "info",
-            "--model", "mixtral-8x7b", *_determinism_inputs()]
-    first = _cli_output(argv, 0)
-    assert first[0] in (0, 1, 2) and first[1], first[2][-2000:]
-    assert _cli_output(argv, 4242) == first
+@pytest.mark.slow  # two fresh interpreters, each checking the files once: ~15 s of CPU each
+def test_cli_output_is_byte_identical_across_hash_seeds():
+    formats = ["text", "json", "sarif"]
+    argvs = [["check", "--format", fmt, "--allow-outside-root", "--fail-on", "info",
+              "--model", "mixtral-8x7b", *_determinism_inputs()] for fmt in formats]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:   # the two interpreters at once (CI has two cores)
+        first, second = pool.map(lambda seed: _cli_outputs(argvs, seed), (0, 4242))
+    for fmt, (code, out, err) in zip(formats, first):
+        assert code in (0, 1, 2) and out, (fmt, err[-2000:])
+    for fmt, one, other in zip(formats, first, second):
+        assert one == other, fmt
 
 
 @pytest.mark.slow  # fresh interpreters

@@ -198,6 +198,10 @@ def test_color_output_uses_rich(monkeypatch):
 
     from memlint.report.text_format import write
 
+    # rich leaves colour out under NO_COLOR or a dumb terminal, wherever the suite runs
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
     stream = io.StringIO()
     write(report(color=True), stream)
     assert "\x1b[" in stream.getvalue()

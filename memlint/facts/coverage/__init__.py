@@ -53,6 +53,9 @@ class NotModeled:
     # ((key, neutral values), ...): ("--context-parallel-size", ("1",)) only under context
     # parallelism
     requires: tuple = ()
+    # the estimate's component this setting can at most take away ("weights"): a "high" setting
+    # softens an OOM only when the stage would fit without that component (rules/memory.py ML101)
+    at_most: Optional[str] = None
 
     def applies(self, value: Any) -> bool:
         """Whether a set value of this key makes the estimate wrong."""
@@ -117,7 +120,8 @@ def table(framework: str) -> Table:
     not_modeled = {key: NotModeled(key, entry["direction"], entry["effect"], entry.get("bound"),
                                    tuple(entry.get("when", ())), tuple(entry.get("off", ())),
                                    entry.get("scope", "gpu"),
-                                   tuple((k, tuple(v)) for k, v in entry.get("requires", {}).items()))
+                                   tuple((k, tuple(v)) for k, v in entry.get("requires", {}).items()),
+                                   entry.get("at_most"))
                    for key, entry in data.get("not_modeled", {}).items()}
     return Table(data["framework"], data["namespace"], data.get("key_prefix", ""),
                  data.get("source", ""),
