@@ -36,13 +36,13 @@ import json
 import os
 
 from memlint import engine, verdicts
-from memlint.config import assumptions_partial, config_for
+from memlint.config import assumptions_partial, config_for, find_pyproject
 from memlint.diagnostics import (INVALID_VALUE, MISSING_MODEL, UNKNOWN_MODEL_TYPE, Severity, make,
                                  make_internal)
 from memlint.engine import LintConfig, SettingsError
 from memlint.errors import MemlintError, UsageError
 from memlint.ir import NO_ESTIMATE, NO_ESTIMATE_REASON, Provenance
-from memlint.loaders import MAX_FILE_BYTES, is_buffered
+from memlint.loaders import MAX_FILE_BYTES, is_buffered, repo_root
 from memlint.memory.context import resolve_context
 from memlint.records import field, record, replace
 from memlint.rules import registry
@@ -119,16 +119,19 @@ def lint_config(options: Options, start: str) -> LintConfig:
 
 
 def _configs_by_folder(options: Options):
-    """lint_config(options, path), made once per folder for the run (config_for reads the
-    folder's pyproject.toml: a walk asked twice per file, parsing the TOML each time)."""
+    """lint_config(options, path), made once per pyproject.toml for the run (config_for reads
+    the one governing the path's folder: a walk asked twice per file, parsing the TOML each
+    time); without one, once per repository root (config_for's LintConfig(root=...))."""
     made: dict = {}
 
     def config_of(path: str) -> LintConfig:
         start = os.path.abspath(path)
         folder = start if os.path.isdir(start) else os.path.dirname(start)
-        found = made.get(folder)
+        governing = find_pyproject(folder)
+        key = (governing, None if governing is not None else repo_root(folder))
+        found = made.get(key)
         if found is None:
-            found = made[folder] = lint_config(options, folder)
+            found = made[key] = lint_config(options, folder)
         return found
 
     return config_of

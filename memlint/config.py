@@ -74,7 +74,7 @@ def _located(d) -> str:
     return f"{where}: {d.message}"
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)   # a directory walk asks once per folder (check fixtures/: ~600)
 def find_pyproject(directory: str) -> Optional[str]:
     """The nearest pyproject.toml at or above `directory` that has a [tool.memlint] table."""
     probe = os.path.abspath(directory)

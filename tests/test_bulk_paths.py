@@ -4,7 +4,7 @@ Each fast path is turned off here (monkeypatched back to the computation it spar
 JSON report of `memlint check --format json` on real folders of the corpus must be the same byte
 for byte: RL roles that reuse the run's architecture and counts, saved bytes per token computed
 once per stage, a directory walk's detection kept for loading, a document's top-level keys
-computed once per text, the [tool.memlint] settings made once per folder.
+computed once per text, the [tool.memlint] settings made once per pyproject.toml.
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_detection_kept_only_for_the_same_text(tmp_path, monkeypatch):
     registry.forget_detected()
 
 
-def test_project_settings_once_per_folder(tmp_path):
+def test_project_settings_once_per_pyproject(tmp_path):
     """A folder's pyproject.toml [tool.memlint] governs each file in it, as lint_config reads it."""
     (tmp_path / "pyproject.toml").write_text('[tool.memlint]\nignore = ["ML603"]\n')
     (tmp_path / "sub").mkdir()
@@ -113,5 +113,6 @@ def test_project_settings_once_per_folder(tmp_path):
     config_of = api._configs_by_folder(options)
     for path in (tmp_path / "a.json", tmp_path / "sub" / "b.yaml", tmp_path / "sub"):
         assert config_of(str(path)) == api.lint_config(options, str(path))
-    assert config_of(str(tmp_path / "a.json")) is config_of(str(tmp_path / "c.json"))
+    # one pyproject.toml governs both folders: one LintConfig
+    assert config_of(str(tmp_path / "a.json")) is config_of(str(tmp_path / "sub" / "c.json"))
     assert config_of(str(tmp_path / "a.json")).ignore == ("ML603",)

@@ -32,6 +32,7 @@ VERSION = "v0.7.0"
 COMMIT = "81aa43dd"
 SOURCE = f"NVIDIA-NeMo/RL@{COMMIT} ({VERSION})"
 MAX_PARENTS = 8
+MAX_NESTING = 64   # interpolations inside interpolations, references through references
 class Entry:
     __slots__ = ("value", "prov", "default", "line", "unresolved")
 
@@ -182,7 +183,7 @@ class _Unresolved(Exception):
 
 class _Resolver:
     def __init__(self, flat: dict):
-        self.flat, self.done, self.busy = flat, {}, set()
+        self.flat, self.done, self.busy, self.depth = flat, {}, set(), 0
 
     def entry(self, key: str) -> Entry:
         if key not in self.done:
@@ -216,6 +217,15 @@ class _Resolver:
 
     def _expression(self, text: str, i: int, key: str) -> tuple:
         """(value, index after the closing brace) of the interpolation whose body starts at i."""
+        if self.depth >= MAX_NESTING or len(self.busy) > MAX_NESTING:
+            raise _Unresolved(f"interpolations nested deeper than {MAX_NESTING}")
+        self.depth += 1
+        try:
+            return self._evaluate(text, i, key)
+        finally:
+            self.depth -= 1
+
+    def _evaluate(self, text: str, i: int, key: str) -> tuple:
         depth, j = 1, i
         while j < len(text) and depth:
             if text.startswith("${", j):
@@ -235,7 +245,11 @@ class _Resolver:
         values = [self._argument(a, key) for a in _split(args)]
         if len(values) != 2 or not all(_numeric(v) for v in values):
             raise _Unresolved(f"${{{body}}}: mul of {values!r} is not a product of two numbers")
-        return values[0] * values[1], j
+        try:
+            product = values[0] * values[1]
+        except OverflowError:
+            raise _Unresolved(f"${{{body}}}: the product overflows") from None
+        return product, j
 
     def _argument(self, text: str, key: str) -> Any:
         text = text.strip()

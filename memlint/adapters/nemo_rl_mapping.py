@@ -35,6 +35,7 @@ D = P + "dtensor_cfg."
 G = P + "generation."
 SRC = "NVIDIA-NeMo/RL@81aa43dd (v0.7.0) "
 NAMESPACE = "nemo_rl."
+MAX_UNKNOWN = 20   # unknown keys told one by one (with a close match); the rest in one warning
 ALGORITHMS = ("grpo", "dpo", "sft", "rm", "ppo", "distillation")
 # with a rollout engine: GRPO (grpo.py), PPO (ppo.py: its value model is not counted, ML107) and
 # on-policy distillation (distillation.py: its teacher is not counted, ML107)
@@ -99,14 +100,22 @@ def _record(read: Reader) -> None:
     from memlint.facts.coverage import table
 
     spec = table("nemo_rl")
-    known = None
+    known, unknown = None, []
     for key, entry in read.config.entries.items():
         read.partial.set_extra(NAMESPACE + key, entry.value, entry.prov)
         if spec.memory_class(key) is None and not key.startswith(OPEN) \
                 and not key.endswith("._override_"):
-            if known is None:
-                known = sorted(set(spec.modeled) | set(spec.not_modeled) | spec.neutral)
-            _unknown(key, entry.prov, known, read.partial)
+            unknown.append((key, entry.prov))
+    for key, prov in unknown[:MAX_UNKNOWN]:
+        if known is None:
+            known = sorted(set(spec.modeled) | set(spec.not_modeled) | spec.neutral)
+        _unknown(key, prov, known, read.partial)
+    if len(unknown) > MAX_UNKNOWN:
+        rest = [k for k, _ in unknown[MAX_UNKNOWN:]]
+        read.partial.diagnostics.append(make(
+            UNKNOWN_KEY, Severity.WARNING, f"{len(rest)} more keys memlint does not know of "
+            f"NeMo-RL v0.7.0's configs: {', '.join(rest[:5])}, ...", unknown[MAX_UNKNOWN][1],
+            key=rest[0]))
 
 
 def _unknown(key: str, prov: Provenance, known: list, partial: Partial) -> None:
@@ -163,10 +172,15 @@ def _backend(read: Reader, world: Optional[int]) -> str:
                     "both true: NeMo-RL raises \"Configure either Megatron ... or DTensor ..., not "
                     f"both\" ({SRC}nemo_rl/models/policy/lm_policy.py:93-97)")
     elif not megatron and not dtensor:
-        read.refuse(D + "enabled", "neither policy.megatron_cfg.enabled nor policy.dtensor_cfg."
-                    "enabled is true: NeMo-RL raises \"Please either set policy.megatron_cfg."
-                    f"enabled=true ... or ... dtensor_cfg.enabled=true\" ({SRC}"
-                    "nemo_rl/models/policy/lm_policy.py:128-132)")
+        message = ("neither policy.megatron_cfg.enabled nor policy.dtensor_cfg.enabled is true: "
+                   "NeMo-RL raises \"Please either set policy.megatron_cfg.enabled=true ... or ... "
+                   f"dtensor_cfg.enabled=true\" ({SRC}nemo_rl/models/policy/lm_policy.py:128-132)")
+        if read.truth(D + "enabled") is False and not _unread_parents(read.partial):
+            read.refuse(D + "enabled", message)
+        else:   # not set here: a parent memlint did not read, or the command line, may set it
+            read.partial.diagnostics.append(make(
+                UNRESOLVED, Severity.WARNING, message + "; this config does not set "
+                "policy.dtensor_cfg.enabled", read.prov(D + "enabled"), key=D + "enabled"))
     backend = "megatron" if megatron else "dtensor"
     if backend == "megatron":
         mg = P + "megatron_cfg."
@@ -188,6 +202,10 @@ def _backend(read: Reader, world: Optional[int]) -> str:
                     "NeMo-RL raises \"World size ... must be divisible by PP * CP * TP\" "
                     f"({SRC}nemo_rl/models/policy/lm_policy.py:197-208)")
     return backend
+
+
+def _unread_parents(partial: Partial) -> bool:
+    return any(d.data.get("parent") for d in partial.diagnostics)
 
 
 def _model(read: Reader) -> None:

@@ -167,7 +167,7 @@ class LayerParams:
     router: int = 0
     norms: int = 0
 
-    @property
+    @functools.cached_property   # asked per layer, per phase, per stage of every estimate
     def total(self) -> int:
         return (self.attention + self.mlp + self.experts + self.shared_experts + self.router
                 + self.norms)

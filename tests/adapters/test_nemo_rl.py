@@ -217,3 +217,35 @@ def test_detection_is_specific():
     with open(easyr1, encoding="utf-8") as handle:
         assert not nemo_rl.detect(easyr1, handle.read())
     assert not nemo_rl.detect("x.json", BASE) and nemo_rl.detect("x.yaml", BASE)
+
+
+HEAD = "grpo:\n  num_prompts_per_step: 8\npolicy:\n  model_name: Qwen/Qwen2.5-1.5B\n"
+
+
+@pytest.mark.parametrize("text,said", [
+    (HEAD + "  train_micro_batch_size: " + "${mul:" * 300 + "2" + ", 2}" * 300 + "\n",
+     "nested deeper"),
+    (HEAD + "".join(f"  k{i}: ${{policy.k{i + 1}}}\n" for i in range(200)) + "  k200: 1\n"
+     "  train_micro_batch_size: ${policy.k0}\n", "nested deeper"),
+    (HEAD + "  max_total_sequence_length: ${mul:1e308, " + "9" * 400 + "}\n", "mul:1e308"),
+    (HEAD + "  precision: ${policy.precision}\n", "refers back to itself"),
+    (HEAD + "  precision: ${policy.model_name\n", "unclosed"),
+    ("defaults: run.yaml\n" + HEAD, "a cycle"),
+    ("defaults: [a.yaml, 3]\n" + HEAD, "expected a YAML path"),
+], ids=["deep-mul", "deep-references", "overflow", "self", "unclosed", "cycle", "bad-defaults"])
+def test_odd_input_is_a_warning_never_an_error(tmp_path, text, said):
+    partial = _partial(_write(tmp_path, "run.yaml", text))
+    assert not [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    assert any(said in d.message for d in partial.diagnostics
+               if d.severity == Severity.WARNING), [d.message for d in partial.diagnostics]
+
+
+def test_a_config_naming_no_backend_is_a_warning_unless_it_says_false(tmp_path):
+    # lm_policy.py:128-132 refuses it; a config that does not set the key may get it from a
+    # parent or the command line, so only an explicit `enabled: false` is the refusal
+    partial = _partial(_write(tmp_path, "run.yaml", HEAD))
+    assert not [d for d in partial.diagnostics if d.severity == Severity.ERROR]
+    text = HEAD + "  dtensor_cfg:\n    enabled: false\n"
+    errors = [d for d in _partial(_write(tmp_path, "off.yaml", text)).diagnostics
+              if d.severity == Severity.ERROR]
+    assert len(errors) == 1 and "lm_policy.py:128-132" in errors[0].message
