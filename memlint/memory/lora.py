@@ -134,9 +134,13 @@ def lora_activation_items(model: Model, sh) -> list:
     return items
 
 
+# The adapters' dtype depends on peft's version: v0.5.0 creates them as fp32 nn.Linear and moves
+# them by device only (tuners/lora.py update_layer `self.to(self.weight.device)`); v0.6.0-v0.11
+# cast them to the base weight's dtype (tuners/lora/layer.py update_layer `self.to(weight.device,
+# dtype=weight.dtype)`, bf16 over a bf16 base); v0.12 casts them up to fp32 again.
 ADAPTER_SOURCE = ("peft mapping_func.py get_peft_model(autocast_adapter_dtype=True) -> "
                   "tuners_utils.py _cast_adapter_dtype: bf16/fp16 adapter weights cast to fp32 "
-                  "(peft >= 0.12)")
+                  "(peft >= 0.12; peft 0.5 creates them fp32 too; 0.6-0.11 keep the base's dtype)")
 
 
 def adapter_bytes_per_param(model: Model):

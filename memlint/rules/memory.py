@@ -331,7 +331,9 @@ class ContextParallelNeeded(Rule):
         attention splits them evenly over cp ranks, Liu et al. 2023), with activations counted
         at cp = 1. Error when the stage does not fit at all;
         warning when it fits but within `margin` of the capacity. Only at long sequences
-        (seq_len >= `min_seq_len`, default 8192), where cp is the right tool.
+        (seq_len >= `min_seq_len`, default 8192), where cp is the right tool. In an RL step
+        the advice is a warning: whether the update fits is rl-phase-exceeds-gpu-memory's
+        verdict (ML804), which knows when a micro-batch grows with the generated lengths.
 
     Why it matters:
         Activations grow linearly with the sequence: 34·L·B·T·d bytes with FlashAttention. For
@@ -397,6 +399,9 @@ class ContextParallelNeeded(Rule):
         recompute = ("; full recompute (recompute = \"full\") is the cheaper first step"
                      if ctx.scenario.training.recompute != "full" else "")
         defaults = resting_defaults(ctx, stage, oom=oom)
+        # An RL step's out-of-memory verdict is ML804's, which knows when an update's
+        # micro-batch grows with the generated lengths: here only the cp advice, as a warning.
+        judged_elsewhere = getattr(estimate, "rl", None) is not None
         yield Finding(
             f"{stage_label(estimate, stage)}: activations (with logits) at seq_len "
             f"{ctx.scenario.training.seq_len} take {size(ctx, activations)} with cp={cp}, but "
@@ -404,7 +409,7 @@ class ContextParallelNeeded(Rule):
             f"{size(ctx, activations * cp)} / {size(ctx, available)} = {ratio:.1f}, so "
             f"cp={suggested}{recompute}" + (defaults_note(defaults) if defaults else ""),
             keys=("seq_len", "cp", "micro_batch", "recompute"),
-            severity=Severity.ERROR if oom and not defaults else None,
+            severity=Severity.ERROR if oom and not defaults and not judged_elsewhere else None,
             data={"stage": stage.stage, "activation_bytes": activations,
                   "available_bytes": available, "suggested_cp": suggested})
 

@@ -166,3 +166,15 @@ def test_nvlm_internvit_tower_is_named_with_its_size(capsys):
     warning = next(d["message"] for d in report["diagnostics"]
                    if d["code"] == "ML107" and "--vision-model-type" in d["message"])
     assert "too low" in warning and "6.05B at tp 8" in warning
+
+
+def test_rl_update_verdict_is_ml804s_not_ml103s(capsys):
+    """NeMo-RL's own PPO example (examples/configs/ppo_math_1B.yaml at v0.7.0, 81aa43dd) packs up
+    to 16,384 x 4 tokens per micro-batch without activation checkpointing. Whether that update
+    fits depends on the generated lengths, which ML804 weighs (a warning saying up to which
+    length it fits); ML103's cp advice must not turn the same phase into an error."""
+    path = os.path.join(ROOT, "fixtures", "real-world", "NVIDIA-NeMo__RL", "examples", "configs",
+                        "ppo_math_1B.yaml")
+    code, report = check(capsys, path)
+    assert code == 0 and not codes(report, "error")
+    assert "ML103" in codes(report, "warning") and "ML804" in codes(report, "warning")

@@ -144,7 +144,12 @@ def set_not_modeled(extra: Mapping) -> list:
     """Every set, not-modeled setting of a merged scenario's `extra` (key -> Setting), in the
     order the tables list them (one per key)."""
     found = []
+    # a table is read only when a key of the run is in its namespace (its file's name and a dot,
+    # tests/test_coverage.py): a one-file check read all of them, 300 KB of JSON (start-up)
+    spaces = {key.split(".", 1)[0] for key in extra}
     for name in frameworks():
+        if name not in spaces:
+            continue
         spec = table(name)
         namespace = spec.namespace
         for extra_key, setting in extra.items():
