@@ -291,6 +291,14 @@ DTYPES = ("fp32", "bf16", "fp16", "fp8")
 _DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
                   "float": "fp32"}
 _dtype = choice(*DTYPES, aliases=_DTYPE_ALIASES)
+
+
+def dtype_name(text) -> Optional[str]:
+    """A framework's dtype spelling ("bfloat16", "float16", "half", "bf16", ...) as memlint's
+    dtype (DTYPES), None when it is none of them."""
+    name = str(text).strip().lower()
+    name = _DTYPE_ALIASES.get(name, name)
+    return name if name in DTYPES else None
 # Optimizer moments may also be block-quantized integers (bitsandbytes 8-bit optimizers, torchao
 # AdamW8bit / AdamW4bit): 8-bit or 4-bit codes plus an fp32 scale per block
 # (`optimizer_state_block`). memlint/memory/optimizer_quant.py has the byte counts and sources.

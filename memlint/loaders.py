@@ -990,7 +990,10 @@ def suppressions(text: str) -> Suppressions:
 
 def inside(path: str, root: str) -> bool:
     """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
-    containment check every reader of a referenced file uses)."""
+    containment check every reader of a referenced file uses). A name holding a NUL byte is
+    no path at all (os.path.realpath raises on it): not inside."""
+    if "\x00" in path or "\x00" in root:
+        return False
     real, base = _realpath(path), _realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 

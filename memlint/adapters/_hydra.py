@@ -180,23 +180,29 @@ class Unresolved(Exception):
     """An interpolation this reader cannot resolve (an environment variable, a resolver)."""
 
 
-def resolve(config: dict, key: str, value: Any, seen: tuple = ()) -> Any:
+def resolve(config: dict, key: str, value: Any, seen: tuple = (),
+            resolvers: Optional[dict] = None) -> Any:
     """`value` of dotted `key` with OmegaConf interpolations resolved against the flat
-    `config` (dotted key -> value). Raises Unresolved when it cannot."""
+    `config` (dotted key -> value). `resolvers`: the custom resolvers a framework registers
+    (name -> function of the resolved arguments, raising Unresolved), e.g. NeMo-RL's `mul`.
+    Raises Unresolved when it cannot."""
     if not isinstance(value, str) or "${" not in value:
         return value
-    if len(seen) > MAX_DEPTH or key in seen:
-        raise Unresolved(f"{key}: interpolation loop")
+    if key in seen:
+        raise Unresolved(f"{key}: an interpolation that refers back to itself (a loop)")
+    if len(seen) > MAX_DEPTH:
+        raise Unresolved(f"{key}: interpolations through more than {MAX_DEPTH} keys")
     match = _WHOLE.fullmatch(value.strip())
     if match is None:
-        raise Unresolved(f"{value!r} is a string built from interpolations")
-    return _expression(config, key, match.group(1).strip(), seen + (key,))
+        raise Unresolved(f"{value!r} is not one interpolation memlint reads (a string built "
+                         "from interpolations, an unclosed one, or one nested deeper)")
+    return _expression(config, key, match.group(1).strip(), seen + (key,), resolvers or {})
 
 
-def _expression(config: dict, key: str, body: str, seen: tuple) -> Any:
+def _expression(config: dict, key: str, body: str, seen: tuple, resolvers: dict) -> Any:
     if body.startswith("oc.select:"):
         target, _, default = body[len("oc.select:"):].partition(",")
-        found = _lookup(config, key, target.strip(), seen)
+        found = _lookup(config, key, target.strip(), seen, resolvers)
         if found is not _MISSING and found is not None:
             return found
         return literal(default.strip()) if default.strip() else None
@@ -205,12 +211,43 @@ def _expression(config: dict, key: str, body: str, seen: tuple) -> Any:
         if default.strip():
             raise Unresolved(f"environment variable {name.strip()} (default {default.strip()})")
         raise Unresolved(f"environment variable {name.strip()}")
+    name, colon, arguments = body.partition(":")
+    if colon and name.strip() in resolvers:
+        values = [_argument(config, key, text, seen, resolvers) for text in _split(arguments)]
+        return resolvers[name.strip()](body, values)
     if ":" in body.split(".")[0]:
-        raise Unresolved(f"resolver {body.split(':')[0]}")
-    found = _lookup(config, key, body, seen)
+        raise Unresolved(f"resolver {body.split(':')[0]}, which memlint does not run")
+    found = _lookup(config, key, body, seen, resolvers)
     if found is _MISSING:
-        raise Unresolved(f"${{{body}}} names no key of the config")
+        raise Unresolved(f"${{{body}}} names {absolute(key, body)}, which the config lacks "
+                         "(or which is a mapping)")
     return found
+
+
+def _argument(config: dict, key: str, text: str, seen: tuple, resolvers: dict) -> Any:
+    """One argument of a resolver call: an interpolation of its own, or a literal."""
+    text = text.strip()
+    match = _WHOLE.fullmatch(text)
+    if match is not None:
+        return _expression(config, key, match.group(1).strip(), seen, resolvers)
+    if "${" in text:
+        raise Unresolved(f"{text!r} is a string built from interpolations")
+    return literal(text)
+
+
+def _split(arguments: str) -> list:
+    """The comma-separated arguments of a resolver call, nested interpolations kept whole."""
+    out, depth, start = [], 0, 0
+    for index, char in enumerate(arguments):
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            out.append(arguments[start:index])
+            start = index + 1
+    out.append(arguments[start:])
+    return out
 
 
 _MISSING = object()
@@ -226,8 +263,8 @@ def absolute(key: str, target: str) -> str:
     return ".".join(parts + [target.lstrip(".")])
 
 
-def _lookup(config: dict, key: str, target: str, seen: tuple) -> Any:
+def _lookup(config: dict, key: str, target: str, seen: tuple, resolvers: dict) -> Any:
     name = absolute(key, target)
     if name not in config:
         return _MISSING
-    return resolve(config, name, config[name], seen)
+    return resolve(config, name, config[name], seen, resolvers)

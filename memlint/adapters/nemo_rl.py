@@ -7,17 +7,18 @@ Read statically (nothing is executed) as NeMo-RL v0.7.0 (81aa43dd) composes them
   `_override_: true` replaces the parent's mapping instead of merging into it
   (merge_with_override). memlint follows parents inside the repository root only; a parent that
   is missing (or outside) is a warning naming it.
-- OmegaConf interpolations are resolved statically here: `${a.b}`, relative `${.x}` / `${..x}`,
-  and the `mul` resolver NeMo-RL registers (nemo_rl/utils/config.py
-  register_omegaconf_resolvers: `${mul:a, b}`); any other resolver (`${oc.env:...}`) or a
-  reference that does not resolve leaves the value unknown, with a warning when it is read.
+- OmegaConf interpolations are resolved statically by the Hydra reader's resolution
+  (adapters/_hydra.py: `${a.b}`, relative `${.x}` / `${..x}`, `${oc.select:...}`) with the `mul`
+  resolver NeMo-RL registers (nemo_rl/utils/config.py register_omegaconf_resolvers:
+  `${mul:a, b}`); an environment variable, any other resolver or a reference that does not
+  resolve leaves the value unknown, with a warning when it is read.
 The mapping onto scenario keys is memlint/adapters/nemo_rl_mapping.py.
 """
 from __future__ import annotations
 
 import os
-import re
 
+from memlint.adapters import _hydra
 from memlint.adapters.detection import nemo_rl as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
@@ -32,7 +33,8 @@ VERSION = "v0.7.0"
 COMMIT = "81aa43dd"
 SOURCE = f"NVIDIA-NeMo/RL@{COMMIT} ({VERSION})"
 MAX_PARENTS = 8
-MAX_NESTING = 64   # interpolations inside interpolations, references through references
+
+
 class Entry:
     __slots__ = ("value", "prov", "default", "line", "unresolved")
 
@@ -106,7 +108,9 @@ def _parent(name: str, path: str, root: str, chain: tuple, prov: Provenance,
             partial: Partial) -> Optional[dict]:
     target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), name))
     problem = None
-    if not inside(target, root):
+    if "\x00" in name:
+        problem = "is no file path (it holds a NUL byte); not read"
+    elif not inside(target, root):
         problem = (f"is outside the repository root {root}; not read, so the settings it gives "
                    "are unknown")
     elif not os.path.isfile(target):
@@ -172,126 +176,28 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 
 def _resolve(flat: dict) -> dict:
-    """Every leaf's Entry, its `${...}` interpolations resolved where they can be statically."""
-    resolver = _Resolver(flat)
-    return {key: resolver.entry(key) for key in flat}
-
-
-class _Unresolved(Exception):
-    pass
-
-
-class _Resolver:
-    def __init__(self, flat: dict):
-        self.flat, self.done, self.busy, self.depth = flat, {}, set(), 0
-
-    def entry(self, key: str) -> Entry:
-        if key not in self.done:
-            leaf = self.flat[key]
-            value, reason = leaf.value, ()
-            if isinstance(value, str) and "${" in value:
-                self.busy.add(key)
-                try:
-                    value = self._interpolate(value, key)
-                except _Unresolved as exc:
-                    reason = (str(exc),)
-                finally:
-                    self.busy.discard(key)
-            self.done[key] = Entry(value, leaf.prov, reason)
-        return self.done[key]
-
-    def _interpolate(self, text: str, key: str) -> Any:
-        parts, i = [], 0
-        while i < len(text):
-            start = text.find("${", i)
-            if start == -1:
-                parts.append(text[i:])
-                break
-            parts.append(text[i:start])
-            value, i = self._expression(text, start + 2, key)
-            parts.append(value)
-        pieces = [p for p in parts if p != ""]
-        if len(pieces) == 1:
-            return pieces[0]   # a whole-value interpolation keeps the referenced type
-        return "".join(str(p) for p in pieces)
-
-    def _expression(self, text: str, i: int, key: str) -> tuple:
-        """(value, index after the closing brace) of the interpolation whose body starts at i."""
-        if self.depth >= MAX_NESTING or len(self.busy) > MAX_NESTING:
-            raise _Unresolved(f"interpolations nested deeper than {MAX_NESTING}")
-        self.depth += 1
+    """Every leaf's Entry, its `${...}` interpolations resolved where they can be statically
+    (the Hydra reader's resolution, _hydra.resolve, with NeMo-RL's `mul` resolver)."""
+    values = {key: leaf.value for key, leaf in flat.items()}
+    out = {}
+    for key, leaf in flat.items():
         try:
-            return self._evaluate(text, i, key)
-        finally:
-            self.depth -= 1
-
-    def _evaluate(self, text: str, i: int, key: str) -> tuple:
-        depth, j = 1, i
-        while j < len(text) and depth:
-            if text.startswith("${", j):
-                depth, j = depth + 1, j + 2
-                continue
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
-        if depth:
-            raise _Unresolved(f"{text!r} has an unclosed interpolation")
-        body = text[i:j - 1].strip()
-        match = re.fullmatch(r"([\w.-]+):(.*)", body, re.S)
-        if match is None:
-            return self._reference(body, key), j
-        name, args = match.group(1), match.group(2)
-        if name != "mul":
-            raise _Unresolved(f"${{{body}}} uses the {name} resolver, which memlint does not run")
-        values = [self._argument(a, key) for a in _split(args)]
-        if len(values) != 2 or not all(_numeric(v) for v in values):
-            raise _Unresolved(f"${{{body}}}: mul of {values!r} is not a product of two numbers")
-        try:
-            product = values[0] * values[1]
-        except OverflowError:
-            raise _Unresolved(f"${{{body}}}: the product overflows") from None
-        return product, j
-
-    def _argument(self, text: str, key: str) -> Any:
-        text = text.strip()
-        if "${" in text:
-            return self._interpolate(text, key)
-        # start-up: the YAML scalar reading is the Hydra reader's (shared with verl)
-        from memlint.adapters._hydra import primitive
-
-        return primitive(text)
-
-    def _reference(self, body: str, key: str) -> Any:
-        if body.startswith("."):
-            dots = len(body) - len(body.lstrip("."))
-            base = key.split(".")[:-dots]
-            target = ".".join(base + [body[dots:]]) if body[dots:] else ".".join(base)
-        else:
-            target = body
-        if target not in self.flat:
-            raise _Unresolved(f"${{{body}}} names {target}, which the composed config lacks "
-                              "(or which is a mapping)")
-        if target in self.busy:
-            raise _Unresolved(f"${{{body}}} refers back to itself")
-        entry = self.entry(target)
-        if entry.unresolved:
-            raise _Unresolved(f"${{{body}}}: {entry.unresolved[0]}")
-        return entry.value
-
-
-def _split(args: str) -> list:
-    """The comma-separated arguments of a resolver call, nested interpolations kept whole."""
-    out, depth, start = [], 0, 0
-    for index, char in enumerate(args):
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            out.append(args[start:index])
-            start = index + 1
-    out.append(args[start:])
+            value, unresolved = _hydra.resolve(values, key, leaf.value, resolvers=RESOLVERS), ()
+        except _hydra.Unresolved as why:
+            value, unresolved = leaf.value, (str(why),)
+        out[key] = Entry(value, leaf.prov, unresolved)
     return out
 
 
-def _numeric(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _mul(body: str, values: list):
+    """NeMo-RL's `mul` resolver (nemo_rl/utils/config.py register_omegaconf_resolvers: a * b)."""
+    if len(values) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                   for v in values):
+        raise _hydra.Unresolved(f"${{{body}}}: mul of {values!r} is not a product of two numbers")
+    try:
+        return values[0] * values[1]
+    except OverflowError:
+        raise _hydra.Unresolved(f"${{{body}}}: the product overflows") from None
+
+
+RESOLVERS = {"mul": _mul}

@@ -25,6 +25,7 @@ from memlint import verdicts
 from memlint.adapters.verl_mapping import Reader as VerlReader
 from memlint.diagnostics import INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
+from memlint.keys import dtype_name
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -41,8 +42,7 @@ ALGORITHMS = ("grpo", "dpo", "sft", "rm", "ppo", "distillation")
 # on-policy distillation (distillation.py: its teacher is not counted, ML107)
 ONLINE = ("grpo", "ppo", "distillation")
 _ESTIMATORS = {"grpo": "grpo", "reinforce_plus_plus": "reinforce++"}
-_PRECISIONS = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16",
-               "float32": "fp32", "fp32": "fp32"}
+_PRECISIONS = ("bf16", "fp16", "fp32")   # policy.precision, as keys.dtype_name names them
 # blocks whose inner keys NeMo-RL passes on (kwargs, datasets, loggers): any key accepted
 OPEN = ("data.", "env.", "logger.", "checkpointing.", P + "optimizer.", P + "tokenizer.",
         P + "hf_config_overrides.", D + "automodel_kwargs.", G + "vllm_kwargs.",
@@ -216,9 +216,9 @@ def _model(read: Reader) -> None:
 
         local_or_hub_model(entry.value.strip(), entry.prov, read.partial)
     precision = read.value(P + "precision")
-    if isinstance(precision, str) and precision.lower() in _PRECISIONS:
+    if isinstance(precision, str) and dtype_name(precision) in _PRECISIONS:
         # fp32 parameters (the sharded master copy), computed in `precision`
-        read.put("precision", _PRECISIONS[precision.lower()], P + "precision")
+        read.put("precision", dtype_name(precision), P + "precision")
     elif precision is not None:
         read.bad(P + "precision", precision, "bfloat16, float16 or float32")
 
@@ -359,8 +359,8 @@ def _generation(read: Reader, engine_gpus: Optional[int]) -> None:
     read.set_share("engine.gpu_memory_utilization", v + "gpu_memory_utilization")
     read.set_bool("engine.enforce_eager", v + "enforce_eager")
     precision = read.value(v + "precision")
-    if isinstance(precision, str) and _PRECISIONS.get(precision.lower()) in ("bf16", "fp16"):
-        read.put("engine.dtype", _PRECISIONS[precision.lower()], v + "precision")
+    if isinstance(precision, str) and dtype_name(precision) in ("bf16", "fp16"):
+        read.put("engine.dtype", dtype_name(precision), v + "precision")
     kv = read.value(v + "kv_cache_dtype")
     if isinstance(kv, str) and kv and kv != "auto":
         read.put("engine.kv_cache_dtype", kv, v + "kv_cache_dtype")

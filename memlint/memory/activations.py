@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 # the unfused attention's T×T item (memory/softmax.py finds the last layer's softmax by it)
 SCORES_ITEM = "attention scores, softmax, dropout (T×T)"
+# flash attention's saved output and log-sum-exp (memory/attention_workspace.py frees what follows)
+FLASH_ITEM = "attention output (flash) + log-sum-exp"
 
 
 def seed_layer_coefficient(c_act: float, c_scores: float, heads: int, seq: int, hidden: int,
@@ -125,7 +127,7 @@ def fused_layer_items(sh: Shapes, c: int, flash: bool, tp: int, sp: bool, hidden
     if sh.mla_latent:
         items.append(Item("MLA latents", c * sh.mla_latent / rep))
     if flash:
-        items.append(Item("attention output (flash) + log-sum-exp", (c * sh.do + 4 * sh.heads) / tp))
+        items.append(Item(FLASH_ITEM, (c * sh.do + 4 * sh.heads) / tp))
         if g != c:
             items.append(Item("o-proj input (FP8 cast)", g * sh.do / tp))
     else:

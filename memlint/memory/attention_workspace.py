@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+from memlint.memory.activations import FLASH_ITEM
 from memlint.memory.model import Model
 from memlint.memory.runtime import compute_capability
 from memlint.memory.terms import Term
@@ -41,7 +42,6 @@ TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Optional
 
-FLASH_ITEM = "attention output (flash) + log-sum-exp"
 SOURCE = ("NVIDIA/cudnn-frontend@3929da2e include/cudnn_frontend/node/"
           "scaled_dot_product_flash_attention.h (deterministic: dP workspace, "
           "required_dp_workspace_bytes); NVIDIA/TransformerEngine@d0067d0d transformer_engine/"

@@ -198,8 +198,6 @@ class ParallelDegreesWorldMismatch(Rule):
             data={"product": product, "world_size": world})
 
 
-
-
 class ShardFillNothingLeft(Rule):
     """`data_parallel_shard_degree = -1` with nothing (or an uneven remainder) left to fill.
 

@@ -574,3 +574,24 @@ def test_no_schema_pattern_backtracks_quadratically():
             compiled = re.compile(pattern)
             for text in runs:
                 assert compiled.search(text) is None, (pattern, text[:10])
+
+
+# -- a referenced file's name holding a NUL byte (a YAML "\0" escape) ---------------------------
+
+@pytest.mark.parametrize("name,text", [
+    ("axolotl.yaml", 'base_model: Qwen/Qwen2.5-1.5B\ndeepspeed: "a\\0b.json"\nmicro_batch_size: 1\n'
+                     'sequence_len: 1024\n'),
+    ("accelerate.yaml", 'compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n'
+                        'deepspeed_config:\n  deepspeed_config_file: "a\\0b.json"\n'
+                        'num_processes: 8\n'),
+    ("run.yaml", 'defaults: "a\\0b.yaml"\ngrpo:\n  num_prompts_per_step: 8\npolicy:\n'
+                 '  model_name: Qwen/Qwen2.5-1.5B\n'),
+])
+def test_a_reference_holding_a_nul_byte_is_no_file_and_no_traceback(repo, name, text):
+    """os.path.realpath raises ValueError on a NUL byte: loaders.inside (every reader's
+    containment check) was an internal error for axolotl's and accelerate's references."""
+    (repo / name).write_text(text, encoding="utf-8")
+    code, diagnostics = check_json(name)   # relative, as from a shell in the repository
+    assert code in (0, 1)
+    assert not [d for d in diagnostics if d["code"] == "ML009"]
+    assert any("a\\x00b" in d["message"] for d in diagnostics), diagnostics

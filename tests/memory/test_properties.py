@@ -154,9 +154,9 @@ def _cli_output(argv, seed):
     return result.returncode, result.stdout, result.stderr
 
 
-# One fresh interpreter runs `memlint.cli.main` once per command line (read from stdin); the checks of the same
-# files share one pipeline run (check_paths, which no format option reaches), and each format
-# renders its report from it as `memlint check --format F` does.
+# One fresh interpreter runs `memlint.cli.main` once per command line (read from stdin); the
+# checks of the same files share one pipeline run (check_paths, which no format option
+# reaches), and each format renders its report from it as `memlint check --format F` does.
 _EACH_FORMAT = """
 import contextlib, io, json, sys
 from memlint import api, cli
