@@ -112,11 +112,18 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
     if stage >= 3:
         param_dtype = name_of.get(model.dt.param, "bf16")
         stage_params = sum(layer_params)
+        # the output layer is one module, gathered whole for its forward and kept for its
+        # backward right after (the loss is between them): on the last stage it is a module the
+        # ceiling cannot split (a 152k x 8192 head is 1.25e9 elements)
+        head = 0
+        if plan.last:
+            counts = model.counts
+            head = math.ceil((counts.lm_head or counts.embedding) / model.topo.tp)
         live = ds.stage3_live_parameters(
             size(zero.max_live_parameters, facts.MAX_LIVE_PARAMETERS,
                  facts.MAX_LIVE_PARAMETERS),
             param_dtype, total_params=stage_params,
-            largest_module_params=max(layer_params or [0]))
+            largest_module_params=max(layer_params + [head]))
         terms.append(live)
         why = model.conv.zero3_saved_weights
         if why and model.tr.recompute == "none" and phase in ("forward_end", "backward_start"):

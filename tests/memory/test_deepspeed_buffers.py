@@ -85,3 +85,23 @@ def test_saved_gathered_weights_follow_deepspeeds_linear_wrapper():
     live = terms(*old)["buffers.zero3_live_parameters"].bytes
     saved = terms(*old)[name]
     assert saved.bytes == saved.inputs["linear_params"] * 2 - live
+
+
+def test_the_output_layer_is_a_module_the_live_ceiling_cannot_split():
+    """The coordinator gathers a module whole and keeps the running module's parameters beyond
+    stage3_max_live_parameters: at the loss that is the output layer, 1.23e9 elements for a
+    300k x 4096 head (Qwen-72B's 152,064 x 8,192 is 1.25e9), above the 1e9 default."""
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    def live(*extra):
+        sets = ["framework=deepspeed", "zero=3", "world_size=8", "precision=bf16",
+                "micro_batch=1", "seq_len=2048", "recompute=full", *extra]
+        scenario, diagnostics = build([overrides_partial(sets, model="llama3-8b")])
+        assert not [d for d in diagnostics if d.severity.label == "error"]
+        return estimate(scenario).stages[0].term("buffers.zero3_live_parameters")
+
+    assert live().bytes == 10**9 * 2
+    big = live("model.vocab_size=300000")
+    assert big.inputs["largest_module_params"] == 300000 * 4096
+    assert big.bytes == 300000 * 4096 * 2
