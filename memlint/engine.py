@@ -346,14 +346,21 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
             resolved = context_of(scenario, estimate)
         present = set(formats)
         formats = tuple(formats)
+        shared = None   # the Context of every rule without options (a frozen record; bulk speed)
         for rule, code, wanted, defaults in _rule_plan(reg, config, _selectors(config))[1]:
             if wanted and not wanted & present:
                 continue
             if estimate is not None:
                 judged.add(code)
-            ctx = Context(scenario=scenario, estimate=estimate,
-                          options=dict(defaults) if defaults is not None else _options(rule, config),
-                          formats=formats, resolved=resolved)
+            if defaults is not None and not defaults:
+                if shared is None:
+                    shared = Context(scenario=scenario, estimate=estimate, options={},
+                                     formats=formats, resolved=resolved)
+                ctx = shared
+            else:
+                ctx = Context(scenario=scenario, estimate=estimate,
+                              options=dict(defaults) if defaults is not None
+                              else _options(rule, config), formats=formats, resolved=resolved)
             try:
                 findings = list(rule.check(ctx) or ())
             except Exception as exc:  # noqa: BLE001 - a broken rule must not sink the run
