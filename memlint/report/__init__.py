@@ -66,10 +66,24 @@ def _clean(d):
     return replace(d, message=message, path=path)
 
 
+_DISPLAYED: dict = {}   # (path, root, working directory) -> display_path's answer
+
+
 def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[str]:
-    """Relative to root (default: the working directory) when inside it, with forward slashes."""
+    """Relative to root (default: the working directory) when inside it, with forward slashes
+    (a string computation, remembered: a report over many files shows each path many times)."""
     if path is None:
         return None
+    key = (path, root, os.getcwd())
+    found = _DISPLAYED.get(key)
+    if found is None:
+        if len(_DISPLAYED) >= 100_000:
+            _DISPLAYED.clear()
+        found = _DISPLAYED[key] = _display_path(path, root)
+    return found
+
+
+def _display_path(path: str, root: Optional[str]) -> str:
     path = one_line(path)
     if path.startswith("<") or path.startswith("preset:"):
         return path
