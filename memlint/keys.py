@@ -588,6 +588,14 @@ def size_or_auto(value: Any):
     return int(_number(value))
 
 
+def version_text(value: Any) -> str:
+    """A release version, as its dotted numbers ("0.14.2"; a number 0.14 is read as written)."""
+    text = str(value).strip().lstrip("v")
+    if isinstance(value, bool) or not re.fullmatch(r"\d+(\.\d+){0,3}", text):
+        raise ValueError(f"expected a version like 0.14.2, got {_short(value)}")
+    return text
+
+
 def env_value(value: Any) -> str:
     """An environment variable's value, as written."""
     if not isinstance(value, str):
@@ -740,6 +748,13 @@ _CONVENTION_KEYS = [
         "DeepSpeed ZeRO-3 stage3_param_persistence_threshold (elements, or auto)"),
     _convention(D + "stage3_gather_16bit_weights_on_model_save", to_bool,
         "DeepSpeed ZeRO-3: save consolidated 16-bit weights with each checkpoint"),
+    _convention(D + "memory_efficient_linear", to_bool,
+        "DeepSpeed ZeRO-3 memory_efficient_linear (default true): linear layers that do not keep "
+        "their gathered weight for the backward"),
+    _convention(D + "version", version_text,
+        "the DeepSpeed version the run uses (e.g. 0.14.2; default: the version memlint's DeepSpeed "
+        "facts are read at, v0.19.6): before 0.19.4 a model built outside zero.Init keeps "
+        "standard linear layers under ZeRO-3"),
     _convention(D + "sub_group_size", non_negative_int,
         "DeepSpeed ZeRO sub_group_size (elements per optimizer sub-group)"),
     _convention(D + "offload_optimizer.pin_memory", to_bool,

@@ -1000,6 +1000,11 @@ def suppressions(text: str) -> Suppressions:
     return found
 
 
+# What a reader says of a referenced name holding a NUL byte, which `inside` calls not inside: no
+# file system has such a name, so it is not "outside the repository root" either.
+NUL_PATH = "is not a valid path: it contains a NUL byte"
+
+
 def inside(path: str, root: str) -> bool:
     """Whether `path`, symbolic links resolved, is `root` or lies below it (the one
     containment check every reader of a referenced file uses). A name holding a NUL byte is

@@ -22,7 +22,7 @@ from memlint.adapters import _hydra
 from memlint.adapters.detection import nemo_rl as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import inside, load_yaml, read_text, repo_root, suppressions
+from memlint.loaders import NUL_PATH, inside, load_yaml, read_text, repo_root, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _parent(name: str, path: str, root: str, chain: tuple, prov: Provenance,
     target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), name))
     problem = None
     if "\x00" in name:
-        problem = "is no file path (it holds a NUL byte); not read"
+        problem = f"{NUL_PATH}; not read"
     elif not inside(target, root):
         problem = (f"is outside the repository root {root}; not read, so the settings it gives "
                    "are unknown")
