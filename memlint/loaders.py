@@ -763,13 +763,6 @@ def load_yaml(path: str, text: str) -> Document:
         doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"invalid YAML: {exc}",
                                     Provenance(path, mark.line + 1 if mark else None,
                                                mark.column + 1 if mark else None, None)))
-    finally:
-        # for speed: the loader remembers every scalar node it built, and its parser state (a
-        # bound method) makes it a reference cycle, so all the nodes and their marks would wait
-        # for the cycle collector (about a third of a million objects on `check fixtures/`);
-        # emptied and disposed, they are freed as soon as this returns
-        safe.constructed_objects.clear()
-        safe.dispose()
     return doc
 
 
