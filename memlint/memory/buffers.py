@@ -126,7 +126,9 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
             largest_module_params=max(layer_params + [head]))
         terms.append(live)
         why = model.conv.zero3_saved_weights
-        if why and model.tr.recompute == "none" and phase in ("forward_end", "backward_start"):
+        # transformers' gradient checkpointing recomputes every layer or none (a selective
+        # setting is Megatron's and leaves HF layers as they are)
+        if why and model.tr.recompute != "full" and phase in ("forward_end", "backward_start"):
             counts, tp = model.counts, model.topo.tp
             linear = sum(math.ceil((counts.layers[i].total - counts.layers[i].norms) / tp)
                          for i in plan.layers)

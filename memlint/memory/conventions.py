@@ -513,7 +513,9 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool) ->
     the parameter; DeepSpeed's LinearFunctionForZeroStage3 saves the parameter itself instead
     (runtime/zero/linear.py). The wrapper is off with memory_efficient_linear false, and before
     v0.19.4 it was installed only for a model built inside zero.Init (#8189, 617061d6b)."""
-    if not uses_deepspeed or par.zero < 3:
+    # layers that call torch's linear (transformers, gpt-neox's mpu layers): Megatron-Core's
+    # LinearWithGradAccumulationAndAsyncCommunication saves the parameter itself
+    if not uses_deepspeed or par.zero < 3 or framework not in (DEEPSPEED, HF):
         return None
     if keys.get("deepspeed.memory_efficient_linear") is False:
         return "memory_efficient_linear false"

@@ -82,6 +82,9 @@ def test_saved_gathered_weights_follow_deepspeeds_linear_wrapper():
     assert name not in terms("deepspeed.version=0.14.2")        # HF's from_pretrained: zero.Init
     assert name not in terms("deepspeed.version=0.19.4", "model_init=cpu")
     assert name not in terms(*old, "recompute=full")
+    assert name in terms(*old, "recompute=selective")          # no such thing for HF layers
+    # Megatron-Core's linear layers save the parameter itself
+    assert name not in terms(*old, "framework=megatron", "deepspeed.config=ds.json")
     live = terms(*old)["buffers.zero3_live_parameters"].bytes
     saved = terms(*old)[name]
     assert saved.bytes == saved.inputs["linear_params"] * 2 - live
