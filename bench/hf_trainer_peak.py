@@ -11,6 +11,16 @@ Needs torch, transformers, peft and accelerate (none is a memlint dependency):
 
     python bench/hf_trainer_peak.py [--hidden 512] [--vocab 32768] [--seq 128] [--layers 2]
 
+On a GPU (`--device cuda`) it prints, per run, what each kind of log reads: the caching
+allocator's peak allocated and reserved bytes and the device memory in use (cudaMemGetInfo, what
+nvidia-smi shows), with the CUDA context measured before the model exists. `--qwen-loss` computes
+the loss as Qwen v1's remote code does (`lm_logits[..., :-1, :].contiguous()`, then
+`CrossEntropyLoss`, no upcast of its own). The Qwen rows of gpu-published (Qwen-7B shapes: hidden
+4096, ffn 11008, 32 layers, vocab 151936; LoRA r 64, 2 of 8 accumulated micro-batches here) are:
+
+    python bench/hf_trainer_peak.py --device cuda --qwen-loss --hidden 4096 --ffn 11008 \
+        --layers 32 --heads 32 --vocab 151936 --seq 256 --rank 64 --only trainer
+
 Measured (torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2, accelerate 1.16.0; hidden 512,
 vocab 32768, seq 128, 2 layers): loop 52,597,368 B, Trainer 52,603,532 B; at the peak the loss's
 log-probabilities, their gradient and the logits' gradient (3 x 4 B x 128 x 32768) and small
@@ -58,18 +68,39 @@ def _tracker():
     return Live
 
 
-def run(mode: str, hidden: int, vocab: int, seq: int, layers: int) -> tuple:
+def qwen_loss(outputs, labels, num_items_in_batch=None):
+    """Qwen v1's remote-code loss (modeling_qwen.py QWenLMHeadModel.forward): the shifted logits
+    copied contiguous in their own dtype, then CrossEntropyLoss."""
+    from torch.nn import CrossEntropyLoss
+
+    logits = outputs["logits"]
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_labels = labels[..., 1:].contiguous().to(logits.device)
+    return CrossEntropyLoss()(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+
+
+def run(mode: str, a) -> tuple:
     import torch
     from peft import LoraConfig, get_peft_model
     from torch.utils.data import Dataset
     from transformers import Qwen2Config, Qwen2ForCausalLM, Trainer, TrainingArguments
 
+    hidden, vocab, seq, cuda = a.hidden, a.vocab, a.seq, a.device == "cuda"
     torch.manual_seed(0)
-    config = Qwen2Config(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=4, vocab_size=vocab,
+    context = 0
+    if cuda:
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        free, total = torch.cuda.mem_get_info()
+        context = total - free - torch.cuda.memory_reserved()
+        torch.cuda.reset_peak_memory_stats()
+    config = Qwen2Config(hidden_size=hidden, intermediate_size=a.ffn or 2 * hidden,
+                         num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                         num_key_value_heads=a.heads, vocab_size=vocab,
                          tie_word_embeddings=False, max_position_embeddings=seq, use_cache=False)
-    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
-    model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05,
+    with torch.device("cuda" if cuda else "cpu"):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model = get_peft_model(model, LoraConfig(r=a.rank, lora_alpha=16, lora_dropout=0.05,
                                              target_modules="all-linear", task_type="CAUSAL_LM"))
     model.enable_input_require_grads()
 
@@ -86,11 +117,12 @@ def run(mode: str, hidden: int, vocab: int, seq: int, layers: int) -> tuple:
     if mode == "trainer":
         args = TrainingArguments(output_dir="hf_trainer_peak.out", per_device_train_batch_size=1,
                                  gradient_accumulation_steps=2, max_steps=2, bf16=True,
-                                 use_cpu=True, gradient_checkpointing=True,
+                                 use_cpu=not cuda, gradient_checkpointing=True,
                                  gradient_checkpointing_kwargs={"use_reentrant": True},
                                  report_to=[], save_strategy="no", optim="adamw_torch",
                                  max_grad_norm=1.0, dataloader_num_workers=0)
-        trainer = Trainer(model=model, args=args, train_dataset=Tokens())
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens(),
+                          compute_loss_func=qwen_loss if a.qwen_loss else None)
         with live:
             trainer.train()
     else:
@@ -102,14 +134,24 @@ def run(mode: str, hidden: int, vocab: int, seq: int, layers: int) -> tuple:
         with live:
             for _step in range(2):
                 for _micro in range(2):
-                    batch = {k: v[None] for k, v in data[0].items()}
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        loss = model(**batch).loss / 2
+                    batch = {k: v[None].to(model.device) for k, v in data[0].items()}
+                    with torch.autocast(a.device, dtype=torch.bfloat16):
+                        if a.qwen_loss:
+                            labels = batch.pop("labels")
+                            loss = qwen_loss(model(**batch), labels) / 2
+                        else:
+                            loss = model(**batch).loss / 2
                     loss.backward()
                 torch.nn.utils.clip_grad_norm_(trainable, 1.0)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
-    return live.peak, live.at_peak
+    stats = {}
+    if cuda:
+        torch.cuda.synchronize()
+        free, total = torch.cuda.mem_get_info()
+        stats = {"context": context, "max_allocated": torch.cuda.max_memory_allocated(),
+                 "max_reserved": torch.cuda.max_memory_reserved(), "device_used": total - free}
+    return live.peak, live.at_peak, stats
 
 
 def main() -> int:
@@ -118,10 +160,17 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=32768)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--ffn", type=int, default=0, help="MLP width (default 2 x hidden)")
+    parser.add_argument("--rank", type=int, default=8)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--qwen-loss", action="store_true")
+    parser.add_argument("--only", choices=("loop", "trainer"))
     a = parser.parse_args()
-    for mode in ("loop", "trainer"):
-        peak, at_peak = run(mode, a.hidden, a.vocab, a.seq, a.layers)
-        print(f"{mode:<8} peak live bytes {peak:,}")
+    for mode in (a.only,) if a.only else ("loop", "trainer"):
+        peak, at_peak, stats = run(mode, a)
+        print(f"{mode:<8} peak live bytes {peak:,}"
+              + "".join(f"; {k} {v:,}" for k, v in stats.items()))
         for nbytes, func, shape, dtype in sorted(at_peak.values(), reverse=True)[:4]:
             print(f"    {nbytes:>12,}  {func} {shape} {dtype}")
     return 0
