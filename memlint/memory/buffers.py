@@ -126,7 +126,9 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
             largest_module_params=max(layer_params + [head]))
         terms.append(live)
         why = model.conv.zero3_saved_weights
-        if why and model.tr.recompute == "none" and phase in ("forward_end", "backward_start"):
+        # transformers' gradient checkpointing recomputes every layer or none (a selective
+        # setting is Megatron's and leaves HF layers as they are)
+        if why and model.tr.recompute != "full" and phase in ("forward_end", "backward_start"):
             counts, tp = model.counts, model.topo.tp
             linear = sum(math.ceil((counts.layers[i].total - counts.layers[i].norms) / tp)
                          for i in plan.layers)
@@ -138,3 +140,13 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
             norms, model.topo.shard, param_dtype,
             size(zero.param_persistence_threshold, facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
     return terms
+
+
+def saved_weights_assumed(model: Model) -> tuple:
+    """The estimate's `assumed` entry when whether ZeRO-3 keeps gathered linear weights rests on
+    the DeepSpeed version and none is given (a model built outside zero.Init, no recompute)."""
+    entry = model.conv.zero3_version_assumed
+    if not entry or model.tr.recompute == "full":
+        return ()
+    key, value, source = entry
+    return ({"key": key, "value": value, "source": source},)
