@@ -636,10 +636,15 @@ _YAML_COMPACT = lazy_re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
 
 
 def _yaml_depth_bound(text: str) -> int:
-    """An upper bound on a YAML document's nesting depth, cheap to compute: every flow level
-    needs its own '[' or '{', and every block level more indentation or another compact
-    indicator ('- - x') on its line."""
+    """An upper bound on a YAML document's nesting depth (tight enough to tell whether libyaml
+    can take the document), cheap to compute: every flow level needs its own '[' or '{', and
+    every block level more indentation or another compact indicator ('- - x') on its line."""
     flow = text.count("[") + text.count("{")
+    # for speed: a block level takes at least one character of its line (an indent blank, or an
+    # indicator with its blank), so the longest line bounds them, and decides most documents
+    quick = flow + len(max(text.split("\n"), key=len)) + 1
+    if quick <= _C_YAML_MAX_DEPTH:
+        return quick
     block = 0
     for match in _YAML_COMPACT.finditer(text):
         indent = len(match.group(0)) - len(match.group(1))
