@@ -140,3 +140,13 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
             norms, model.topo.shard, param_dtype,
             size(zero.param_persistence_threshold, facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
     return terms
+
+
+def saved_weights_assumed(model: Model) -> tuple:
+    """The estimate's `assumed` entry when whether ZeRO-3 keeps gathered linear weights rests on
+    the DeepSpeed version and none is given (a model built outside zero.Init, no recompute)."""
+    entry = model.conv.zero3_version_assumed
+    if not entry or model.tr.recompute == "full":
+        return ()
+    key, value, source = entry
+    return ({"key": key, "value": value, "source": source},)

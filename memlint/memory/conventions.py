@@ -229,6 +229,8 @@ class Conventions:
     zero3_saved_weights: Optional[str]  # why ZeRO-3's forward keeps gathered linear weights for
     #                               backward (standard linear layers: memory/deepspeed_buffers.py
     #                               stage3_saved_gathered_weights); None: the wrapper frees them
+    zero3_version_assumed: tuple  # (key, value, source) when that rests on memlint's DeepSpeed
+    #                               version (none given, the model built outside zero.Init); ()
     # -- pipeline schedule
     pipeline_layout: Optional[tuple]   # --pipeline-model-parallel-layout stages
     embedding_in_split: bool      # the embedding counts as a layer of the pipeline split
@@ -330,6 +332,8 @@ def build(scenario, context) -> Conventions:
         else 2 if context.dtypes.compute == 2 else 4,
         zero=_zero_settings(keys),
         zero3_saved_weights=_zero3_saved_weights(keys, tr, par, framework, uses_deepspeed),
+        zero3_version_assumed=ZERO3_VERSION_ASSUMED if _zero3_saved_weights(
+            keys, tr, par, framework, uses_deepspeed, unknown_version=True) else (),
         pipeline_layout=keys.get("megatron.pipeline-layout-stages"),
         embedding_in_split=(keys.get("megatron.account-for-embedding-in-pipeline-split") is True
                             or _partition_counts_embeddings(keys)),
@@ -506,8 +510,20 @@ _CHECKPOINT_SOURCES = {
 }
 
 
-def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool) -> Optional[str]:
+ZERO3_VERSION_ASSUMED = (
+    "deepspeed.version",
+    "v0.19.6 (memlint's DeepSpeed facts), whose ZeRO-3 linear wrapper frees a built model's "
+    "gathered weights too (before 0.19.4 the forward keeps them for the backward: set "
+    "deepspeed.version)",
+    "deepspeedai/DeepSpeed#8189 (617061d6b, v0.19.4), the ZeRO-3 linear wrapper for a model built "
+    "outside zero.Init, memlint/facts/deepspeed.py")
+
+
+def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
+                         unknown_version: bool = False) -> Optional[str]:
     """Why a ZeRO-3 run's linear layers keep their gathered weights for the backward, or None.
+    With `unknown_version`: what an older DeepSpeed would do where no version is given (the
+    estimate then names the version it assumed).
 
     torch's linear saves `weight.t()`, a view that holds the gathered storage after ZeRO-3 frees
     the parameter; DeepSpeed's LinearFunctionForZeroStage3 saves the parameter itself instead
@@ -520,6 +536,10 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool) ->
     if keys.get("deepspeed.memory_efficient_linear") is False:
         return "memory_efficient_linear false"
     version = keys.get("deepspeed.version")
+    if unknown_version:
+        if version is not None:
+            return None
+        version = "0.0"
     if version is None:
         return None
     numbers = tuple(int(part) for part in version.split("."))

@@ -108,3 +108,22 @@ def test_the_output_layer_is_a_module_the_live_ceiling_cannot_split():
     big = live("model.vocab_size=300000")
     assert big.inputs["largest_module_params"] == 300000 * 4096
     assert big.bytes == 300000 * 4096 * 2
+
+
+def test_the_assumed_deepspeed_version_is_named_where_it_decides():
+    """A ZeRO-3 model built outside zero.Init with no version given: the estimate rests on
+    memlint's DeepSpeed (v0.19.6, the wrapper installed for built models) and says so; a given
+    version, zero.Init (the default) or full recompute need no such entry."""
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    def assumed(*extra):
+        sets = ["framework=deepspeed", "zero=3", "world_size=8", "micro_batch=1",
+                "seq_len=2048", *extra]
+        scenario, _ = build([overrides_partial(sets, model="llama3-8b")])
+        return [a["key"] for a in estimate(scenario).assumed]
+
+    assert "deepspeed.version" in assumed("model_init=cpu")
+    for extra in ((), ("model_init=cpu", "deepspeed.version=0.14.2"),
+                  ("model_init=cpu", "recompute=full"), ("model_init=cpu", "zero=2")):
+        assert "deepspeed.version" not in assumed(*extra), extra
