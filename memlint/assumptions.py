@@ -92,7 +92,7 @@ _LIST = [
                "MUST_SAVE, as eager SAC caches them: an upper bound) or partitioner (what "
                "Inductor's min-cut partitioner saves, measured: w2's output, which no backward "
                "op reads, is not kept)",
-               "bench/compile_saved.py (torch 2.8 and 2.13); torch/_functorch/partitioners.py "
+               "bench/compile_saved.py (torch 2.6, 2.8 and 2.13); torch/_functorch/partitioners.py "
                "min_cut_rematerialization_partition; memory/compile.py"),
     Assumption("moe.routing_imbalance", _at_least_one,
                "max/mean tokens routed to one expert-parallel rank; multiplies routed-expert "

@@ -17,7 +17,7 @@ loss included. What changes, as terms with sources:
 - compiled blocks fuse the SwiGLU's pointwise silu·mul (Inductor's pointwise fusion), one
   intermediate fewer in the forward's cached temporaries (memory/allocator.py mlp_transients);
 - which activations a compiled block saves, measured by bench/compile_saved.py on a
-  torchtitan-style Llama-3 block in bf16 (torch 2.8 and 2.13 CPU builds, Inductor; torchao
+  torchtitan-style Llama-3 block in bf16 (torch 2.6, 2.8 and 2.13 CPU builds, Inductor; torchao
   float8 linears at pytorch/ao@0afa4c1; bench/data/compile/), in bytes per token per hidden unit:
   - op-level SAC (torchtitan's `_save_list` policy): eager 15.625, compiled 13.625, with float8
     linears compiled 13.625 too. Eager SAC caches the output of every MUST_SAVE op whether or
@@ -38,7 +38,7 @@ loss included. What changes, as terms with sources:
   The partitioner's choice does not depend on the device for these ops; the GPU runs' SDPA is
   aten._scaled_dot_product_flash_attention (in the policy's list), the CPU's
   _scaled_dot_product_flash_attention_for_cpu, which the script's policy treats alike.
-- the compiled loss, measured by the same script on torch 2.8 and 2.13: the forward keeps 0.001 B
+- the compiled loss, measured by the same script on torch 2.6, 2.8 and 2.13: the forward keeps 0.001 B
   per logit beyond the bf16 logits (per-row statistics), the backward peaks at 2 B per logit
   (the bf16 gradient); eager keeps 4 B (the fp32 log-probabilities) and peaks 8 B above it: the
   terms above.
@@ -62,7 +62,7 @@ SRC_COMPILED_SAC = ("compiled block: w2's output, which no backward op reads, is
                     "(pytorch/pytorch torch/_functorch/partitioners.py "
                     "min_cut_rematerialization_partition saves the forward-backward cut; eager "
                     "SAC caches every MUST_SAVE output, torch/utils/checkpoint.py "
-                    "_CachingTorchDispatchMode); measured with torch 2.8 and 2.13: 15.625 -> "
+                    "_CachingTorchDispatchMode); measured with torch 2.6-2.13: 15.625 -> "
                     "13.625 B per token per hidden unit (bench/compile_saved.py, "
                     "bench/data/compile/)")
 

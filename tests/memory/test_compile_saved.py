@@ -1,5 +1,5 @@
 """What a compiled torchtitan block keeps for its backward (memory/compile.py), against the
-measurements bench/compile_saved.py made with torch 2.8 and 2.13 (bench/data/compile/): under
+measurements bench/compile_saved.py made with torch 2.6, 2.8 and 2.13 (bench/data/compile/): under
 op-level selective AC the compiled block does not keep w2's output (no backward op reads it;
 eager SAC caches every MUST_SAVE output), under full AC it keeps what eager does. memlint counts
 eager's set unless `compile.block_saved = partitioner` (the default is the upper bound)."""
@@ -19,7 +19,7 @@ sys.path.append(os.path.join(ROOT, "bench"))  # after tests/: bench/fuzz.py must
 from published import estimate_args  # noqa: E402
 
 DATA = os.path.join(ROOT, "bench", "data", "compile")
-VERSIONS = ("2.8", "2.13")
+VERSIONS = ("2.6", "2.8", "2.13")
 TOML = os.path.join(ROOT, "fixtures", "adapters", "torchtitan", "good", "llama3_8b_9dec370.toml")
 
 
