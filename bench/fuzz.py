@@ -1,7 +1,7 @@
 """Long fuzz run: mutated real configs and generated logs, pyproject tables and directory trees
 through the real CLI, in-process, under a time limit each.
 
-    python bench/fuzz.py --count 100000 --jobs 2 --seed 1 --out /tmp/memlint-fuzz
+    python bench/fuzz.py --count 100000 --jobs 2 --seed 1
 
 Inputs: real configs from fixtures/, the shared real configs of fixtures/shared-real/ last,
 mutated (tests/fuzz/mutate.py has the mutators and the oracle: exit 0/1/2 as DESIGN.md says,
@@ -12,8 +12,10 @@ tests/fuzz/generators.py: training logs for `compare` (with --write-assumptions)
 tables beside a config, directory trees for `check DIR`, each with its own oracle (escaped
 output, the pyproject.toml left valid). --count N runs exactly N inputs, however long that
 takes; --time T (without --count) runs until T seconds have passed; neither: --time 600. Prints
-inputs run, time, rate and failures (grouped by message, with a reproducer written under --out),
-also when stopped (Ctrl-C, SIGTERM) before the end. Exit 1 if any failed.
+inputs run, time, rate and failures (grouped by message, with a reproducer written under --out,
+by default a new folder each run), also when stopped (Ctrl-C, SIGTERM) before the end; an input
+the harness could not build (a MemoryError under the memory limit) is a harness failure, listed
+apart with its seed. Exit 1 if memlint failed on any input, else 2 if the harness failed.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,8 +47,6 @@ _MEMORY = 100 * 2**20  # bytes one input may add to the process (issue 19: under
 
 def _init(include_shared: bool) -> None:
     global _CORPUS, _WORKDIR
-    import tempfile
-
     _CORPUS = mutate.corpus(include_shared)
     _WORKDIR = tempfile.mkdtemp(prefix="memlint-fuzz-")
     from memlint import cli  # imported before the limit: modules are not inputs
@@ -94,9 +95,16 @@ def _rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+HARNESS = "harness"   # the first word of a failure of the harness itself, not of memlint
+
+
 def _work(seed: int) -> tuple:
-    """(seed, failure, CPU seconds, bytes the peak RSS grew by) of one input."""
-    case = _case(seed)
+    """(seed, failure, CPU seconds, bytes the peak RSS grew by) of one input. An input that
+    cannot be built under the memory limit is the harness's failure, reported with its seed."""
+    try:
+        case = _case(seed)
+    except MemoryError:
+        return seed, f"{HARNESS}: MemoryError while building the input", 0.0, 0
     before = _rss()
     started = time.process_time()
     if isinstance(case, generators.Case):
@@ -153,8 +161,8 @@ def main(argv=None) -> int:
                         help="CPU seconds after which an input is stopped")
     parser.add_argument("--slow", type=float, default=1.0,
                         help="CPU seconds over which a finished input counts as a failure")
-    parser.add_argument("--out", default=os.path.join("/tmp", "memlint-fuzz-failures"),
-                        help="where reproducers of failures are written")
+    parser.add_argument("--out", help="where reproducers of failures are written (default: a "
+                        "new folder under the temporary directory, printed at the end)")
     parser.add_argument("--no-shared", action="store_true",
                         help="only fixtures/, not fixtures/shared-real/")
     args = parser.parse_args(argv)
@@ -222,18 +230,29 @@ def main(argv=None) -> int:
           f"{', '.join(sorted({m.__name__ for m in mutate.MUTATORS}))}; generated cases: "
           f"{', '.join(g.__name__ for g in generators.GENERATORS)}")
     print("inputs by kind: " + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items())))
+    harness = {key: items for key, items in failures.items() if key.startswith(HARNESS + ":")}
+    failures = {key: items for key, items in failures.items() if key not in harness}
     count = sum(len(v) for v in failures.values())
     print(f"failures: {count} ({len(failures)} distinct)")
+    out = args.out
+    if failures and out is None:
+        out = tempfile.mkdtemp(prefix="memlint-fuzz-failures-")
     for key, items in failures.items():
         seed, message = items[0]
         case = _case(seed)
         if isinstance(case, generators.Case):
-            where = generators.reproducer(case, args.out, seed)
+            where = generators.reproducer(case, out, seed)
         else:
             name, raw, extra, fmt, command = case
-            where = mutate.reproducer(name, raw, [command, "--format", fmt, *extra], args.out)
+            where = mutate.reproducer(name, raw, [command, "--format", fmt, *extra], out)
         print(f"  {len(items):5d}x  {message[:200]}\n         seed {seed}: {where}")
-    return 1 if failures else 0
+    if failures:
+        print(f"reproducers: {out}")
+    for items in harness.values():   # no reproducer: memlint never saw these inputs
+        seeds = ", ".join(str(seed) for seed, _ in items[:20])
+        print(f"harness failures: {len(items)}  {items[0][1][:200]}\n         seeds: {seeds}"
+              f"{' ...' if len(items) > 20 else ''} (rerun one: --seed SEED --count 1 --jobs 1)")
+    return 1 if failures else 2 if harness else 0
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ def published_run(folder: str, row: dict) -> dict:
                error=(predicted - out["measured"]) / out["measured"],
                allocated=stage.allocated_bytes, reserved=stage.reserved_bytes,
                device=stage.device_bytes, components=stage.components(),
+               terms=[t.name for t in stage.terms if t.bytes],
                framework=FRAMEWORK_FAMILY.get(estimate.scenario.training.framework,
                                               estimate.scenario.training.framework),
                assumed=[a.get("key") if isinstance(a, dict) else str(a)

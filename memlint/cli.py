@@ -178,9 +178,10 @@ def _severity(label):
 
 
 def _color(args) -> bool:
-    if args.no_color or os.environ.get("NO_COLOR"):
-        return False
-    return hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+    # start-up: loaded already, by the parser
+    from memlint.commands import arguments
+
+    return arguments.color(args.no_color, sys.stdout)
 
 
 def _units(args, estimates) -> str:

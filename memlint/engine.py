@@ -327,7 +327,7 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
     used = set() if used is None else used
     # the rules an unused suppression is reported for (suppressions.py): those found before the
     # rules run, whose findings are known even where they are turned off
-    judged = {r.code.lower() for r in reg if getattr(r, "reserved", False)}
+    judged = set(_rule_plan(reg, config, _selectors(config))[0])
     pre = [locate_diagnostic(diagnostic, anchor) for diagnostic in pre]
 
     for diagnostic in pre:
@@ -344,16 +344,23 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
     if scenario is not None:
         if resolved is None:
             resolved = context_of(scenario, estimate)
-        selectors = _selectors(config)
-        for rule in reg:
-            if getattr(rule, "reserved", False) or not is_enabled(rule, config, selectors):
-                continue
-            if rule.formats and not set(rule.formats) & set(formats):
+        present = set(formats)
+        formats = tuple(formats)
+        shared = None   # the Context of every rule without options (a frozen record; bulk speed)
+        for rule, code, wanted, defaults in _rule_plan(reg, config, _selectors(config))[1]:
+            if wanted and not wanted & present:
                 continue
             if estimate is not None:
-                judged.add(rule.code.lower())
-            ctx = Context(scenario=scenario, estimate=estimate, options=_options(rule, config),
-                          formats=tuple(formats), resolved=resolved)
+                judged.add(code)
+            if defaults is not None and not defaults:
+                if shared is None:
+                    shared = Context(scenario=scenario, estimate=estimate, options={},
+                                     formats=formats, resolved=resolved)
+                ctx = shared
+            else:
+                ctx = Context(scenario=scenario, estimate=estimate,
+                              options=dict(defaults) if defaults is not None
+                              else _options(rule, config), formats=formats, resolved=resolved)
             try:
                 findings = list(rule.check(ctx) or ())
             except Exception as exc:  # noqa: BLE001 - a broken rule must not sink the run
@@ -377,6 +384,32 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
     kept.extend(unknown_suppressions(suppressions, reg))
     kept.extend(_unused_suppressions(suppressions, used, judged, reg, config))
     return sorted(kept, key=Diagnostic.sort_key)
+
+
+_PLANS: dict = {}   # (id(reg), its size, selectors, whether options are given) -> (reg, plan)
+
+
+def _rule_plan(reg: Registry, config: LintConfig, selectors: tuple) -> tuple:
+    """(the reserved rules' lower-cased codes, [(rule, lower-cased code, its formats, its
+    default options or None when the config gives options), ...] of the enabled rules that are
+    not reserved, in the registry's order): what lint walks per run, made once per registry and
+    selectors (a run over many files lints every file with the same few)."""
+    key = (id(reg), len(reg), selectors, bool(config.options))
+    found = _PLANS.get(key)
+    if found is not None and found[0] is reg:
+        return found[1]
+    reserved, rules = [], []
+    for rule in reg:
+        if getattr(rule, "reserved", False):
+            reserved.append(rule.code.lower())
+        elif is_enabled(rule, config, selectors):
+            rules.append((rule, rule.code.lower(), frozenset(rule.formats or ()),
+                          None if config.options else _options(rule, config)))
+    if len(_PLANS) >= 64:
+        _PLANS.clear()
+    plan = (tuple(reserved), tuple(rules))
+    _PLANS[key] = (reg, plan)
+    return plan
 
 
 def _kept(found: list, reg: Registry, config: LintConfig, suppressions: dict,

@@ -588,6 +588,14 @@ def size_or_auto(value: Any):
     return int(_number(value))
 
 
+def version_text(value: Any) -> str:
+    """A release version, as its dotted numbers ("0.14.2"; a number 0.14 is read as written)."""
+    text = str(value).strip().lstrip("v")
+    if isinstance(value, bool) or not re.fullmatch(r"\d+(\.\d+){0,3}", text):
+        raise ValueError(f"expected a version like 0.14.2, got {_short(value)}")
+    return text
+
+
 def env_value(value: Any) -> str:
     """An environment variable's value, as written."""
     if not isinstance(value, str):
@@ -740,6 +748,13 @@ _CONVENTION_KEYS = [
         "DeepSpeed ZeRO-3 stage3_param_persistence_threshold (elements, or auto)"),
     _convention(D + "stage3_gather_16bit_weights_on_model_save", to_bool,
         "DeepSpeed ZeRO-3: save consolidated 16-bit weights with each checkpoint"),
+    _convention(D + "memory_efficient_linear", to_bool,
+        "DeepSpeed ZeRO-3 memory_efficient_linear (default true): linear layers that do not keep "
+        "their gathered weight for the backward"),
+    _convention(D + "version", version_text,
+        "the DeepSpeed version the run uses (e.g. 0.14.2; default: the version memlint's DeepSpeed "
+        "facts are read at, v0.19.6): before 0.19.4 a model built outside zero.Init keeps "
+        "standard linear layers under ZeRO-3"),
     _convention(D + "sub_group_size", non_negative_int,
         "DeepSpeed ZeRO sub_group_size (elements per optimizer sub-group)"),
     _convention(D + "offload_optimizer.pin_memory", to_bool,
@@ -848,18 +863,34 @@ def _close_matches(name: str, candidates, n: int) -> list:
     chars = set(name)
     own = size - len(chars)   # the name's repeated characters
     bounded = []   # (bound from the characters the two share at all, candidate)
-    for c in candidates:
-        total = size + len(c)
-        if 0.6 * total > 2 * min(size, len(c)):
-            continue
-        other = _CHARSETS.get(c)
-        if other is None:
-            other = _CHARSETS[c] = frozenset(c)
-        # each distinct character one string lacks is one that cannot match
-        both = len(chars & other)
-        shared = min(own + both, len(c) - len(other) + both)
-        if 0.6 * total <= 2 * shared:
-            bounded.append((2.0 * shared / total, c))
+    if isinstance(candidates, tuple):
+        # a fixed table (Megatron's 1,452 flags): the same bound, from each candidate's
+        # characters as bits, made once per table
+        bits, rows = _table(candidates)
+        mask = 0
+        for ch in chars:
+            mask |= bits.get(ch, 0)
+        for length, theirs, repeats, c in rows:
+            total = size + length
+            if 0.6 * total > 2 * min(size, length):
+                continue
+            both = (mask & theirs).bit_count()
+            shared = min(own + both, repeats + both)
+            if 0.6 * total <= 2 * shared:
+                bounded.append((2.0 * shared / total, c))
+    else:
+        for c in candidates:
+            total = size + len(c)
+            if 0.6 * total > 2 * min(size, len(c)):
+                continue
+            other = _CHARSETS.get(c)
+            if other is None:
+                other = _CHARSETS[c] = frozenset(c)
+            # each distinct character one string lacks is one that cannot match
+            both = len(chars & other)
+            shared = min(own + both, len(c) - len(other) + both)
+            if 0.6 * total <= 2 * shared:
+                bounded.append((2.0 * shared / total, c))
     if not bounded:
         return []
     # start-up: difflib loads only when a did-you-mean has a candidate to align
@@ -886,6 +917,27 @@ def _close_matches(name: str, candidates, n: int) -> list:
     return [c for _, c in best]
 
 
+def _table(candidates: tuple) -> tuple:
+    """(bit of each character, [(length, its characters' bits, its repeated characters,
+    candidate), ...]) of a fixed candidate table, made once per process."""
+    found = _TABLES.get(candidates)
+    if found is None:
+        bits: dict = {}
+        rows = []
+        for c in candidates:
+            theirs = 0
+            for ch in set(c):
+                bit = bits.get(ch)
+                if bit is None:
+                    bit = bits[ch] = 1 << len(bits)
+                theirs |= bit
+            rows.append((len(c), theirs, len(c) - len(set(c)), c))
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        found = _TABLES[candidates] = (bits, rows)
+    return found
+
+
 def _counts(text: str) -> dict:
     """How often each character occurs in `text` (cached: candidate lists are fixed tables)."""
     found = _COUNTS.get(text)
@@ -900,5 +952,6 @@ def _counts(text: str) -> dict:
 
 _CHARSETS: dict = {}  # candidate -> its characters (the candidate lists are fixed tables)
 _COUNTS: dict = {}    # candidate -> its character counts
+_TABLES: dict = {}    # a tuple of candidates -> _table's bits and rows
 _SUGGESTED: dict = {}  # (name, a tuple of candidates) -> suggest's answer, per process
 _MATCHED: dict = {}    # (name, a tuple of candidates, n) -> close_matches' answer

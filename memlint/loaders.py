@@ -18,6 +18,7 @@ import errno
 import os
 import re
 import stat
+import sys
 from functools import lru_cache
 
 from memlint import lazy_re
@@ -635,10 +636,15 @@ _YAML_COMPACT = lazy_re.compile(r"^[ \t]*((?:[-?:][ \t]+)*)", re.M)
 
 
 def _yaml_depth_bound(text: str) -> int:
-    """An upper bound on a YAML document's nesting depth, cheap to compute: every flow level
-    needs its own '[' or '{', and every block level more indentation or another compact
-    indicator ('- - x') on its line."""
+    """An upper bound on a YAML document's nesting depth (tight enough to tell whether libyaml
+    can take the document), cheap to compute: every flow level needs its own '[' or '{', and
+    every block level more indentation or another compact indicator ('- - x') on its line."""
     flow = text.count("[") + text.count("{")
+    # for speed: a block level takes at least one character of its line (an indent blank, or an
+    # indicator with its blank), so the longest line bounds them, and decides most documents
+    quick = flow + len(max(text.split("\n"), key=len)) + 1
+    if quick <= _C_YAML_MAX_DEPTH:
+        return quick
     block = 0
     for match in _YAML_COMPACT.finditer(text):
         indent = len(match.group(0)) - len(match.group(1))
@@ -673,10 +679,42 @@ def _yaml_flow_depth(text: str) -> int:
     return deepest
 
 
-def load_yaml(path: str, text: str) -> Document:
-    # start-up: PyYAML loads only when a YAML file is read
-    import yaml
 
+def _pyyaml():
+    """PyYAML, imported on the first YAML file, without compiling its patterns up front.
+
+    PyYAML's modules compile ten regular expressions when they are imported: the reader's class
+    of printable characters (a large Unicode class, about a third of `import yaml`), the
+    resolver's implicit-tag patterns and the constructor's timestamp. memlint composes with
+    libyaml (CSafeLoader), which never runs the Python reader, and uses only the resolver
+    patterns of the characters its plain scalars start with. So while `yaml` is imported, a
+    `re.compile` called from PyYAML's own modules returns a `lazy_re` stand-in, compiled on first
+    use; any other caller (another thread included) gets `re.compile` itself. PyYAML calls only
+    `match` and `search` on these patterns (reader.py, resolver.py, constructor.py at 6.0),
+    which the stand-in answers as the compiled pattern does. About 60 million instructions less
+    (callgrind) on a one-file YAML check (bench/speed.py)."""
+    found = sys.modules.get("yaml")
+    if found is not None:
+        return found
+    compile_now = re.compile
+
+    def compile_later(pattern, flags=0):
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("yaml."):
+            return lazy_re.compile(pattern, flags)
+        return compile_now(pattern, flags)
+
+    re.compile = compile_later
+    try:
+        # start-up: PyYAML loads only when a YAML file is read
+        import yaml
+    finally:
+        if re.compile is compile_later:
+            re.compile = compile_now
+    return yaml
+
+
+def load_yaml(path: str, text: str) -> Document:
+    yaml = _pyyaml()
     doc = Document(path=path, text=text)
     loader = yaml.SafeLoader
     bound = _yaml_depth_bound(text)
@@ -713,7 +751,9 @@ def load_yaml(path: str, text: str) -> Document:
                                     "several YAML documents; only the first is read",
                                     Provenance(path, nodes[1].start_mark.line + 1, 1, None)))
     budget = [MAX_YAML_NODES]
-    safe = yaml.SafeLoader("")
+    # a constructor alone builds the scalars (a SafeLoader's Python reader would compile the
+    # printable-character pattern for an empty string)
+    safe = yaml.constructor.SafeConstructor()
     try:
         _expanded_size(nodes[0], {}, 0)  # an alias bomb is refused before anything is built
         doc.data = _yaml_value(nodes[0], (), doc, safe, budget, 0)
@@ -775,9 +815,7 @@ def _expanded_size(node, memo: dict, depth: int) -> int:
 
 
 def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int) -> Any:
-    # start-up: PyYAML loads only when a YAML file is read
-    import yaml
-
+    yaml = _pyyaml()
     budget[0] -= 1
     if budget[0] < 0:
         raise _YAMLError(f"more than {MAX_YAML_NODES} values after alias expansion "
@@ -865,13 +903,6 @@ _LONG_NUMBER = lazy_re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
 
 
 def load_toml(path: str, text: str) -> Document:
-    try:
-        # start-up: the TOML parser loads only when a TOML file is read
-        import tomllib  # type: ignore[import-not-found]
-    except ModuleNotFoundError:  # Python < 3.11
-        # start-up: the TOML parser loads only when a TOML file is read
-        import tomli as tomllib  # type: ignore[no-redef]
-
     doc = Document(path=path, text=text)
     long = next((m for m in _LONG_NUMBER.finditer(text)
                  if any(c in m.group(0) for c in ".eE")), None)   # integers: tomllib's limit
@@ -885,26 +916,15 @@ def load_toml(path: str, text: str) -> Document:
                                     f"{MAX_NUMBER_CHARS:,} characters)",
                                     Provenance(path, line, col, None)))
         return doc
-    try:
-        doc.data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        match = re.search(r"at line (\d+), column (\d+)", message)
-        line, col = (int(match.group(1)), int(match.group(2))) if match else (None, None)
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
-        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"invalid TOML: {message}",
-                                    Provenance(path, line, col, None)))
-        return doc
-    except RecursionError:
-        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "invalid TOML: nesting too deep",
-                                    Provenance(path, 1, 1, None)))
-        return doc
-    except ValueError:  # tomllib's int() of an integer over Python's 4,300-digit limit
-        long = re.search(r"[0-9_]{%d,}" % MAX_INT_DIGITS, text)
-        line, col = _line_col(text, long.start()) if long else (None, None)
-        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                    "invalid TOML: an integer too large for a config value",
-                                    Provenance(path, line, col, None)))
+    # a plain document is read without tomllib; what toml_subset declines (invalid documents
+    # included), tomllib reads
+    # start-up: toml_subset loads only when a TOML file is read
+    from memlint import toml_subset
+
+    doc.data = toml_subset.read(text)
+    if doc.data is None:
+        _load_toml_data(doc, path, text)
+    if doc.data is None:
         return doc
     table: tuple = ()
     in_multiline = None
@@ -928,6 +948,35 @@ def load_toml(path: str, text: str) -> Document:
                 if rest.count(quote) == 1:
                     in_multiline = quote
     return doc
+
+
+def _load_toml_data(doc: Document, path: str, text: str) -> None:
+    """`doc.data` as tomllib reads the text, or the parse error in `doc.diagnostics`."""
+    try:
+        # start-up: the TOML parser loads only when a TOML file outside toml_subset is read
+        import tomllib  # type: ignore[import-not-found]
+    except ModuleNotFoundError:  # Python < 3.11
+        # start-up: the TOML parser loads only when a TOML file outside toml_subset is read
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    try:
+        doc.data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"at line (\d+), column (\d+)", message)
+        line, col = (int(match.group(1)), int(match.group(2))) if match else (None, None)
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"invalid TOML: {message}",
+                                    Provenance(path, line, col, None)))
+    except RecursionError:
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "invalid TOML: nesting too deep",
+                                    Provenance(path, 1, 1, None)))
+    except ValueError:  # tomllib's int() of an integer over Python's 4,300-digit limit
+        long = re.search(r"[0-9_]{%d,}" % MAX_INT_DIGITS, text)
+        line, col = _line_col(text, long.start()) if long else (None, None)
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                    "invalid TOML: an integer too large for a config value",
+                                    Provenance(path, line, col, None)))
 
 
 _COMMENT_DIRECTIVE = lazy_re.compile(
@@ -986,6 +1035,11 @@ def suppressions(text: str) -> Suppressions:
                 covers.append(covers[-1] + 1)
         found.add(number, names, tuple(covers))
     return found
+
+
+# What a reader says of a referenced name holding a NUL byte, which `inside` calls not inside: no
+# file system has such a name, so it is not "outside the repository root" either.
+NUL_PATH = "is not a valid path: it contains a NUL byte"
 
 
 def inside(path: str, root: str) -> bool:

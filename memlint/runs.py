@@ -31,7 +31,7 @@ from memlint.config import config_for
 from memlint.engine import LintConfig
 from memlint.errors import UsageError
 from memlint.ir import Partial, Provenance
-from memlint.loaders import inside
+from memlint.loaders import NUL_PATH, inside
 from memlint.loaders import MAX_FILE_BYTES, is_buffered, read_text, repo_root
 from memlint.records import field, record
 from memlint.scenario import parse_assignment
@@ -98,6 +98,9 @@ def check_exists(path: str) -> None:
 def check_inside(path: str, config: LintConfig, setting: str, allow: bool = False) -> None:
     """Files that settings name stay inside the repository root, after links are resolved, so a
     pull request editing pyproject.toml cannot make CI print a file from elsewhere."""
+    if "\x00" in path:
+        raise UsageError(f"{config.source}: [tool.memlint] {setting}: "
+                         f"{os.path.relpath(path)!r} {NUL_PATH}; not read")
     if allow or config.allow_outside_root or config.root is None:
         return
     if not inside(path, config.root):

@@ -19,7 +19,7 @@ from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN
                                  Severity, make)
 from memlint.ir import (RL, Assumptions, Engine, Hardware, ModelSpec, Parallelism, Partial,
                         Provenance, Scenario, Setting, Training, frozen_mapping)
-from memlint.loaders import inside, repo_root
+from memlint.loaders import NUL_PATH, inside, repo_root
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -190,6 +190,11 @@ def load_model_source(name: str, prov: Provenance, base_dir: Optional[str] = Non
         path = os.path.join(os.path.dirname(os.path.abspath(prov.file)), path)
     elif base_dir and not os.path.isabs(path):
         path = os.path.join(base_dir, path)
+    if "\x00" in path:
+        partial = Partial(source=name, fmt="hf_config")
+        partial.diagnostics.append(make(INVALID_VALUE, Severity.ERROR,
+                                        f"model {name!r} {NUL_PATH}", prov, key="model"))
+        return partial
     if prov.file is not None and not allow_outside_root:
         root = repo_root(prov.file)
         if not inside(path, root):

@@ -43,3 +43,19 @@ def test_corner_cases():
     assert keys.close_matches("abc", []) == []
     assert keys.suggest("", ("a",)) is None
     assert hub.close_matches("lama-3.1-8b", n=2) == hub.close_matches("LAMA-3.1-8B", n=2)
+
+
+def test_a_fixed_table_gives_difflib_s_answers():
+    """A tuple of candidates (a fixed table such as Megatron's flags) is bounded through its
+    characters as bits, made once per table: the same answers as difflib and as a list, with
+    duplicates and characters no candidate has."""
+    flags = context.all_flags()
+    assert isinstance(flags, tuple)
+    rnd = random.Random(31)
+    for round_ in range(30):
+        name = _typo(rnd, rnd.choice(flags)) + ("é" if round_ % 7 == 0 else "")
+        table = flags if round_ % 3 else tuple(rnd.sample(flags, 40)) + flags[:3]
+        for n in (1, 3):
+            expected = difflib.get_close_matches(name, list(table), n=n, cutoff=0.6)
+            assert keys.close_matches(name, table, n) == expected, (name, n)
+            assert keys.close_matches(name, list(table), n) == expected, (name, n)

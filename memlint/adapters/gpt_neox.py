@@ -33,6 +33,7 @@ from memlint.diagnostics import (DUPLICATE_KEY, INVALID_VALUE, UNKNOWN_KEY, UNKN
                                  UNRESOLVED, Severity, make)
 from memlint.facts import coverage
 from memlint.ir import Partial, Provenance
+from memlint.keys import dtype_name
 from memlint.loaders import Document, load_yaml_mapping, read_text, suppressions
 from memlint.records import field, record, replace
 
@@ -380,7 +381,7 @@ def _precision_keys(c: _Config) -> None:
     precision = _precision(c)
     if precision is None:
         precision = c.default("precision")
-    c.partial.set("precision", {"fp16": "fp16", "bfloat16": "bf16", "fp32": "fp32"}[precision],
+    c.partial.set("precision", dtype_name(precision),   # one of CHOICES["precision"]
                   c.where("precision") if "precision" in cfg else (
                       cfg["fp16"].prov(("enabled",)) if precision == "fp16" and "fp16" in cfg
                       else cfg["bf16"].prov(("enabled",)) if precision == "bfloat16"

@@ -22,7 +22,7 @@ from memlint.adapters import _hydra
 from memlint.adapters.detection import nemo_rl as detect  # noqa: F401 - the adapter's detect()
 from memlint.diagnostics import UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import inside, load_yaml, read_text, repo_root, suppressions
+from memlint.loaders import NUL_PATH, inside, load_yaml, read_text, repo_root, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -78,19 +78,30 @@ def load(path: str, text: str) -> Partial:
     return partial
 
 
+_READ: dict = {}   # (path, text) -> _read's answer for a parent config without diagnostics
+
+
 def _compose(path: str, text: str, root: str, partial: Partial, chain: tuple) -> Optional[dict]:
     """The file's tree with its parents merged under it (load_config_with_inheritance)."""
-    doc = load_yaml(path, text)
-    partial.diagnostics.extend(doc.diagnostics)
-    if not isinstance(doc.data, dict):
+    if len(chain) > 1:
+        # for speed: a parent (NeMo-RL's grpo_math_1B.yaml under most recipes) is read once per
+        # process; its trees are never changed (_merge makes new mappings)
+        read = _READ.get((path, text))
+        if read is None:
+            read = _read(path, text)
+            if not read[0]:
+                if len(_READ) >= 256:
+                    _READ.clear()
+                _READ[(path, text)] = read
+    else:
+        read = _read(path, text)
+    diagnostics, tree, parents, prov = read
+    partial.diagnostics.extend(diagnostics)
+    if tree is None:
         return None
-    data = dict(doc.data)
-    parents = data.pop("defaults", None)
-    tree = _tree(data, doc, ())
     if parents is None:
         return tree
     names = [parents] if isinstance(parents, str) else parents
-    prov = doc.prov(("defaults",), "defaults")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         partial.diagnostics.append(make(
             UNRESOLVED, Severity.WARNING, f"defaults: expected a YAML path or a list of them, got "
@@ -104,12 +115,24 @@ def _compose(path: str, text: str, root: str, partial: Partial, chain: tuple) ->
     return _merge(base, tree)
 
 
+def _read(path: str, text: str) -> tuple:
+    """(the YAML's diagnostics, its tree without `defaults` (None when it is no mapping), the
+    `defaults` value, where `defaults` is)."""
+    doc = load_yaml(path, text)
+    if not isinstance(doc.data, dict):
+        return doc.diagnostics, None, None, None
+    data = dict(doc.data)
+    parents = data.pop("defaults", None)
+    prov = doc.prov(("defaults",), "defaults") if parents is not None else None
+    return doc.diagnostics, _tree(data, doc, ()), parents, prov
+
+
 def _parent(name: str, path: str, root: str, chain: tuple, prov: Provenance,
             partial: Partial) -> Optional[dict]:
     target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), name))
     problem = None
     if "\x00" in name:
-        problem = "is no file path (it holds a NUL byte); not read"
+        problem = f"{NUL_PATH}; not read"
     elif not inside(target, root):
         problem = (f"is outside the repository root {root}; not read, so the settings it gives "
                    "are unknown")

@@ -23,7 +23,7 @@ from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
                                  make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
-from memlint.loaders import MAX_FILE_BYTES, inside, read_text, repo_root, suppressions
+from memlint.loaders import MAX_FILE_BYTES, NUL_PATH, inside, read_text, repo_root, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -415,6 +415,11 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
         if not target:
             continue
         resolved = _resolve_reference(target, path, root)
+        if "\x00" in resolved:
+            partial.diagnostics.append(make(
+                INVALID_VALUE, Severity.WARNING, f"refers to {target!r}, which {NUL_PATH}; not "
+                "followed, so its settings are not checked", prov, key=prov.key))
+            continue
         if not allow_outside_root and not inside(resolved, root):
             partial.diagnostics.append(make(
                 INVALID_VALUE, Severity.WARNING,

@@ -26,13 +26,12 @@ import re
 
 from memlint import lazy_import, lazy_re, verdicts
 from memlint import keys as K
-from memlint.adapters import _shell
 from memlint.adapters.detection import torchtitan as detect  # noqa: F401 - the adapter's detect()
 from memlint.catalog import presets
 from memlint.catalog import torchtitan as catalog
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
-from memlint.loaders import inside, load_toml, read_text, repo_root, suppressions
+from memlint.loaders import NUL_PATH, inside, load_toml, read_text, repo_root, suppressions
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -40,6 +39,8 @@ if TYPE_CHECKING:
 
 # start-up: ast loads only when a config_registry.py is read (RegistryReader)
 ast = lazy_import.module("ast")
+# start-up: the shell reader loads only when a launch script is read (a TOML job file needs none)
+_shell = lazy_import.module("memlint.adapters._shell")
 
 FORMAT = "torchtitan"
 
@@ -409,7 +410,12 @@ def _derive_model(facts: Facts, partial: Partial, anchor, base_dir: Optional[str
     if assets is not None and base_dir is not None:
         candidate = os.path.normpath(os.path.join(base_dir, str(assets[0]), "config.json"))
         root = _repo_root(os.path.join(base_dir, "_"))
-        if not inside(candidate, root):
+        if "\x00" in candidate:
+            partial.diagnostics.append(make(
+                UNRESOLVED, Severity.INFO, f"hf_assets_path {str(assets[0])!r} {NUL_PATH}; "
+                "memlint does not follow it (give --model path/to/config.json)", assets[1],
+                key="model.hf_assets_path"))
+        elif not inside(candidate, root):
             partial.diagnostics.append(make(
                 UNRESOLVED, Severity.INFO,
                 f"hf_assets_path {str(assets[0])!r} points outside this repository; memlint does "

@@ -58,6 +58,8 @@ SEQ_LEN_NAMES = ("cutoff_len", "max_seq_length", "max_length", "model_max_length
 MODEL_NAMES = ("model_name_or_path", "model_name", "model_id", "pretrained_model_name_or_path",
                "model_path", "base_model")
 DTYPE_NAMES = ("torch_dtype", "dtype", "model_dtype")
+# Not keys.dtype_name: it gives the same on these eight, but also takes memlint's own "fp8",
+# which no torch_dtype is (the model loaders getattr(torch, name) or check a choice list)
 _DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
            "float32": "fp32", "fp32": "fp32", "float": "fp32"}
 

@@ -60,6 +60,18 @@ def source(config: str = "ppo_trainer") -> str:
 
 # -- the composed config ---------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
+def _table_parents(name: str) -> frozenset:
+    """Every dotted prefix of the keys of verl's default config `name` (`a`, `a.b` of `a.b.c`)."""
+    parents = set()
+    for key in defaults()["configs"][name]["keys"]:
+        dot = key.rfind(".")
+        while dot >= 0:
+            parents.add(key[:dot])
+            dot = key.rfind(".", 0, dot)
+    return frozenset(parents)
+
+
 @record
 class Entry:
     value: Any
@@ -80,14 +92,25 @@ class Config:
         self.used_defaults: dict = {}
         self._flat: Optional[dict] = None   # flat(), made again after a change
         self._parents: Optional[set] = None  # every dotted prefix of a key (`a`, `a.b` of `a.b.c`)
+        self._table = table
+        self._removed = False   # some key was removed since the defaults were copied
 
     def _is_parent(self, key: str) -> bool:
         """Some key lies under `key` (`key` + "." starts it). Made once, kept by set(), made
         again after a key's children are removed."""
         if self._parents is None:
-            self._parents = set()
-            for name in self.entries:
-                self._add_parents(name)
+            if self._removed:
+                self._parents = set()
+                for name in self.entries:
+                    self._add_parents(name)
+            else:
+                # for speed: every default key is still there, so their prefixes are the
+                # table's, made once per process; only the keys a file added are walked
+                table = self._table
+                self._parents = set(_table_parents(self.name))
+                for name in self.entries:
+                    if name not in table:
+                        self._add_parents(name)
         return key in self._parents
 
     def _add_parents(self, name: str) -> None:
@@ -106,6 +129,7 @@ class Config:
             for child in [k for k in self.entries if k.startswith(key + ".")]:
                 del self.entries[child]
             self._parents = None
+            self._removed = True
         self._flat = None
         if isinstance(value, dict) and value:
             for name, item in _flatten(value, key + "."):
@@ -117,6 +141,7 @@ class Config:
 
     def delete(self, key: str) -> None:
         self._flat = self._parents = None
+        self._removed = True
         for name in [k for k in self.entries if k == key or k.startswith(key + ".")]:
             del self.entries[name]
 

@@ -216,9 +216,15 @@ def close_matches(name: str, n: int = 3) -> list:
     # start-up: the matcher loads only when a suggestion is made
     from memlint.keys import close_matches as closest
 
-    ids = [entry["id"] for entry in entries()]
-    lowered = {i.lower(): i for i in ids}
-    return [lowered[m] for m in closest(name.lower(), tuple(lowered), n)]
+    table = catalog()
+    if _LOWERED[0] is not table or _LOWERED[1] != len(table):   # once per catalog (bulk speed)
+        lowered = {entry["id"].lower(): entry["id"] for entry in entries()}
+        _LOWERED[:] = [table, len(table), lowered, tuple(lowered)]
+    lowered, names = _LOWERED[2], _LOWERED[3]
+    return [lowered[m] for m in closest(name.lower(), names, n)]
+
+
+_LOWERED: list = [None, 0, {}, ()]   # [the catalog, its size, lower-cased id -> id, those ids]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -96,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "instead of standard output")
     parser.add_argument("--set", dest="assignments", action="append", default=[],
                         metavar="KEY=VALUE", help="set a scenario key (repeatable)")
+    parser.add_argument("--no-color", action="store_true", help="never colour the output")
     parser.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
 
 
@@ -219,15 +220,21 @@ def render_text(result, scenario, args, file=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from memlint.commands.arguments import color
+
     stream = file or sys.stdout
+    # coloured as `memlint check` is: not with --no-color or NO_COLOR, not off a terminal (rich
+    # alone would print bold under NO_COLOR, and colour a pipe under FORCE_COLOR)
+    plain = {} if color(getattr(args, "no_color", False), stream) else {
+        "color_system": None, "force_terminal": False}
     # A pipe or a narrow terminal would squeeze the ranked table until the layout column is
     # cut to "TP4·PP…": keep it at least wide enough for every column in full.
     width = None
     if not (hasattr(stream, "isatty") and stream.isatty()):
         width = 140
-    console = Console(file=stream, highlight=False, width=width)
+    console = Console(file=stream, highlight=False, width=width, **plain)
     if console.width < 120:
-        console = Console(file=stream, highlight=False, width=120)
+        console = Console(file=stream, highlight=False, width=120, **plain)
     units = scenario.assumptions.get("units", "GiB")
     cap = scenario.hardware.gpu_memory
     stats = result.stats

@@ -31,6 +31,13 @@ MAX_LIVE_PARAMETERS = 1_000_000_000              # stage3_max_live_parameters
 PARAM_PERSISTENCE_THRESHOLD = 100_000            # stage3_param_persistence_threshold
 SUB_GROUP_SIZE = 1_000_000_000                   # sub_group_size
 CONTIGUOUS_GRADIENTS = True                      # contiguous_gradients
+MEMORY_EFFICIENT_LINEAR = True                   # memory_efficient_linear (stage 3)
+# ZeRO-3's memory-efficient linear (runtime/zero/linear.py LinearFunctionForZeroStage3 replaces
+# torch.nn.functional.linear) is installed by zero.Init: before v0.19.4 only by the context a model
+# is built in (partition_parameters.py patch_init_and_builtins, e.g. v0.14.2 5f631abc), from
+# v0.19.4 also for a built model passed to deepspeed.initialize ("Enable ZeRO-3 linear wrapper for
+# existing models", #8189, 617061d6b)
+LINEAR_WRAPPER_FOR_BUILT_MODELS = (0, 19, 4)
 # overlap_comm: None in the config, read as True under ZeRO-3 and False otherwise
 # (DeepSpeedZeroConfig overlap_comm_valid)
 

@@ -3,11 +3,13 @@
 Three per-layer models, chosen by the assumption `activations.model` and the framework:
 - `seed` (seed article 000 CH 1.4, 5.2): C_act · B · T · d with C_act = 34 (FlashAttention), plus
   5 · H · T / d without it, 2 under full recompute, the every-K selective form of CH 5.2.
-- `fused` (Megatron-LM, DeepSpeed, torchtitan: fused norms and attention): Korthikanti et al. 2022,
+- `fused` (Megatron-LM, Megatron-DeepSpeed and gpt-neox, torchtitan under TP: fused norms and
+  attention): Korthikanti et al. 2022,
   "Reducing Activation Recomputation in Large Transformer Models", section 4, generalized tensor
   by tensor to GQA, gated MLPs, MoE top-k and MLA; TP divides the tensor-parallel region and SP
   the rest (Table 2).
-- `hf` (transformers modules run eagerly, as in `bench/data/calibration`): the tensors autograd
+- `hf` (transformers modules run eagerly: the HF Trainer, FSDP2 without TP, DeepSpeed over an
+  HF model, as in `bench/data/calibration`): the tensors autograd
   saves for each op of the HF modeling code (RMSNorm's fp32 upcast, RoPE outputs, SDPA's
   output and log-sum-exp, eager attention's fp32 softmax, the SwiGLU / GeLU intermediates, dropout
   masks), each an `Item` (memory/activations_eager.py) so `--explain` lists them.

@@ -23,6 +23,7 @@ class HFRun:
     lora_targets: str = ""        # "" | qkvo | all-linear | all-linear+experts
     lora_dropout: float = 0.0
     fused_qkv: bool = False       # one qkv linear (GPT-2 c_attn, phi3, gpt_neox)
+    fused_gate_up: bool = False   # one gate+up linear (phi3 gate_up_proj)
     softmax_fp32: bool = True     # eager softmax upcast (`softmax(..., dtype=torch.float32)`)
     first_frozen_input: bool = False  # layer input does not require grad (frozen embedding)
 
@@ -215,7 +216,7 @@ def lora_items(sh: Shapes, run: HFRun) -> list:
     attn = [sh.d] * (1 if run.fused_qkv else 3) + [sh.do]
     mlp = []
     if run.lora_targets.startswith("all-linear") and not sh.top_k:
-        mlp = [sh.d] * (2 if sh.gated else 1) + [sh.ffn]
+        mlp = [sh.d] * (2 if sh.gated and not run.fused_gate_up else 1) + [sh.ffn]
     inputs = attn + mlp
     items = [Item(f"LoRA rank-{r} intermediates ({len(inputs)} adapters)", a * r * len(inputs))]
     if run.lora_dropout > 0:

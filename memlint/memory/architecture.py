@@ -143,6 +143,7 @@ class Architecture:
     #                              RMSNorm over all query / key channels)
     norms_per_layer: int = 2     # gemma2: 4 (pre/post attention and feed-forward)
     fused_qkv: bool = False      # one qkv matrix (phi3, gpt2, gpt_neox): same count, one GEMM
+    fused_gate_up: bool = False  # one gate+up matrix (phi3 gate_up_proj): same count, one GEMM
     parallel_attention: bool = False  # gpt_neox use_parallel_residual: attn and MLP side by side
     known: bool = True           # False: unknown model_type read through the generic keys
     # the vocabulary before the framework padded it (memlint/facts/vocab.py) and the multiple it

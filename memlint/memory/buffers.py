@@ -33,7 +33,7 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
         return []
     layer_params = [math.ceil(counts.layers[i].total / topo.tp) for i in plan.layers]
     if model.conv.uses_deepspeed and par.zero >= 1 and par.fsdp == "none":
-        return _deepspeed_buffers(model, plan, layer_params)
+        return _deepspeed_buffers(model, plan, layer_params, phase)
     sharded = par.fsdp in ("full", "hybrid") or par.zero >= 3
     if not sharded or topo.shard <= 1:
         return []
@@ -85,9 +85,12 @@ def fsdp_root_and_unit(model: Model, plan: StagePlan) -> tuple:
     return math.ceil(root / tp), unit
 
 
-def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> list:
+def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase: str) -> list:
     """DeepSpeed's ZeRO buffers with the sizes its config gives (or DeepSpeed's defaults; an
-    "auto" size is the HF Trainer's: reduce bucket d², prefetch 0.9·d², persistence 10·d)."""
+    "auto" size is the HF Trainer's: reduce bucket d², prefetch 0.9·d², persistence 10·d).
+    Where ZeRO-3's linear layers are torch's own (`Conventions.zero3_saved_weights`), a forward
+    without recompute leaves every linear weight gathered until its backward: at the end of the
+    forward and the start of the backward."""
     zero = model.conv.zero
     d = model.arch.hidden
 
@@ -109,13 +112,41 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list) -> lis
     if stage >= 3:
         param_dtype = name_of.get(model.dt.param, "bf16")
         stage_params = sum(layer_params)
-        terms.append(ds.stage3_live_parameters(
+        # the output layer is one module, gathered whole for its forward and kept for its
+        # backward right after (the loss is between them): on the last stage it is a module the
+        # ceiling cannot split (a 152k x 8192 head is 1.25e9 elements)
+        head = 0
+        if plan.last:
+            counts = model.counts
+            head = math.ceil((counts.lm_head or counts.embedding) / model.topo.tp)
+        live = ds.stage3_live_parameters(
             size(zero.max_live_parameters, facts.MAX_LIVE_PARAMETERS,
                  facts.MAX_LIVE_PARAMETERS),
             param_dtype, total_params=stage_params,
-            largest_module_params=max(layer_params or [0])))
+            largest_module_params=max(layer_params + [head]))
+        terms.append(live)
+        why = model.conv.zero3_saved_weights
+        # transformers' gradient checkpointing recomputes every layer or none (a selective
+        # setting is Megatron's and leaves HF layers as they are)
+        if why and model.tr.recompute != "full" and phase in ("forward_end", "backward_start"):
+            counts, tp = model.counts, model.topo.tp
+            linear = sum(math.ceil((counts.layers[i].total - counts.layers[i].norms) / tp)
+                         for i in plan.layers)
+            if plan.last:
+                linear += math.ceil(counts.lm_head / tp)
+            terms.append(ds.stage3_saved_gathered_weights(linear, param_dtype, live.bytes, why))
         norms = [d] * (2 * len(plan.layers) + (1 if plan.last else 0))
         terms.append(ds.stage3_persistent_parameters(
             norms, model.topo.shard, param_dtype,
             size(zero.param_persistence_threshold, facts.PARAM_PERSISTENCE_THRESHOLD, 10 * d)))
     return terms
+
+
+def saved_weights_assumed(model: Model) -> tuple:
+    """The estimate's `assumed` entry when whether ZeRO-3 keeps gathered linear weights rests on
+    the DeepSpeed version and none is given (a model built outside zero.Init, no recompute)."""
+    entry = model.conv.zero3_version_assumed
+    if not entry or model.tr.recompute == "full":
+        return ()
+    key, value, source = entry
+    return ({"key": key, "value": value, "source": source},)

@@ -226,6 +226,11 @@ class Conventions:
     gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32;
     #                               1 with torchao's float8 all-gather of the linear weights
     zero: ZeroSettings
+    zero3_saved_weights: Optional[str]  # why ZeRO-3's forward keeps gathered linear weights for
+    #                               backward (standard linear layers: memory/deepspeed_buffers.py
+    #                               stage3_saved_gathered_weights); None: the wrapper frees them
+    zero3_version_assumed: tuple  # (key, value, source) when that rests on memlint's DeepSpeed
+    #                               version (none given, the model built outside zero.Init); ()
     # -- pipeline schedule
     pipeline_layout: Optional[tuple]   # --pipeline-model-parallel-layout stages
     embedding_in_split: bool      # the embedding counts as a layer of the pipeline split
@@ -285,7 +290,10 @@ def build(scenario, context) -> Conventions:
         te_spec=megatron and not local,
         local_spec=local,
         torch_modules=framework in (HF, FSDP2),
-        eager_modules=framework == HF or (framework == FSDP2 and topo.tp == 1),
+        # DeepSpeed has no model code of its own: deepspeed.initialize wraps the module it is
+        # given, which for an HF config is transformers' (gpt-neox's is its own fused code)
+        eager_modules=framework == HF or (framework == FSDP2 and topo.tp == 1)
+        or (framework == DEEPSPEED and topo.tp == 1 and "gpt_neox.config" not in keys),
         op_level_sac=(framework == FSDP2 and tr.recompute == "selective"
                       and tr.recompute_every <= 1),
         autocast_weight_copies=framework == HF,
@@ -323,6 +331,9 @@ def build(scenario, context) -> Conventions:
         gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
         else 2 if context.dtypes.compute == 2 else 4,
         zero=_zero_settings(keys),
+        zero3_saved_weights=_zero3_saved_weights(keys, tr, par, framework, uses_deepspeed),
+        zero3_version_assumed=ZERO3_VERSION_ASSUMED if _zero3_saved_weights(
+            keys, tr, par, framework, uses_deepspeed, unknown_version=True) else (),
         pipeline_layout=keys.get("megatron.pipeline-layout-stages"),
         embedding_in_split=(keys.get("megatron.account-for-embedding-in-pipeline-split") is True
                             or _partition_counts_embeddings(keys)),
@@ -497,6 +508,46 @@ _CHECKPOINT_SOURCES = {
     FSDP2: ("torchtitan DCP model state (sharded params)", "torchtitan DCP optimizer state"),
     None: ("transformers save_pretrained", "transformers Trainer optimizer.pt"),
 }
+
+
+ZERO3_VERSION_ASSUMED = (
+    "deepspeed.version",
+    "v0.19.6 (memlint's DeepSpeed facts), whose ZeRO-3 linear wrapper frees a built model's "
+    "gathered weights too (before 0.19.4 the forward keeps them for the backward: set "
+    "deepspeed.version)",
+    "deepspeedai/DeepSpeed#8189 (617061d6b, v0.19.4), the ZeRO-3 linear wrapper for a model built "
+    "outside zero.Init, memlint/facts/deepspeed.py")
+
+
+def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
+                         unknown_version: bool = False) -> Optional[str]:
+    """Why a ZeRO-3 run's linear layers keep their gathered weights for the backward, or None.
+    With `unknown_version`: what an older DeepSpeed would do where no version is given (the
+    estimate then names the version it assumed).
+
+    torch's linear saves `weight.t()`, a view that holds the gathered storage after ZeRO-3 frees
+    the parameter; DeepSpeed's LinearFunctionForZeroStage3 saves the parameter itself instead
+    (runtime/zero/linear.py). The wrapper is off with memory_efficient_linear false, and before
+    v0.19.4 it was installed only for a model built inside zero.Init (#8189, 617061d6b)."""
+    # layers that call torch's linear (transformers, gpt-neox's mpu layers): Megatron-Core's
+    # LinearWithGradAccumulationAndAsyncCommunication saves the parameter itself
+    if not uses_deepspeed or par.zero < 3 or framework not in (DEEPSPEED, HF):
+        return None
+    if keys.get("deepspeed.memory_efficient_linear") is False:
+        return "memory_efficient_linear false"
+    version = keys.get("deepspeed.version")
+    if unknown_version:
+        if version is not None:
+            return None
+        version = "0.0"
+    if version is None:
+        return None
+    numbers = tuple(int(part) for part in version.split("."))
+    init = tr.model_init or _model_init(framework, par)[0]
+    if numbers < ds_facts.LINEAR_WRAPPER_FOR_BUILT_MODELS and init != "zero-init":
+        return (f"DeepSpeed {version} < 0.19.4 installs the ZeRO-3 linear wrapper only inside "
+                f"zero.Init, and the model is built outside it (model_init {init})")
+    return None
 
 
 def _model_init(framework: str, par) -> tuple:

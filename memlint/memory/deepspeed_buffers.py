@@ -1,5 +1,6 @@
 """Memory DeepSpeed ZeRO adds on the GPU on top of weights, gradients, optimizer states and
-activations: the gradient-reduction bucket and, under ZeRO-3, the gathered parameters.
+activations: the gradient-reduction bucket and, under ZeRO-3, the gathered parameters (and the
+gathered weights standard linear layers keep for the backward).
 
 Pure functions of plain numbers, one per term, each returning a `Term` of the `buffers`
 component (memory/buffers.py calls them with the sizes of the run's DeepSpeed config). Sizes in
@@ -115,3 +116,29 @@ def stage3_persistent_parameters(tensor_numels: Iterable[int], dp: int,
                  {"threshold": int(threshold), "model_threshold": model_threshold, "dp": dp,
                   "param_dtype": param_dtype, "persistent_numel": total, "tensors": count},
                  "deepspeed/runtime/zero/parameter_offload.py mark_persistent_parameters")
+
+
+def stage3_saved_gathered_weights(linear_params: int, param_dtype: str, live_bytes: int,
+                                  why: str) -> Term:
+    """Gathered weights that ZeRO-3's forward leaves to autograd when linear layers are torch's own.
+
+    `torch.nn.functional.linear` saves `weight.t()` for the input's gradient: a view that keeps the
+    gathered storage alive after ZeRO-3 frees the parameter (`free_param` swaps `param.data` for an
+    empty tensor), until that layer's backward. DeepSpeed's LinearFunctionForZeroStage3 saves the
+    parameter instead so the storage can go (runtime/zero/linear.py); without it, at the end of
+    the forward every linear weight of the layers that were not recomputed is held whole. The
+    parameters the coordinator keeps gathered (the live-parameter term) are among them, so this
+    term counts what lies beyond that ceiling. DeepSpeed v0.14.2 (5f631abc) installs the wrapper
+    only inside zero.Init; #8189 (617061d6b, v0.19.4) says "the standard Linear implementation can
+    retain the gathered weight storage until backward completes".
+    """
+    per = _bytes(param_dtype)
+    held = int(linear_params) * per
+    extra = max(0, held - int(live_bytes))
+    return _term("zero3_saved_gathered_weights", extra,
+                 f"linear weights {int(linear_params):,} x {per} B kept by autograd ({why}) - "
+                 f"the live-parameter ceiling {int(live_bytes):,} B counted above (among them)",
+                 {"linear_params": int(linear_params), "param_dtype": param_dtype,
+                  "live_bytes": int(live_bytes), "why": why},
+                 "deepspeed/runtime/zero/linear.py LinearFunctionForZeroStage3; "
+                 "partition_parameters.py free_param; deepspeedai/DeepSpeed#8189 (617061d6b)")

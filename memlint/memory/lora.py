@@ -126,7 +126,10 @@ def lora_activation_items(model: Model, sh) -> list:
     with dropout, the dropped copy of the input (peft `lora.Linear.forward`)."""
     rank = model.tr.lora_rank
     c = model.dt.compute
-    targets = 4 if model.tr.lora_targets == "qkvo" else (7 if sh.gated else 6)
+    arch = model.arch
+    attention = 2 if arch.fused_qkv else 4        # one adapter per nn.Linear (fused qkv: one)
+    mlp = (2 if arch.fused_gate_up else 3) if sh.gated else 2
+    targets = attention if model.tr.lora_targets == "qkvo" else attention + mlp
     items = [Item(f"LoRA rank-{rank} intermediates ({targets} targets)", c * rank * targets)]
     if model.tr.lora_dropout > 0:
         mask = 1 if model.scenario.hardware.device == "cuda" else c

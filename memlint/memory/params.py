@@ -229,10 +229,17 @@ def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
     else:
         dq = arch.heads * arch.head_dim
         dkv = arch.kv_heads * arch.head_dim
-        qkvo = [(d, dq), (d, dkv), (d, dkv), (dq, d)]
+        # PEFT adapts each targeted nn.Linear as a whole (one A: in×r, one B: r×out), so a
+        # fused qkv linear (gpt2 c_attn, gpt_neox query_key_value, phi3 qkv_proj) gets one
+        # adapter r·(d + dq + 2·dkv), not three
+        qkvo = ([(d, dq + 2 * dkv), (dq, d)] if arch.fused_qkv
+                else [(d, dq), (d, dkv), (d, dkv), (dq, d)])
     # (shape, how many): counted by multiplication, never by listing every expert's linears
     attention = sum(rank * (a + b) for a, b in qkvo)
     mlp_linears = 3 if arch.gated_mlp else 2
+    # phi3's gate_up_proj: one adapter r·(d + 2·ffn) beside down_proj's r·(ffn + d)
+    dense_mlp = (rank * (d + 2 * arch.ffn) + rank * (arch.ffn + d) if arch.fused_gate_up
+                 else mlp_linears * rank * (d + arch.ffn))
     per_layer = []
     for i in range(arch.layers):
         total = attention
@@ -248,6 +255,6 @@ def lora_params_per_layer(arch: Architecture, rank: int, targets: str) -> list:
                 if targets == "all-linear+experts":
                     total += moe.num_experts * mlp_linears * rank * (d + moe.expert_ffn)
             else:
-                total += mlp_linears * rank * (d + arch.ffn)
+                total += dense_mlp
         per_layer.append(total)
     return per_layer

@@ -92,7 +92,9 @@ def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
     elif fam == "qwen2_moe":
         arch.update(qkv_bias=r.bool("qkv_bias", default=True))
     elif fam == "phi3":
-        arch.update(fused_qkv=True)
+        # Phi3Attention.qkv_proj and Phi3MLP.gate_up_proj: one nn.Linear each
+        # (transformers models/phi3/modeling_phi3.py)
+        arch.update(fused_qkv=True, fused_gate_up=True)
     elif fam == "starcoder2":
         # Starcoder2: LayerNorm (with bias), biased q/k/v/o and a plain GELU MLP (c_fc, c_proj),
         # all biased when `use_bias` (transformers models/starcoder2/modeling_starcoder2.py)

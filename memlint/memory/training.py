@@ -35,7 +35,7 @@ from __future__ import annotations
 from memlint.memory import inputs
 from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
 from memlint.memory.attention_workspace import backward_attention_terms
-from memlint.memory.buffers import buffer_terms
+from memlint.memory.buffers import buffer_terms, saved_weights_assumed
 from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.conventions import optimizer_instances
 from memlint.memory.logits import logits_terms
@@ -181,7 +181,8 @@ def training_estimate(scenario, context=None) -> Estimate:
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes),
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
-                    + compile_assumed(scenario, model.conv) + allocator_assumed(model),
+                    + compile_assumed(scenario, model.conv) + allocator_assumed(model)
+                    + saved_weights_assumed(model),
                     scenario=scenario, context=model.context)
 
 

@@ -66,18 +66,30 @@ def _clean(d):
     return replace(d, message=message, path=path)
 
 
+_DISPLAYED: dict = {}   # (path, root, working directory) -> display_path's answer
+
+
 def display_path(path: Optional[str], root: Optional[str] = None) -> Optional[str]:
-    """Relative to root (default: the working directory) when inside it, with forward slashes."""
+    """Relative to root (default: the working directory) when inside it, with forward slashes
+    (a string computation, remembered: a report over many files shows each path many times)."""
     if path is None:
         return None
-    path = one_line(path)
-    if path.startswith("<") or path.startswith("preset:"):
-        return path
-    base = os.path.abspath(root or os.getcwd())
-    absolute = os.path.abspath(path)
-    if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
-        return os.path.relpath(absolute, base).replace(os.sep, "/")
-    return path.replace(os.sep, "/")
+    key = (path, root, os.getcwd())
+    found = _DISPLAYED.get(key)
+    if found is not None:
+        return found
+    shown = one_line(path)
+    if not (shown.startswith("<") or shown.startswith("preset:")):
+        base = os.path.abspath(root or os.getcwd())
+        absolute = os.path.abspath(shown)
+        if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
+            shown = os.path.relpath(absolute, base).replace(os.sep, "/")
+        else:
+            shown = shown.replace(os.sep, "/")
+    if len(_DISPLAYED) >= 100_000:
+        _DISPLAYED.clear()
+    _DISPLAYED[key] = shown
+    return shown
 
 
 def location(d, report: Report, unlocated: str = "<command line>") -> str:

@@ -36,6 +36,10 @@ def _estimate_dict(estimate, report) -> dict:
             "phase": stage.phase,
             "components": {k: _int(v) for k, v in stage.components().items()},
             "total_bytes": _int(stage.total_bytes),
+            # the three numbers users compare with their logs (docs/DESIGN.md, --explain)
+            "allocated_bytes": _int(stage.allocated_bytes),
+            "reserved_bytes": _int(stage.reserved_bytes),
+            "device_bytes": _int(stage.device_bytes),
             "terms": [{"name": t.name, "component": t.component, "bytes": _int(t.bytes),
                        "formula": t.formula} for t in stage.terms],
         } for stage in sorted(estimate.stages, key=lambda s: s.stage)],

@@ -60,8 +60,9 @@ def bar(stage, scale: int, capacity: int, width: int = BAR_WIDTH) -> list:
     cells = []
     cumulative = 0
     drawn = 0
+    groups = grouped(stage)
     for name, char, style in GROUPS:
-        cumulative += max(0, grouped(stage)[name])
+        cumulative += max(0, groups[name])
         end = round(cumulative / scale * width) if scale else 0
         cells.extend([(char, style)] * max(0, end - drawn))
         drawn = max(drawn, end)

@@ -275,6 +275,17 @@ BASE = ('"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "seq_leng
         '"max_position_embeddings": 128, "train_micro_batch_size_per_gpu": 1, ')
 
 
+@pytest.mark.parametrize("value,precision", [("fp16", "fp16"), ("bfloat16", "bf16"),
+                                             ("fp32", "fp32"), ("BFloat16", "bf16"),
+                                             ("FP16", "fp16")])
+def test_each_precision_gpt_neox_accepts_is_memlints(tmp_path, value, precision):
+    """gpt-neox's precision Literal (CHOICES, matched case-insensitively) spelled through
+    keys.dtype_name, as the adapter's own table did: fp16, bfloat16 -> bf16, fp32."""
+    assert set(gpt_neox.CHOICES["precision"]) == {"fp16", "bfloat16", "fp32"}
+    partial = load(write(tmp_path, "run.yml", "{" + BASE + f'"precision": "{value}"' + "}\n"))
+    assert not errors(partial) and values(partial)["precision"] == precision
+
+
 @pytest.mark.parametrize("extra,key", [
     ('"hidden_size": 66', "hidden_size"),
     ('"max_position_embeddings": 64', "max_position_embeddings"),

@@ -315,6 +315,20 @@ def test_torch_dtype_null_is_the_default():
     assert _values(partial)["precision"] == "bf16"   # autocast over fp32 weights (TRL default)
 
 
+def test_torch_dtype_fp8_is_no_torch_dtype():
+    """trainer_args._DTYPES, not keys.dtype_name (which takes memlint's own "fp8"): TRL's and
+    transformers' model loaders getattr(torch, torch_dtype), and torch has no `fp8`."""
+    path = os.path.join(REAL, "huggingface__alignment-handbook",
+                        "recipes/zephyr-7b-beta/sft/config_full.yaml")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    assert "torch_dtype: bfloat16\n" in text
+    partial = hf_trainer.load("config_full.yaml", text.replace("torch_dtype: bfloat16",
+                                                               "torch_dtype: fp8"))
+    [bad] = [d for d in partial.diagnostics if d.severity.label != "info"]
+    assert bad.message == "torch_dtype: expected bfloat16, float16, float32 or auto, got 'fp8'"
+
+
 def test_huge_numbers_are_not_internal_errors():
     """Fuzz-found: a 130-digit lora_r / lora_dropout in a TRL recipe raised OverflowError."""
     big = "1" + "0" * 130

@@ -1,6 +1,7 @@
 """The real CLI: exit codes 0/1/2, no traceback on bad input, grouping, config, commands."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -152,6 +153,27 @@ def test_estimate_json_and_explain(repo, capsys):
     assert "Stage 1" in out and "Stage 0 " not in out and "total = sum of" in out
     code, _, err = run(capsys, "estimate", "--model", "llama3-8b", "--explain", "--stage", "5")
     assert code == 2 and "--stage 5" in err
+
+
+def test_estimate_json_gives_each_stage_its_three_numbers(capsys, monkeypatch):
+    """allocated / reserved / device per stage, as --explain prints them (and bench/accuracy.py
+    compares them with logs); the JSON had only total_bytes (= device). The published torchtitan
+    row tt-8b-fsdp8-eager (bench/data/calibration/gpu-published/manifest.json), whose three
+    differ: the caching allocator's idle blocks and the CUDA context."""
+    monkeypatch.chdir(os.path.join(ROOT, "bench", "data", "calibration", "gpu-published"))
+    argv = ("estimate", "configs/torchtitan/llama3_8b_9dec370.toml", "--world-size", "8",
+            "--set", "micro_batch=2", "--set", "gpu_memory=95GiB")
+    code, doc, _ = run_json(capsys, *argv)
+    assert code == 0
+    [stage] = doc["estimates"][0]["stages"]
+    _, explained, _ = run(capsys, *argv, "--explain")
+    for key in ("allocated", "reserved", "device"):
+        [number] = re.findall(rf"^  {key} = .* = ([\d,]+) B ", explained, re.M)
+        assert stage[f"{key}_bytes"] == int(number.replace(",", "")), key
+    assert stage["allocated_bytes"] < stage["reserved_bytes"] < stage["device_bytes"]
+    assert stage["device_bytes"] == stage["total_bytes"]
+    runtime = sum(t["bytes"] for t in stage["terms"] if t["component"] == "runtime")
+    assert stage["allocated_bytes"] == stage["total_bytes"] - runtime
 
 
 def test_check_with_model_runs_memory_rules(repo, capsys):

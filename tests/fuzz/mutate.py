@@ -276,14 +276,21 @@ MUTATORS: tuple = (truncate, flip_bytes, random_bytes, delete_lines, duplicate_l
                    long_run, special_file, many_flags)
 
 
+MAX_INPUT = 256 * 1024   # bytes of one mutated input
+
+
 def mutate(rng: random.Random, name: str, raw: bytes, rounds: Optional[int] = None) -> tuple:
+    """`rounds` mutators (1-3 when not given) applied in turn; the input is cut back to
+    MAX_INPUT after each round, so that no round is handed more (a mutator may multiply its
+    input: duplicate_lines on a one-line file)."""
     for _ in range(rounds if rounds is not None else rng.choice((1, 1, 1, 2, 3))):
         mutator: Callable = rng.choice(MUTATORS)
         kind, _, plain = name.rpartition(":")
         name, raw = mutator(rng, plain, raw)
+        raw = raw[:MAX_INPUT]
         if kind and ":" not in name:
             name = f"{kind}:{name}"  # a special file stays special
-    return name, raw[:256 * 1024]
+    return name, raw
 
 
 def _place(path: str, kind: str, raw: bytes) -> None:

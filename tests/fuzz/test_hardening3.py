@@ -586,12 +586,31 @@ def test_no_schema_pattern_backtracks_quadratically():
                         'num_processes: 8\n'),
     ("run.yaml", 'defaults: "a\\0b.yaml"\ngrpo:\n  num_prompts_per_step: 8\npolicy:\n'
                  '  model_name: Qwen/Qwen2.5-1.5B\n'),
-])
+    ("run.memlint.toml", 'model = "a\\u0000b/config.json"\n'),            # scenario.py
+    ("train.toml", '[model]\nname = "llama3"\nflavor = "nosuch"\nhf_assets_path = "a\\u0000b"\n'
+                   '[training]\nlocal_batch_size = 1\nseq_len = 2048\n'),  # torchtitan
+], ids=["axolotl", "accelerate", "nemo-rl", "memlint-toml-model", "torchtitan-hf-assets"])
 def test_a_reference_holding_a_nul_byte_is_no_file_and_no_traceback(repo, name, text):
     """os.path.realpath raises ValueError on a NUL byte: loaders.inside (every reader's
-    containment check) was an internal error for axolotl's and accelerate's references."""
+    containment check) was an internal error for axolotl's and accelerate's references. Then
+    inside() said False and the readers called the name "outside the repository root"; no
+    file system has such a name, and the message says so."""
     (repo / name).write_text(text, encoding="utf-8")
     code, diagnostics = check_json(name)   # relative, as from a shell in the repository
     assert code in (0, 1)
     assert not [d for d in diagnostics if d["code"] == "ML009"]
-    assert any("a\\x00b" in d["message"] for d in diagnostics), diagnostics
+    [said] = [d["message"] for d in diagnostics if "a\\x00b" in d["message"]]
+    if name != "axolotl.yaml":   # axolotl's reader looks for the file itself: "not found"
+        assert "is not a valid path: it contains a NUL byte" in said, said
+    assert "outside" not in said, said
+
+
+def test_a_run_member_holding_a_nul_byte_is_named_so(repo):
+    """[tool.memlint] runs members pass runs.check_inside, which said "outside the repository
+    root" of a TOML "\\u0000" name."""
+    (repo / "pyproject.toml").write_text('[tool.memlint]\n[[tool.memlint.runs]]\n'
+                                         'files = ["a\\u0000b.toml", "b.toml"]\n')
+    code, _, err = run("check")
+    assert code == 2
+    assert "runs: 'a\\x00b.toml' is not a valid path: it contains a NUL byte; not read" in err
+    assert "outside" not in err

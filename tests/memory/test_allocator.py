@@ -250,7 +250,7 @@ def test_explain_and_headroom_name_the_unmodeled_fragmentation():
 
     args = ["estimate", "--model", LLAMA8B, "--world-size", "8", "--gpu", "A100-80GB",
             "--set", "framework=deepspeed", "--set", "zero=2", "--set", "precision=bf16",
-            "--set", "micro_batch=2", "--set", "seq_len=4096", "--set", "recompute=selective",
+            "--set", "micro_batch=1", "--set", "seq_len=6144", "--set", "recompute=none",
             "--allow-outside-root"]
     parsed = build_parser().parse_args(args)
     result = estimate_paths(list(parsed.paths), options_from(parsed))

@@ -77,15 +77,19 @@ def test_the_engine_hands_every_rule_the_estimate_context(monkeypatch):
     result = memlint.check(files, **keys)
     [est] = result.estimates
     seen = []
-    from memlint.rules import base
+    from memlint.engine import default_registry
 
-    original = base.Context.__post_init__
+    def spy(rule):
+        check = rule.check
 
-    def record(ctx):
-        original(ctx)
-        seen.append(ctx.resolved)
+        def record(ctx):
+            seen.append(ctx.resolved)
+            return check(ctx)
+        return record
 
-    monkeypatch.setattr(base.Context, "__post_init__", record)
+    # what each rule is handed (the rules without options share one Context)
+    for rule in default_registry():
+        monkeypatch.setattr(rule, "check", spy(rule))
     lint(est.scenario, est)
     assert len(seen) > 10 and all(r is est.context for r in seen)
 

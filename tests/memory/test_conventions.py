@@ -119,6 +119,7 @@ SAMPLES = {
     "megatron.pipeline-layout-stages": "Et|tt|tL", "megatron.wgrad-deferral-limit": "2",
     "megatron.unsupported-architecture": "a T5 encoder-decoder",
     "deepspeed.config": "ds_config.json", "deepspeed.reduce_bucket_size": "5e8",
+    "deepspeed.version": "0.14.2",
     "deepspeed.stage3_max_live_parameters": "auto",
     "deepspeed.stage3_param_persistence_threshold": "1e5", "deepspeed.sub_group_size": "1e9",
     "deepspeed.offload_optimizer.buffer_count": "4", "deepspeed.offload_param.buffer_count": "5",
@@ -196,9 +197,11 @@ def test_uses_deepspeed_is_decided_in_one_place():
 
 
 def test_eager_transformers_modules_are_decided_in_one_place():
+    """DeepSpeed runs the module it is given: transformers' for an HF config, gpt-neox's own."""
     for sets, eager in ((("framework=hf",), True), (("framework=fsdp2", "tp=1"), True),
                         (("framework=fsdp2", "tp=2", "world_size=8"), False),
-                        (("framework=megatron",), False), (("framework=deepspeed",), False)):
+                        (("framework=megatron",), False), (("framework=deepspeed",), True),
+                        (("framework=deepspeed", "gpt_neox.config=neox.yml"), False)):
         scenario, _, errors = scenario_of(*sets)
         assert not errors
         assert resolve_context(scenario).conventions.eager_modules is eager, sets

@@ -43,3 +43,87 @@ def test_terms_have_sources_and_int_bytes():
     for t in (B.reduce_bucket(1), B.stage3_live_parameters(),
               B.stage3_persistent_parameters([1], 2)):
         assert isinstance(t, Term) and isinstance(t.bytes, int) and t.source and t.formula
+
+
+def test_saved_gathered_weights_count_what_lies_beyond_the_live_ceiling():
+    """LLaMA-7B's linear weights (32 layers x 202,375,168 + lm_head 131,072,000) in bf16, less
+    the 2e9 B of gathered parameters the live-parameter term already holds."""
+    linear = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008) + 32000 * 4096
+    assert linear == 6_607_077_376
+    t = B.stage3_saved_gathered_weights(linear, "bf16", 2 * 10**9, "memory_efficient_linear false")
+    assert t.name == "buffers.zero3_saved_gathered_weights" and t.component == "buffers"
+    assert t.bytes == 2 * linear - 2 * 10**9
+    assert "memory_efficient_linear false" in t.formula and "#8189" in t.source
+    assert B.stage3_saved_gathered_weights(10, "bf16", 10**6, "x").bytes == 0
+
+
+def test_saved_gathered_weights_follow_deepspeeds_linear_wrapper():
+    """The term appears only where ZeRO-3's linear layers are torch's own (runtime/zero/linear.py):
+    memory_efficient_linear false, or DeepSpeed before 0.19.4 (#8189) with the model built outside
+    zero.Init; a recomputed forward saves nothing, and ZeRO-2 gathers nothing."""
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    base = ["framework=deepspeed", "zero=3", "world_size=8", "precision=bf16", "micro_batch=1",
+            "seq_len=2048", "recompute=none"]
+
+    def terms(*extra):
+        scenario, diagnostics = build([overrides_partial(base + list(extra), model="llama3-8b")])
+        assert not [d for d in diagnostics if d.severity.label == "error"]
+        peak = estimate(scenario).stages[0]
+        return {t.name: t for phase in peak.phases if phase.name == "backward_start"
+                for t in phase.terms}
+
+    name = "buffers.zero3_saved_gathered_weights"
+    old = ("deepspeed.version=0.14.2", "model_init=cpu")
+    assert name in terms(*old)
+    assert name in terms("deepspeed.memory_efficient_linear=false")
+    assert name not in terms()                                  # memlint's DeepSpeed: v0.19.6
+    assert name not in terms("deepspeed.version=0.14.2")        # HF's from_pretrained: zero.Init
+    assert name not in terms("deepspeed.version=0.19.4", "model_init=cpu")
+    assert name not in terms(*old, "recompute=full")
+    assert name in terms(*old, "recompute=selective")          # no such thing for HF layers
+    # Megatron-Core's linear layers save the parameter itself
+    assert name not in terms(*old, "framework=megatron", "deepspeed.config=ds.json")
+    live = terms(*old)["buffers.zero3_live_parameters"].bytes
+    saved = terms(*old)[name]
+    assert saved.bytes == saved.inputs["linear_params"] * 2 - live
+
+
+def test_the_output_layer_is_a_module_the_live_ceiling_cannot_split():
+    """The coordinator gathers a module whole and keeps the running module's parameters beyond
+    stage3_max_live_parameters: at the loss that is the output layer, 1.23e9 elements for a
+    300k x 4096 head (Qwen-72B's 152,064 x 8,192 is 1.25e9), above the 1e9 default."""
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    def live(*extra):
+        sets = ["framework=deepspeed", "zero=3", "world_size=8", "precision=bf16",
+                "micro_batch=1", "seq_len=2048", "recompute=full", *extra]
+        scenario, diagnostics = build([overrides_partial(sets, model="llama3-8b")])
+        assert not [d for d in diagnostics if d.severity.label == "error"]
+        return estimate(scenario).stages[0].term("buffers.zero3_live_parameters")
+
+    assert live().bytes == 10**9 * 2
+    big = live("model.vocab_size=300000")
+    assert big.inputs["largest_module_params"] == 300000 * 4096
+    assert big.bytes == 300000 * 4096 * 2
+
+
+def test_the_assumed_deepspeed_version_is_named_where_it_decides():
+    """A ZeRO-3 model built outside zero.Init with no version given: the estimate rests on
+    memlint's DeepSpeed (v0.19.6, the wrapper installed for built models) and says so; a given
+    version, zero.Init (the default) or full recompute need no such entry."""
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    def assumed(*extra):
+        sets = ["framework=deepspeed", "zero=3", "world_size=8", "micro_batch=1",
+                "seq_len=2048", *extra]
+        scenario, _ = build([overrides_partial(sets, model="llama3-8b")])
+        return [a["key"] for a in estimate(scenario).assumed]
+
+    assert "deepspeed.version" in assumed("model_init=cpu")
+    for extra in ((), ("model_init=cpu", "deepspeed.version=0.14.2"),
+                  ("model_init=cpu", "recompute=full"), ("model_init=cpu", "zero=2")):
+        assert "deepspeed.version" not in assumed(*extra), extra

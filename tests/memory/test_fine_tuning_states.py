@@ -184,6 +184,26 @@ def test_all_linear_lora_on_moe_adapts_router_and_shared_expert_not_routed_exper
     assert lora_params_per_layer(arch, r, "all-linear+experts") == [base + experts] * 2
 
 
+# PEFT's own counts (peft 0.21.2, transformers 5.24: `get_peft_model(model, LoraConfig(r=16,
+# target_modules="all-linear"))` on each catalog config built on the meta device, trainable
+# parameters summed): a fused qkv or gate+up nn.Linear gets one adapter, not one per projection
+@pytest.mark.parametrize("model_id,peft_count", [
+    ("microsoft/Phi-3-mini-4k-instruct", 25_165_824),     # qkv_proj, o_proj, gate_up_proj, down_proj
+    ("microsoft/Phi-3-medium-4k-instruct", 55_705_600),   # the same under GQA (40 heads, 10 kv)
+    ("EleutherAI/pythia-160m", 2_359_296),                # query_key_value, dense, two MLP linears
+    ("EleutherAI/pythia-1b", 8_388_608),
+    ("openai-community/gpt2", 2_359_296),                 # c_attn, c_proj, c_fc, c_proj (Conv1D)
+    ("meta-llama/Llama-2-7b-hf", 39_976_960),             # unfused: seven adapters a layer
+])
+def test_all_linear_lora_counts_one_adapter_per_fused_linear_as_peft_does(model_id, peft_count):
+    from memlint.catalog.hub import catalog_lookup
+    from memlint.memory.params import architecture, lora_params_per_layer
+
+    entry, _ = catalog_lookup(model_id)
+    arch = architecture(entry["config"])
+    assert sum(lora_params_per_layer(arch, 16, "all-linear")) == peft_count
+
+
 def test_a_checkpoint_saved_in_nf4_is_counted_in_nf4(tmp_path):
     """config.json's quantization_config (bitsandbytes load_in_4bit) is applied by transformers
     whatever the training config says: the base is NF4 without a load_in_4bit anywhere."""

@@ -68,3 +68,19 @@ def test_qwen_qlora_rows_run_as_their_script(rows):
     assert long["phase"] == "backward_start"
     # the fp16 loss: 3 x 2 B per logit (V 151,936 x 8,192 tokens), not 12 B
     assert long["components"]["logits"] == 6 * 151936 * 8192
+
+
+def test_deepspeed_rows_run_transformers_modules(rows):
+    """The gist's LLaMA-7B rows run transformers' modules under DeepSpeed (the hf activation
+    model): without checkpointing ZeRO-2 is within 10%; ZeRO-3 without checkpointing is within 5%
+    once the gathered linear weights DeepSpeed 0.14.2's standard linear layers keep are counted
+    (#8189); the ZeRO-3 checkpointed rows stay within 10%."""
+    ds = {r["id"]: r for r in rows if r["group"] == "deepspeed-gist"}
+    assert abs(ds["ds-llama7b-z2-mbs1"]["error"]) < 0.10
+    z3 = ds["ds-llama7b-z3-mbs2"]
+    assert abs(z3["error"]) < 0.05, z3["error"]
+    assert "buffers.zero3_saved_gathered_weights" in z3["terms"]
+    for name in ("ds-llama7b-z3-ckpt-mbs2", "ds-llama7b-z3-ckpt-optoff-mbs2",
+                 "ds-llama7b-z3-ckpt-mbs8"):
+        assert abs(ds[name]["error"]) < 0.10, (name, ds[name]["error"])
+        assert "buffers.zero3_saved_gathered_weights" not in ds[name]["terms"]

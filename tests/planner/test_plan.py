@@ -187,3 +187,38 @@ def test_nearest_to_a_starting_configuration():
     distances = [len(p.changed) for p in plans]
     assert distances == sorted(distances)
     assert distances[0] <= 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+PLAN = ["plan", "--model", "gpt2", "--gpus", "2", "--gpu", "H100-80GB", "--seq-len", "1024",
+        "--global-batch", "8", "--top", "2"]
+
+
+@pytest.mark.parametrize("env,flags,stream,coloured", [
+    ({}, [], _Terminal, True),
+    ({"NO_COLOR": "1"}, [], _Terminal, False),
+    ({}, ["--no-color"], _Terminal, False),
+    ({"FORCE_COLOR": "1"}, [], io.StringIO, False),
+    ({"TTY_COMPATIBLE": "1"}, [], io.StringIO, False),
+], ids=["terminal", "NO_COLOR", "--no-color", "pipe-FORCE_COLOR", "pipe-TTY_COMPATIBLE"])
+def test_plan_colours_as_check_does(monkeypatch, env, flags, stream, coloured):
+    """Escape codes only on a terminal, never under NO_COLOR or --no-color (cli._color, what
+    `check` uses): rich alone printed bold under NO_COLOR and coloured a pipe under FORCE_COLOR,
+    and plan had no --no-color."""
+    from memlint.cli import main
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    out = stream()
+    with redirect_stdout(out):
+        assert main(PLAN + flags) == 0
+    text = out.getvalue()
+    assert "memlint plan" in text and "ranked plans" in text
+    assert ("\x1b[" in text) is coloured, text[:200]

@@ -107,7 +107,8 @@ def test_json_contract():
     assert set(est["params"]) == {"total", "trainable", "embedding", "lm_head", "experts",
                                   "vision"}
     for stage_doc in est["stages"]:
-        assert set(stage_doc) == {"stage", "phase", "components", "total_bytes", "terms"}
+        assert set(stage_doc) == {"stage", "phase", "components", "total_bytes", "terms",
+                                  "allocated_bytes", "reserved_bytes", "device_bytes"}
         assert sum(t["bytes"] for t in stage_doc["terms"]) == stage_doc["total_bytes"]
         assert sum(stage_doc["components"].values()) == stage_doc["total_bytes"]
         assert all(set(t) == {"name", "component", "bytes", "formula"} for t in stage_doc["terms"])

@@ -140,6 +140,9 @@ class Found:
     framework: str
 
 
+_KEY_OF: dict = {}   # (framework, extra key) -> its table's key_of
+
+
 def set_not_modeled(extra: Mapping) -> list:
     """Every set, not-modeled setting of a merged scenario's `extra` (key -> Setting), in the
     order the tables list them (one per key)."""
@@ -155,7 +158,12 @@ def set_not_modeled(extra: Mapping) -> list:
         for extra_key, setting in extra.items():
             if not extra_key.startswith(namespace):
                 continue   # another framework's key (key_of would say None): bulk speed
-            key = spec.key_of(extra_key)
+            known = (name, extra_key)
+            key = _KEY_OF.get(known, _KEY_OF)
+            if key is _KEY_OF:   # a table and a key: the same answer every run (bulk speed)
+                if len(_KEY_OF) >= 100_000:
+                    _KEY_OF.clear()
+                key = _KEY_OF[known] = spec.key_of(extra_key)
             entry = spec.not_modeled.get(key) if key is not None else None
             if entry is None:
                 continue
