@@ -903,13 +903,6 @@ _LONG_NUMBER = lazy_re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
 
 
 def load_toml(path: str, text: str) -> Document:
-    try:
-        # start-up: the TOML parser loads only when a TOML file is read
-        import tomllib  # type: ignore[import-not-found]
-    except ModuleNotFoundError:  # Python < 3.11
-        # start-up: the TOML parser loads only when a TOML file is read
-        import tomli as tomllib  # type: ignore[no-redef]
-
     doc = Document(path=path, text=text)
     long = next((m for m in _LONG_NUMBER.finditer(text)
                  if any(c in m.group(0) for c in ".eE")), None)   # integers: tomllib's limit
@@ -923,26 +916,15 @@ def load_toml(path: str, text: str) -> Document:
                                     f"{MAX_NUMBER_CHARS:,} characters)",
                                     Provenance(path, line, col, None)))
         return doc
-    try:
-        doc.data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        match = re.search(r"at line (\d+), column (\d+)", message)
-        line, col = (int(match.group(1)), int(match.group(2))) if match else (None, None)
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
-        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"invalid TOML: {message}",
-                                    Provenance(path, line, col, None)))
-        return doc
-    except RecursionError:
-        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "invalid TOML: nesting too deep",
-                                    Provenance(path, 1, 1, None)))
-        return doc
-    except ValueError:  # tomllib's int() of an integer over Python's 4,300-digit limit
-        long = re.search(r"[0-9_]{%d,}" % MAX_INT_DIGITS, text)
-        line, col = _line_col(text, long.start()) if long else (None, None)
-        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
-                                    "invalid TOML: an integer too large for a config value",
-                                    Provenance(path, line, col, None)))
+    # a plain document is read without tomllib; what toml_subset declines (invalid documents
+    # included), tomllib reads
+    # start-up: toml_subset loads only when a TOML file is read
+    from memlint import toml_subset
+
+    doc.data = toml_subset.read(text)
+    if doc.data is None:
+        _load_toml_data(doc, path, text)
+    if doc.data is None:
         return doc
     table: tuple = ()
     in_multiline = None
@@ -966,6 +948,35 @@ def load_toml(path: str, text: str) -> Document:
                 if rest.count(quote) == 1:
                     in_multiline = quote
     return doc
+
+
+def _load_toml_data(doc: Document, path: str, text: str) -> None:
+    """`doc.data` as tomllib reads the text, or the parse error in `doc.diagnostics`."""
+    try:
+        # start-up: the TOML parser loads only when a TOML file outside toml_subset is read
+        import tomllib  # type: ignore[import-not-found]
+    except ModuleNotFoundError:  # Python < 3.11
+        # start-up: the TOML parser loads only when a TOML file outside toml_subset is read
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    try:
+        doc.data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"at line (\d+), column (\d+)", message)
+        line, col = (int(match.group(1)), int(match.group(2))) if match else (None, None)
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, f"invalid TOML: {message}",
+                                    Provenance(path, line, col, None)))
+    except RecursionError:
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR, "invalid TOML: nesting too deep",
+                                    Provenance(path, 1, 1, None)))
+    except ValueError:  # tomllib's int() of an integer over Python's 4,300-digit limit
+        long = re.search(r"[0-9_]{%d,}" % MAX_INT_DIGITS, text)
+        line, col = _line_col(text, long.start()) if long else (None, None)
+        doc.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,
+                                    "invalid TOML: an integer too large for a config value",
+                                    Provenance(path, line, col, None)))
 
 
 _COMMENT_DIRECTIVE = lazy_re.compile(

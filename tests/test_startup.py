@@ -122,7 +122,9 @@ def stdlib(tmp_path_factory) -> dict:
     assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
     CORE.update(context)
     return {"": base, ".yaml": base | loaded("import yaml", cwd),
-            ".toml": base | loaded(f"import {toml}", cwd), "architecture": ARCHITECTURE | counter}
+            # a plain TOML file is read by memlint.toml_subset, others by tomllib
+            ".toml": base | loaded(f"import {toml}", cwd) | {"memlint.toml_subset"},
+            "architecture": ARCHITECTURE | counter}
 
 
 def adapters_for(paths: list, cwd: str) -> set:

@@ -26,7 +26,6 @@ import re
 
 from memlint import lazy_import, lazy_re, verdicts
 from memlint import keys as K
-from memlint.adapters import _shell
 from memlint.adapters.detection import torchtitan as detect  # noqa: F401 - the adapter's detect()
 from memlint.catalog import presets
 from memlint.catalog import torchtitan as catalog
@@ -40,6 +39,8 @@ if TYPE_CHECKING:
 
 # start-up: ast loads only when a config_registry.py is read (RegistryReader)
 ast = lazy_import.module("ast")
+# start-up: the shell reader loads only when a launch script is read (a TOML job file needs none)
+_shell = lazy_import.module("memlint.adapters._shell")
 
 FORMAT = "torchtitan"
 

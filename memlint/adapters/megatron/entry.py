@@ -16,7 +16,6 @@ Also a Megatron test-case YAML with `MODE: inference` (tests/functional_tests/te
 from __future__ import annotations
 
 import os
-import re
 
 from memlint import lazy_re
 
@@ -27,14 +26,14 @@ if TYPE_CHECKING:
 # Entry-point file names (basename, without .py) of Megatron-LM, Megatron-DeepSpeed and their
 # examples that do not train, by what they do.
 _KINDS = (
-    ("text generation", re.compile(
+    ("text generation", lazy_re.compile(
         r"(generat|text_generation|run_text_gen|inference|openai_server|chat|serve|server)")),
-    ("evaluation", re.compile(r"(^|_)(eval|evaluate|evaluation|mmlu|validate|rw_eval|"
+    ("evaluation", lazy_re.compile(r"(^|_)(eval|evaluate|evaluation|mmlu|validate|rw_eval|"
                               r"prompt_eval)($|_)")),
-    ("checkpoint conversion", re.compile(r"(convert|converter|export|merge_mp|checkpoint_"
+    ("checkpoint conversion", lazy_re.compile(r"(convert|converter|export|merge_mp|checkpoint_"
                                          r"inspector|combine_state_dicts|roundtrip)")),
-    ("data analysis", re.compile(r"(analy[sz]e|preprocess|prepare_.*data)")),
-    ("quantization or pruning", re.compile(r"(^quantize$|^prune$|offline_feature_extract)")),
+    ("data analysis", lazy_re.compile(r"(analy[sz]e|preprocess|prepare_.*data)")),
+    ("quantization or pruning", lazy_re.compile(r"(^quantize$|^prune$|offline_feature_extract)")),
 )
 # Entry points that train whatever their name says (finetuning on a task is training).
 _TRAINING = lazy_re.compile(r"^(pretrain_.*|train.*|finetune.*|.*_train(ing)?(_.*)?|main)$")

@@ -13,6 +13,7 @@ import re
 from functools import lru_cache
 
 from memlint import keys as K
+from memlint import lazy_re
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -211,21 +212,21 @@ MEMORY_ENV = ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE",
 
 # Tokenizers whose vocabulary size is public knowledge (before Megatron's padding).
 TOKENIZER_VOCAB = [
-    (re.compile(r"llama[-_ ]?3|meta-llama-3", re.I), 128256,
+    (lazy_re.compile(r"llama[-_ ]?3|meta-llama-3", re.I), 128256,
      "Llama-3 tokenizer: 128,000 BPE tokens + 256 special"),
-    (re.compile(r"deepseek[-_]?(v3|r1)", re.I), 129280, "DeepSeek-V3 config.json vocab_size"),
-    (re.compile(r"qwen2", re.I), 151646, "Qwen2 tokenizer: 151,643 BPE tokens + 3 special"),
-    (re.compile(r"nemotron_2_256k", re.I), 256000, "Nemotron-2 256k SentencePiece model"),
-    (re.compile(r"mistral|mixtral|llama[-_ ]?2|Llama2Tokenizer", re.I), 32000,
+    (lazy_re.compile(r"deepseek[-_]?(v3|r1)", re.I), 129280, "DeepSeek-V3 config.json vocab_size"),
+    (lazy_re.compile(r"qwen2", re.I), 151646, "Qwen2 tokenizer: 151,643 BPE tokens + 3 special"),
+    (lazy_re.compile(r"nemotron_2_256k", re.I), 256000, "Nemotron-2 256k SentencePiece model"),
+    (lazy_re.compile(r"mistral|mixtral|llama[-_ ]?2|Llama2Tokenizer", re.I), 32000,
      "Llama-2 / Mistral SentencePiece tokenizer"),
-    (re.compile(r"GPT2BPETokenizer", re.I), 50257, "GPT-2 BPE tokenizer"),
-    (re.compile(r"BertWordPieceLowerCase", re.I), 30522,
+    (lazy_re.compile(r"GPT2BPETokenizer", re.I), 50257, "GPT-2 BPE tokenizer"),
+    (lazy_re.compile(r"BertWordPieceLowerCase", re.I), 30522,
      "BERT uncased WordPiece vocab.txt: 30,522 tokens"),
-    (re.compile(r"BertWordPieceCase", re.I), 28996, "BERT cased WordPiece vocab.txt: 28,996 tokens"),
+    (lazy_re.compile(r"BertWordPieceCase", re.I), 28996, "BERT cased WordPiece vocab.txt: 28,996 tokens"),
 ]
 
 # Training scripts that set their own tokenizer default (parse_and_validate_args(args_defaults=...)).
-SCRIPT_TOKENIZER = [(re.compile(r"pretrain_bert\.py$"), "BertWordPieceLowerCase")]
+SCRIPT_TOKENIZER = [(lazy_re.compile(r"pretrain_bert\.py$"), "BertWordPieceLowerCase")]
 DEFAULT_VOCAB = 50257
 
 
