@@ -86,6 +86,14 @@ _LIST = [
                "(the eager loss's fp32 buffers, an upper bound)",
                "torch/_functorch/partitioners.py min_cut_rematerialization_partition; "
                "memory/compile.py"),
+    Assumption("compile.block_saved", lambda v: _choice(v, ("eager", "partitioner")),
+               "what a compiled TransformerBlock under torchtitan's op-level activation "
+               "checkpointing keeps for its backward: eager (the outputs the policy marks "
+               "MUST_SAVE, as eager SAC caches them: an upper bound) or partitioner (what "
+               "Inductor's min-cut partitioner saves, measured: w2's output, which no backward "
+               "op reads, is not kept)",
+               "bench/compile_saved.py (torch 2.6, 2.8 and 2.13); torch/_functorch/partitioners.py "
+               "min_cut_rematerialization_partition; memory/compile.py"),
     Assumption("moe.routing_imbalance", _at_least_one,
                "max/mean tokens routed to one expert-parallel rank; multiplies routed-expert "
                "activations when ep > 1 (1.0: balanced; a capacity factor C caps it at C)",
@@ -153,6 +161,7 @@ PROFILES: dict = {
         "runtime.allocator_fraction": 0.0,
         "moe.routing_imbalance": 1.0,
         "compile.loss_saved": "eager",
+        "compile.block_saved": "eager",
         "host.pinned_pow2_rounding": True,
         "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
@@ -177,6 +186,7 @@ PROFILES: dict = {
         "runtime.allocator_fraction": 0.0,
         "moe.routing_imbalance": 1.0,
         "compile.loss_saved": "logits",
+        "compile.block_saved": "eager",
         "host.pinned_pow2_rounding": True,
         "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,

@@ -211,16 +211,23 @@ def drop_recomputed(items: list, modules: frozenset, moe_layer: bool, separate_n
     return kept
 
 
-def op_sac_items(sh: Shapes, c: int, tp: int = 1) -> list:
+def op_sac_items(sh: Shapes, c: int, tp: int = 1, compiled: bool = False) -> list:
     """torchtitan's selective activation checkpointing by op ("selective", selective_ac_option
     "op"): a layer keeps its input, the outputs of every other matmul in call order (wq, wv, w1,
     w2 of wq, wk, wv, wo, w1, w3, w2) and the SDPA output with its log-sum-exp; everything else
     is recomputed in the layer's backward (torchtitan distributed/activation_checkpoint.py,
     `_save_list` and the "mm every other" policy). Under torchtitan's tensor parallelism (with
-    sequence parallelism) each of them is sharded over tp."""
+    sequence parallelism) each of them is sharded over tp.
+
+    `compiled` (torch.compile of the checkpointed block, memory/compile.py): eager SAC caches
+    the output of every MUST_SAVE op (torch/utils/checkpoint.py _CachingTorchDispatchMode), but
+    a compiled block saves only what its backward reads (the min-cut partitioner), and no
+    backward op reads w2's output (the block's residual add needs none): it is not kept."""
+    mm = c * (sh.dq + sh.dv + sh.ffn + (0 if compiled else sh.d)) / tp
     return [
         Item("layer input (checkpoint)", c * sh.d / tp),
-        Item("saved matmul outputs (wq, wv, w1, w2)", c * (sh.dq + sh.dv + sh.ffn + sh.d) / tp),
+        Item("saved matmul outputs (wq, wv, w1)" if compiled
+             else "saved matmul outputs (wq, wv, w1, w2)", mm),
         Item("SDPA output + log-sum-exp", (c * sh.do + 4 * sh.heads) / tp),
     ]
 

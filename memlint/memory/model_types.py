@@ -52,7 +52,7 @@ ARCHITECTURE_CLASSES = {
     "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Phi3ForCausalLM": "phi3",
     "GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox",
     "OlmoeForCausalLM": "olmoe", "DeepseekV2ForCausalLM": "deepseek_v2",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV3ForCausalLM": "deepseek_v3", "QWenLMHeadModel": "qwen",
 }
 
 

@@ -13,6 +13,7 @@ from memlint.memory import activations_eager as eager
 from memlint.memory import fine_offload, moe_balance, offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms, megatron_batch_terms)
+from memlint.memory.compile import SRC_COMPILED_SAC, compiled_block_saves_cut
 from memlint.memory.layout_activations import layout_source, plan_layer_items
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
@@ -260,7 +261,8 @@ def activation_source(model: Model) -> str:
     if model.arch.layout is not None:
         return layout_source(model)
     if model.op_sac:
-        return "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
+        src = "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
+        return src + "; " + SRC_COMPILED_SAC if compiled_block_saves_cut(model) else src
     if model.conv.eager_modules:
         return ("eager PyTorch modules (transformers), op by op "
                 "(memory/activations_eager.py hf_layer_items)")
@@ -316,7 +318,8 @@ def _layer_bytes_per_token(model: Model, plan: StagePlan, per_layer: list) -> tu
         def uniform(moe_layer, first=first):
             sh = act.shapes(arch, moe_layer)
             if model.op_sac and not moe_layer:
-                items = act.op_sac_items(sh, model.dt.compute, topo.tp)
+                items = act.op_sac_items(sh, model.dt.compute, topo.tp,
+                                         compiled_block_saves_cut(model))
             elif eager_modules:
                 items = eager.hf_layer_items(sh, hf_run(model, first))
             else:

@@ -23,10 +23,10 @@ def text_architecture(r: ConfigReader, model_type: str, vision: Optional[Vision]
         tied = r.bool("tie_word_embeddings", default=False)
     arch.update(model_type=model_type, tied=tied, known=known)
     arch["attention_dropout"] = r.probability("attention_dropout", "attn_pdrop",
-                                              "attention_probs_dropout_prob")
+                                              "attention_probs_dropout_prob", "attn_dropout_prob")
     arch["hidden_dropout"] = r.probability("hidden_dropout", "resid_pdrop",
                                            "hidden_dropout_prob")
-    arch["embedding_dropout"] = r.probability("embd_pdrop", "embedding_dropout")
+    arch["embedding_dropout"] = r.probability("embd_pdrop", "embedding_dropout", "emb_dropout_prob")
     _family_options(r, fam, known, arch)
     _experts(r, fam, known, arch)
     mla = _mla(r, fam, known)
@@ -49,6 +49,9 @@ def _shape(r: ConfigReader, fam: str) -> dict:
     if fam == "gpt_neox":  # no GQA in GPTNeoX: query_key_value is 3·d wide
         kv_heads = heads
         head_dim = hidden // heads
+    elif fam == "qwen":    # Qwen v1 (QWenLMHeadModel): no GQA, heads of kv_channels
+        kv_heads = heads
+        head_dim = r.int("kv_channels", default=hidden // heads, minimum=1)
     else:
         kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
         if fam in ("qwen2_vl_text", "qwen2_5_vl_text"):
@@ -57,6 +60,8 @@ def _shape(r: ConfigReader, fam: str) -> dict:
             head_dim = r.int("head_dim", default=hidden // heads, minimum=1)
     if fam == "gpt2":
         ffn = r.int("n_inner", default=4 * hidden, minimum=1)
+    elif fam == "qwen":    # QWenMLP: w1, w2 and c_proj are intermediate_size // 2 wide
+        ffn = r.int("intermediate_size", minimum=2) // 2
     else:
         ffn = r.int("intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden,
                     minimum=1)
@@ -89,6 +94,11 @@ def _family_options(r: ConfigReader, fam: str, known: bool, arch: dict) -> None:
                     embedding_dropout=arch["hidden_dropout"])  # emb_dropout uses hidden_dropout
     elif fam in ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text"):
         arch.update(qkv_bias=True)
+    elif fam == "qwen":
+        # Qwen v1's remote modeling_qwen.py (a copy: zhangningboo/Qwen-7B@1ff2086): one biased
+        # c_attn (3 x kv_channels x heads), c_proj and the MLP biased only without `no_bias`
+        biased = not r.bool("no_bias", default=True)
+        arch.update(qkv_bias=True, fused_qkv=True, output_bias=biased, mlp_bias=biased)
     elif fam == "qwen2_moe":
         arch.update(qkv_bias=r.bool("qkv_bias", default=True))
     elif fam == "phi3":

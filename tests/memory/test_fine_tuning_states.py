@@ -204,6 +204,24 @@ def test_all_linear_lora_counts_one_adapter_per_fused_linear_as_peft_does(model_
     assert sum(lora_params_per_layer(arch, 16, "all-linear")) == peft_count
 
 
+def test_qwen_v1_lora_adapts_its_fused_c_attn_once():
+    """Qwen's finetune.py (QwenLM/Qwen@2df8e8a, LoraArguments) targets c_attn, c_proj, w1, w2:
+    c_proj names both the attention output and the MLP down projection, so every linear of a
+    block gets one adapter, and c_attn (3 x 4096 wide, fused) one, not three: r 64 on Qwen-7B
+    (fixtures/hf/Qwen-7B.json) is 32 x 64 x (16384 + 8192 + 3 x 15104) = 143,130,624."""
+    import json
+
+    from memlint.memory.params import architecture, lora_params_per_layer
+
+    with open(os.path.join(ROOT, "fixtures", "hf", "Qwen-7B.json"), encoding="utf-8") as f:
+        arch = architecture(json.load(f))
+    assert (arch.fused_qkv, arch.ffn, arch.head_dim, arch.qkv_bias, arch.mlp_bias) == (
+        True, 11008, 128, True, False)
+    per_layer = 64 * ((4096 + 3 * 4096) + (4096 + 4096) + 3 * (4096 + 11008))
+    assert lora_params_per_layer(arch, 64, "all-linear") == [per_layer] * 32
+    assert sum(lora_params_per_layer(arch, 64, "all-linear")) == 143_130_624
+
+
 def test_a_checkpoint_saved_in_nf4_is_counted_in_nf4(tmp_path):
     """config.json's quantization_config (bitsandbytes load_in_4bit) is applied by transformers
     whatever the training config says: the base is NF4 without a load_in_4bit anywhere."""

@@ -125,6 +125,9 @@ TRUTH = {
     "Meta-Llama-3.1-8B": (8030261248, 525336576, 525336576, 0, 0, 0),
     "Qwen2.5-7B": (7615616512, 544997376, 544997376, 0, 0, 0),
     "Qwen3-8B": (8190735360, 622329856, 622329856, 0, 0, 0),
+    # Qwen v1 (remote code): the checkpoint's own count (fixtures/hf/SOURCES.md: its bf16 shards
+    # hold 2 B x 7,721,324,544 + 28,200 B of safetensors headers)
+    "Qwen-7B": (7721324544, 622329856, 622329856, 0, 0, 0),
     "gpt2": (124439808, 39383808, 0, 0, 0, 0),
     "Mixtral-8x7B-v0.1": (46702792704, 131072000, 131072000, 45097156608, 0, 0),
     "Qwen3-30B-A3B": (30532122624, 311164928, 311164928, 28991029248, 0, 0),
@@ -163,6 +166,7 @@ FAMILY = {
     "llava": "llava-1.5-7b-hf", "qwen2_vl": "Qwen2-VL-2B-Instruct",
     "qwen2_5_vl": "Qwen2.5-VL-3B-Instruct", "qwen3_vl": "Qwen3-VL-8B-Instruct",
     "qwen3_vl_moe": "Qwen3-VL-30B-A3B-Instruct", "starcoder2": "starcoder2-7b",
+    "qwen": "Qwen-7B",
 }
 
 

@@ -1,0 +1,387 @@
+"""Measure what one torchtitan-style Llama-3 block keeps for its backward, eager vs torch.compile.
+
+Run with a PyTorch install of its own (never a memlint dependency), e.g.
+    python3 -m venv /tmp/t && /tmp/t/bin/pip install torch==2.13.0
+    /tmp/t/bin/python bench/compile_saved.py --out bench/data/compile/saved_llama_block.json
+
+What is built (our own code, after torchtitan's model at 9dec370, torchtitan/models/llama/model.py
+and models/norms.py; the same op graph at e7c0cae): RMSNorm (`x.float()` normalized, `type_as`,
+times the weight), q/k/v/o linears without bias, RoPE through `view_as_complex` and a complex64
+freqs table, `repeat_kv` by expand+reshape, `F.scaled_dot_product_attention(is_causal=True)`,
+SwiGLU `w2(silu(w1(x)) * w3(x))`, two residual adds. Width is scaled down (d 256, 8 heads, 2 KV
+heads, ffn 3.5 d: the 8B's ratios); parameters and inputs are bf16, as FSDP2's
+MixedPrecisionPolicy(param_dtype=bf16) computes.
+
+Activation checkpointing as torchtitan applies it (parallelisms/parallelize_llama.py @9dec370,
+models/llama3/parallelize_llama.py @e7c0cae): `full` = checkpoint_wrapper(block); `op` = the
+op-level selective policy (save mm, SDPA, reduce_scatter, abs, max outputs, except every second mm
+of a block); `none`. Compiled = torch.compile(checkpoint_wrapper(block), fullgraph=True), what
+apply_compile does after apply_ac. On the CPU, SDPA runs as
+aten._scaled_dot_product_flash_attention_for_cpu, which the policy's list does not name; the
+policy here treats it as the GPU's aten._scaled_dot_product_flash_attention (both return the output
+and an fp32 log-sum-exp), so the CPU graph is saved as the GPU graph would be.
+
+Measured per block, in bytes per token per hidden unit (bytes / (b·s·d)):
+- `live`: bytes the forward leaves allocated besides its output (the CPU allocator's events under
+  torch.profiler(profile_memory=True), which Inductor's kernels' buffers also go through): what the
+  block holds for its backward. Parameters and the freqs table are allocated before and excluded.
+- `saved`: the same, named per tensor: eager without AC through saved_tensors_hooks (dedup by
+  storage, each storage named by the op that made it); eager SAC through the policy's MUST_SAVE
+  outputs plus the checkpoint's input; compiled through the min-cut partitioner's forward graph
+  outputs (torch/_functorch/partitioners.py), i.e. the tensors AOTAutograd's CompiledFunction saves.
+  `live` validates `saved` for each case.
+- `fwd_transient`: the forward's highest live bytes above what it leaves (the temporaries a caching
+  allocator must hold at once inside one block's forward).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import platform
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+DIM, HEADS, KV_HEADS, FFN = 256, 8, 2, 896
+BATCH, SEQ = 2, 512
+DTYPE = torch.bfloat16
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        out = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
+        return out * self.weight
+
+
+def rope(xq, xk, freqs):
+    q = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    k = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    f = freqs[: xq.shape[1]].view(1, xq.shape[1], 1, q.shape[-1])
+    return (torch.view_as_real(q * f).flatten(3).type_as(xq),
+            torch.view_as_real(k * f).flatten(3).type_as(xk))
+
+
+def expand_heads(x, rep):
+    b, s, h, d = x.shape
+    return x if rep == 1 else x[:, :, :, None, :].expand(b, s, h, rep, d).reshape(b, s, h * rep, d)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hd = DIM // HEADS
+        self.wq = nn.Linear(DIM, HEADS * self.hd, bias=False)
+        self.wk = nn.Linear(DIM, KV_HEADS * self.hd, bias=False)
+        self.wv = nn.Linear(DIM, KV_HEADS * self.hd, bias=False)
+        self.wo = nn.Linear(HEADS * self.hd, DIM, bias=False)
+        self.w1 = nn.Linear(DIM, FFN, bias=False)
+        self.w2 = nn.Linear(FFN, DIM, bias=False)
+        self.w3 = nn.Linear(DIM, FFN, bias=False)
+        self.attention_norm = RMSNorm(DIM)
+        self.ffn_norm = RMSNorm(DIM)
+
+    def attention(self, x, freqs):
+        b, s, _ = x.shape
+        q = self.wq(x).view(b, s, -1, self.hd)
+        k = self.wk(x).view(b, s, -1, self.hd)
+        v = self.wv(x).view(b, s, -1, self.hd)
+        q, k = rope(q, k, freqs)
+        k, v = expand_heads(k, HEADS // KV_HEADS), expand_heads(v, HEADS // KV_HEADS)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=True)
+        return self.wo(o.transpose(1, 2).contiguous().view(b, s, -1))
+
+    def forward(self, x, freqs):
+        h = x + self.attention(self.attention_norm(x), freqs)
+        return h + self.w2(F.silu(self.w1(self.ffn_norm(h))) * self.w3(self.ffn_norm(h)))
+
+
+def freqs_table(seq):
+    inv = 1.0 / (10000.0 ** (torch.arange(0, DIM // HEADS, 2).float() / (DIM // HEADS)))
+    ang = torch.outer(torch.arange(seq).float(), inv)
+    return torch.polar(torch.ones_like(ang), ang)
+
+
+# torchtitan's op-level SAC list (parallelize_llama.py _save_list), plus the CPU's flash kernel
+aten = torch.ops.aten
+SAVE_LIST = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
+             aten._scaled_dot_product_flash_attention.default,
+             aten._scaled_dot_product_flash_attention_for_cpu.default,
+             torch.ops._c10d_functional.reduce_scatter_tensor.default,
+             aten.abs.default, aten.max.default}
+SAC_LOG: list = []  # (func, MUST_SAVE?) per forward-mode call, for the per-op table
+
+
+def op_policy_context():
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    meta = collections.defaultdict(int)
+
+    def policy(ctx, func, *args, **kwargs):
+        mode = "recompute" if ctx.is_recompute else "forward"
+        if func == aten.mm.default:
+            meta[mode] += 1
+        save = func in SAVE_LIST and not (func == aten.mm.default and meta[mode] % 2 == 0)
+        if not ctx.is_recompute:
+            out = getattr(ctx, "op_output", None)  # torch >= 2.5 hands the policy the output
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            SAC_LOG.append((str(func), save, meta[mode] if func == aten.mm.default else 0,
+                            [t for t in outs if save and isinstance(t, torch.Tensor)]))
+        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+    return create_selective_checkpoint_contexts(policy)
+
+
+def wrap(block, ac):
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    if ac == "none":
+        return block
+    if ac == "full":
+        return checkpoint_wrapper(block, preserve_rng_state=False)
+    return checkpoint_wrapper(block, context_fn=op_policy_context, preserve_rng_state=False)
+
+
+def profiled_forward(fn):
+    """Run fn() under the profiler's memory events; return (result, net bytes, peak bytes)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]"), key=lambda e: e.start_ns())
+    cur = peak = 0
+    for e in events:
+        cur += e.nbytes()
+        peak = max(peak, cur)
+    return out, cur, peak
+
+
+class Producers(TorchDispatchMode):
+    """Names each output storage by the aten op that made it (for the eager per-op table)."""
+    def __init__(self):
+        super().__init__()
+        self.by_ptr = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor):
+                self.by_ptr.setdefault(t.untyped_storage().data_ptr(), str(func.overloadpacket.__name__))
+        return out
+
+
+CAPTURED: list = []  # the partitioner's forward graphs, to name the compiled block's saved tensors
+
+
+def capture_partitioner():
+    """Keep each forward graph Inductor's min-cut partitioner returns (its outputs past the
+    forward's own are the values saved for backward, in CompiledFunction's save order)."""
+    import torch._inductor.compile_fx as cfx
+    real = cfx.min_cut_rematerialization_partition
+
+    def spy(joint, inputs, **kw):
+        fw, bw = real(joint, inputs, **kw)
+        CAPTURED.append((fw, kw.get("num_fwd_outputs")))
+        return fw, bw
+    cfx.min_cut_rematerialization_partition = spy
+
+
+def compiled_backward_node(out):
+    fn = out.grad_fn
+    while fn is not None and "CompiledFunction" not in fn.name():
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    return fn
+
+
+def kind_of(t, x, params, freqs):
+    ptr = t.untyped_storage().data_ptr()
+    if ptr == x.untyped_storage().data_ptr():
+        return "block input"
+    if ptr in params:
+        return "parameter"
+    if ptr == freqs.untyped_storage().data_ptr():
+        return "freqs table"
+    return "activation"
+
+
+def per_unit(nbytes):
+    return round(nbytes / (BATCH * SEQ * DIM), 4)
+
+
+def measure(ac, compiled, float8=False, seed=0):
+    """One block's forward: what it leaves allocated for its backward, named per tensor.
+    `float8`: the block's linears converted by torchao's convert_to_float8_training (tensorwise
+    dynamic scaling, as torchtitan's float8 converter; torchao must be importable)."""
+    torch.manual_seed(seed)
+    block = Block().to(DTYPE)
+    if float8:
+        from torchao.float8 import convert_to_float8_training
+        convert_to_float8_training(block)
+    freqs = freqs_table(SEQ)
+    mod = wrap(block, ac)
+    if compiled:
+        mod = torch.compile(mod, fullgraph=True)
+    x = torch.randn(BATCH, SEQ, DIM, dtype=DTYPE, requires_grad=True)
+    params = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    fixed = params | {freqs.untyped_storage().data_ptr()}
+    first = len(CAPTURED)
+    if compiled:  # compile (forward and backward) outside the measured forward
+        mod(x, freqs).float().sum().backward()
+        assert len(CAPTURED) == first + 1, "one partitioned graph per compiled block"
+        x.grad = None
+        block.zero_grad(set_to_none=True)
+    SAC_LOG.clear()
+    producers = Producers()
+    packed = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in fixed and ptr not in packed:
+            packed[ptr] = t
+        return t
+
+    def run():
+        if not compiled and ac == "none":
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), producers:
+                return mod(x, freqs)
+        return mod(x, freqs)
+
+    out, net, peak = profiled_forward(run)
+    live = net - out.untyped_storage().nbytes()
+    items = []
+    if compiled:
+        fw, n_out = CAPTURED[first]
+        names = [n for n in list(fw.graph.find_nodes(op="output"))[0].args[0][n_out:]
+                 if isinstance(n.meta.get("val"), torch.Tensor)]
+        saved = compiled_backward_node(out).saved_tensors
+        assert len(names) == len(saved), (len(names), len(saved))
+        for node, t in zip(names, saved):
+            kind = kind_of(t, x, params, freqs)
+            if kind in ("parameter", "freqs table"):
+                continue  # FSDP's unsharded weights and the model's buffer, not activations
+            items.append({"what": kind, "node": node.name,
+                          "op": getattr(node.target, "__name__", str(node.target)).split(".")[0],
+                          "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                          "bytes": t.untyped_storage().nbytes()})
+    elif ac == "none":
+        for ptr, t in packed.items():
+            items.append({"what": kind_of(t, x, params, freqs), "node": "",
+                          "op": producers.by_ptr.get(ptr, "input"),
+                          "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                          "bytes": t.untyped_storage().nbytes()})
+    else:
+        # torch/utils/checkpoint.py (non-reentrant): the frame keeps the block's inputs to
+        # rerun it; under the op policy, _CachingTorchDispatchMode also stores the output of
+        # every MUST_SAVE op of the forward, read back or not.
+        items.append({"what": "block input", "node": "checkpoint input", "op": "input",
+                      "dtype": "bfloat16", "shape": list(x.shape),
+                      "bytes": x.untyped_storage().nbytes()})
+        for func, save, mm_i, outs in SAC_LOG:
+            if save and not outs:  # a torch whose policy context has no op_output
+                items.append({"what": "activation", "node": f"mm #{mm_i}" if mm_i else "",
+                              "op": func.split(".")[1], "dtype": "", "shape": [],
+                              "bytes": None})
+            if save:
+                for t in outs:
+                    items.append({"what": "activation", "node": f"mm #{mm_i}" if mm_i else "",
+                                  "op": func.split(".")[1],
+                                  "dtype": str(t.dtype).replace("torch.", ""),
+                                  "shape": list(t.shape), "bytes": t.untyped_storage().nbytes()})
+    out.float().sum().backward()  # the saved set serves a real backward
+    holds_x = any(i["what"] == "block input" for i in items)
+    held = live + (x.untyped_storage().nbytes() if holds_x else 0)
+    named = sum(i["bytes"] or 0 for i in items)
+    return {"ac": ac, "compiled": compiled, "float8": float8,
+            "held_bytes": held, "held_per_token_hidden": per_unit(held),
+            "named_bytes": named if all(i["bytes"] is not None for i in items) else None,
+            "fwd_transient_bytes": peak - net,
+            "fwd_transient_per_token_hidden": per_unit(peak - net),
+            "tensors": [dict(i, per_token_hidden=None if i["bytes"] is None
+                             else per_unit(i["bytes"])) for i in items]}
+
+
+def loss_fn(pred, labels):
+    """torchtitan's cross-entropy (components/loss.py cross_entropy_loss @e7c0cae)."""
+    return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+def measure_loss(compiled, tokens=2048, vocab=8192):
+    """The loss on bf16 logits: bytes per logit its forward keeps and its backward's peak."""
+    fn = torch.compile(loss_fn) if compiled else loss_fn
+    labels = torch.randint(0, vocab, (2, tokens // 2))
+    pred = torch.randn(2, tokens // 2, vocab, dtype=DTYPE, requires_grad=True)
+    if compiled:
+        fn(pred, labels).backward()
+        pred.grad = None
+    loss, net, peak = profiled_forward(lambda: fn(pred, labels))
+    _, bnet, bpeak = profiled_forward(lambda: loss.backward())
+    unit = tokens * vocab
+    return {"compiled": compiled, "fwd_held_per_logit": round(net / unit, 4),
+            "fwd_peak_per_logit": round(peak / unit, 4),
+            "bwd_peak_per_logit": round(bpeak / unit, 4),
+            "grad_dtype": str(pred.grad.dtype).replace("torch.", ""),
+            "note": "bytes per logit above the bf16 logits themselves (allocated before)"}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write the JSON result here")
+    ap.add_argument("--float8", metavar="TORCHAO",
+                    help="also measure the block with torchao float8 linears; the value names "
+                         "the torchao build for the record (e.g. pytorch/ao@0afa4c1)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    # every block is partitioned afresh (a cache hit would skip the partitioner)
+    import torch._functorch.config as aot_config
+    import torch._inductor.config as inductor_config
+    aot_config.enable_autograd_cache = False
+    inductor_config.fx_graph_cache = False
+    capture_partitioner()
+    rows = [measure(ac, c) for ac in ("op", "full", "none") for c in (False, True)]
+    if args.float8:
+        rows += [measure(ac, c, float8=True) for ac in ("op", "full") for c in (False, True)]
+    loss = [measure_loss(c) for c in (False, True)]
+    result = {
+        "what": "bytes one torchtitan-style Llama-3 block holds for its backward, eager vs "
+                "torch.compile, per activation checkpointing mode; and the cross-entropy's",
+        "script": "bench/compile_saved.py",
+        "torch": torch.__version__, "python": platform.python_version(),
+        "device": "cpu (Inductor C++ codegen); the partitioner's choice does not depend on it",
+        "shape": {"batch": BATCH, "seq": SEQ, "dim": DIM, "heads": HEADS, "kv_heads": KV_HEADS,
+                  "ffn": FFN, "dtype": "bfloat16"},
+        "unit": "bytes per token per hidden unit: bytes / (batch * seq * dim)",
+        "method": "held: CPU allocator events under torch.profiler(profile_memory=True), net bytes "
+                  "a forward leaves besides its output, plus the block input when the backward "
+                  "holds it; tensors: saved_tensors_hooks (eager, no AC), the checkpoint input "
+                  "and the op policy's MUST_SAVE outputs (eager SAC), CompiledFunctionBackward."
+                  "saved_tensors named by the min-cut partitioner's forward graph (compiled)",
+        "torchao": args.float8, "rows": rows, "loss": loss}
+    if args.out:
+        import os
+        with open(args.out + ".tmp", "w") as f:
+            f.write(json.dumps(result, indent=1) + "\n")
+        os.replace(args.out + ".tmp", args.out)
+    for r in rows:
+        print(f"{r['ac']:5} {'compiled' if r['compiled'] else 'eager   '}"
+              f"{' float8' if r['float8'] else ''} held "
+              f"{r['held_per_token_hidden']:7.3f} B/(s*d)  named {r['named_bytes']}  "
+              f"forward transient {r['fwd_transient_per_token_hidden']:7.3f}")
+        for t in r["tensors"]:
+            print(f"        {t['what']:12} {t['op']:44} {t['dtype']:9} {str(t['shape']):18} "
+                  f"{t['per_token_hidden']}  {t['node']}")
+    for r in loss:
+        print(f"loss {'compiled' if r['compiled'] else 'eager   '} forward keeps "
+              f"{r['fwd_held_per_logit']} B/logit, forward peak {r['fwd_peak_per_logit']}, "
+              f"backward peak {r['bwd_peak_per_logit']} ({r['grad_dtype']} gradient)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
