@@ -1023,10 +1023,9 @@ class Interpreter:
                                                   f"be read: {exc}"))
             else:
                 saved = dict(self.env)  # a child shell: its assignments do not come back
-                mapped = string.origins
                 yield from self.run(
-                    inner, lambda offset: mapped[offset] if 0 <= offset < len(mapped)
-                    else string.origin, tuple(prefix) + tuple(fields[:index]), depth + 1)
+                    inner, _Remap(string.origins, string.origin),
+                    tuple(prefix) + tuple(fields[:index]), depth + 1)
                 self.expander.env = saved
                 return
         yield Simple(list(prefix) + fields, where(command.offset))
@@ -1112,10 +1111,28 @@ def _active(frames: list) -> bool:
     return all(f["active"] for f in frames)
 
 
+class _Remap:
+    """An `sh -c` string's offsets -> the file's: its characters' origins, and the string's own
+    origin for an offset past them."""
+
+    __slots__ = ("mapped", "default")
+
+    def __init__(self, mapped: list, default: int):
+        self.mapped, self.default = mapped, default
+
+    def __call__(self, offset: int) -> int:
+        return self.mapped[offset] if 0 <= offset < len(self.mapped) else self.default
+
+    def many(self, offsets) -> list:
+        """[self(o) for o in offsets], in one comprehension (a field's every character)."""
+        mapped, size, default = self.mapped, len(self.mapped), self.default
+        return [mapped[o] if 0 <= o < size else default for o in offsets]
+
+
 def _moved(f: Field, where) -> Field:
     if where is None:
         return f
-    origins = [where(o) for o in f.origins]
+    origins = where.many(f.origins) if isinstance(where, _Remap) else [where(o) for o in f.origins]
     return Field(f.text, origins, where(f.offset), f.unresolved, f.opaque)
 
 
