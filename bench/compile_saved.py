@@ -32,6 +32,9 @@ Measured per block, in bytes per token per hidden unit (bytes / (b·s·d)):
   `live` validates `saved` for each case.
 - `fwd_transient`: the forward's highest live bytes above what it leaves (the temporaries a caching
   allocator must hold at once inside one block's forward).
+- `fsdp2`: four op-SAC blocks under FSDP2 (rank 0 of 8 on the fake process group), bf16 linears
+  eager and compiled, and with --float8 torchao float8 linears with bf16 and float8 all-gathers:
+  the bytes held per layer after the forward (the unsharded weights are freed by FSDP2).
 """
 from __future__ import annotations
 
@@ -307,6 +310,53 @@ def measure(ac, compiled, float8=False, seed=0):
                              else per_unit(i["bytes"])) for i in items]}
 
 
+def measure_fsdp(linears, compiled, ranks=8, layers=4):
+    """Blocks as torchtitan runs them: op-level SAC, then torch.compile, then FSDP2
+    fully_shard per block and at the root (MixedPrecisionPolicy bf16 params, fp32 reduce), rank 0
+    of `ranks` on the fake process group (collectives skipped, allocations real). `linears`:
+    "bf16", "float8" (torchao float8 linears, bf16 all-gather) or "float8_all_gather" (torchao's
+    enable_fsdp_float8_all_gather). Returns the bytes held per layer after the forward."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    if not dist.is_initialized():
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=ranks)
+    mesh = init_device_mesh("cpu", (ranks,))
+    torch.manual_seed(0)
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block() for _ in range(layers)])
+
+        def forward(self, x, freqs):
+            for layer in self.layers:
+                x = layer(x, freqs)
+            return x
+
+    model = Stack()
+    if linears != "bf16":
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        convert_to_float8_training(model, config=Float8LinearConfig(
+            enable_fsdp_float8_all_gather=linears == "float8_all_gather"))
+    for i, block in enumerate(model.layers):
+        block = wrap(block, "op")
+        model.layers[i] = torch.compile(block, fullgraph=True) if compiled else block
+    policy = MixedPrecisionPolicy(param_dtype=DTYPE, reduce_dtype=torch.float32)
+    for block in model.layers:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    freqs = freqs_table(SEQ)
+    x = torch.randn(BATCH, SEQ, DIM)  # fp32: FSDP2 casts the root's inputs to bf16
+    model(x, freqs).float().sum().backward()  # compile; FSDP2's lazy init
+    out, net, _ = profiled_forward(lambda: model(x, freqs))
+    held = net - out.untyped_storage().nbytes()
+    out.float().sum().backward()
+    return {"linears": linears, "compiled": compiled, "ranks": ranks, "layers": layers,
+            "held_per_layer_per_token_hidden": per_unit(held / layers)}
+
+
 def loss_fn(pred, labels):
     """torchtitan's cross-entropy (components/loss.py cross_entropy_loss @e7c0cae)."""
     return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
@@ -348,6 +398,9 @@ def main(argv=None):
     if args.float8:
         rows += [measure(ac, c, float8=True) for ac in ("op", "full") for c in (False, True)]
     loss = [measure_loss(c) for c in (False, True)]
+    fsdp = [measure_fsdp("bf16", c) for c in (False, True)]
+    if args.float8:
+        fsdp += [measure_fsdp(kind, True) for kind in ("float8", "float8_all_gather")]
     result = {
         "what": "bytes one torchtitan-style Llama-3 block holds for its backward, eager vs "
                 "torch.compile, per activation checkpointing mode; and the cross-entropy's",
@@ -362,7 +415,7 @@ def main(argv=None):
                   "holds it; tensors: saved_tensors_hooks (eager, no AC), the checkpoint input "
                   "and the op policy's MUST_SAVE outputs (eager SAC), CompiledFunctionBackward."
                   "saved_tensors named by the min-cut partitioner's forward graph (compiled)",
-        "torchao": args.float8, "rows": rows, "loss": loss}
+        "torchao": args.float8, "rows": rows, "loss": loss, "fsdp2": fsdp}
     if args.out:
         import os
         with open(args.out + ".tmp", "w") as f:
@@ -376,6 +429,9 @@ def main(argv=None):
         for t in r["tensors"]:
             print(f"        {t['what']:12} {t['op']:44} {t['dtype']:9} {str(t['shape']):18} "
                   f"{t['per_token_hidden']}  {t['node']}")
+    for r in fsdp:
+        print(f"fsdp2 {r['linears']:17} {'compiled' if r['compiled'] else 'eager   '} op-SAC "
+              f"held per layer {r['held_per_layer_per_token_hidden']:7.3f} B/(s*d)")
     for r in loss:
         print(f"loss {'compiled' if r['compiled'] else 'eager   '} forward keeps "
               f"{r['fwd_held_per_logit']} B/logit, forward peak {r['fwd_peak_per_logit']}, "

@@ -178,10 +178,10 @@ def _severity(label):
 
 
 def _color(args) -> bool:
-    # start-up: loaded already, by the parser
-    from memlint.commands import arguments
+    # start-up: memlint.commands only (its arguments module imports argparse)
+    from memlint.commands import color
 
-    return arguments.color(args.no_color, sys.stdout)
+    return color(args.no_color, sys.stdout)
 
 
 def _units(args, estimates) -> str:

@@ -164,7 +164,10 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     suffix = os.path.splitext(checked)[1].replace(".yml", ".yaml")
     names = (stdlib.get(suffix, stdlib[""]) | CORE | kind_of(case, stdlib) | also
              | adapters_for([str(tmp_path / target) for _, target in copies], str(tmp_path)))
-    never = modules & (NEVER - names)
+    # what argparse, json and re load themselves (stdlib[""]) exempts no NEVER module on a plain
+    # `check FILE`, which cli.quick_check parses without argparse; an option that takes a value
+    # (`--format json`) is parsed by argparse
+    never = modules & (NEVER - (names if extra else names - stdlib[""]))
     if "estimate" not in KIND.get(case, ("estimate",)):
         never |= modules & set(MODEL)
     assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"

@@ -17,14 +17,6 @@ import os
 import sys
 
 
-def color(no_color: bool, stream) -> bool:
-    """Whether a command colours what it writes to `stream`: never with --no-color or NO_COLOR
-    (no-color.org), otherwise only on a terminal (rich's FORCE_COLOR is not asked)."""
-    if no_color or os.environ.get("NO_COLOR"):
-        return False
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
 def terminal_width() -> int:
     """The terminal's columns as shutil.get_terminal_size() gives them (COLUMNS, then the
     terminal of stdout, then 80), without importing shutil (and its bz2/lzma) at start-up."""

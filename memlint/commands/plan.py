@@ -220,7 +220,7 @@ def render_text(result, scenario, args, file=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from memlint.commands.arguments import color
+    from memlint.commands import color
 
     stream = file or sys.stdout
     # coloured as `memlint check` is: not with --no-color or NO_COLOR, not off a terminal (rich

@@ -26,7 +26,9 @@ loss included. What changes, as terms with sources:
     (the cut between forward and backward), and no backward op reads w2's output. Which of the
     two memlint counts is the assumption `compile.block_saved`: `eager` (the default, an upper
     bound by 2 B per token per hidden unit and layer) or `partitioner` (the measured set,
-    activations.op_sac_items `compiled`). The default stays at the upper bound because the
+    activations.op_sac_items `compiled`). Under FSDP2 (four blocks, rank 0 of 8 on the fake
+    process group) the compiled blocks keep 13.625 per layer too, with bf16 linears, float8
+    linears and float8 all-gathers. The default stays at the upper bound because the
     measured set, applied to the published torchtitan rows, leaves the two H200 rows
     (torchtitan e7c0cae, torch 2.8, float8 all-gather, compiled loss) 8-10% under with 4-5 GiB
     per GPU that memlint does not find, while the H100 rows (9dec370) would come within 2.5%;

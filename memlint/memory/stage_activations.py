@@ -364,5 +364,6 @@ def hf_run(model: Model, first_layer: bool) -> "eager.HFRun":
         base_trainable=not model.lora,
         lora_rank=tr.lora_rank if model.lora else 0,
         lora_targets=tr.lora_targets if model.lora else "", lora_dropout=tr.lora_dropout,
-        fused_qkv=arch.fused_qkv, fused_gate_up=arch.fused_gate_up, softmax_fp32=arch.model_type != "gpt2",
+        fused_qkv=arch.fused_qkv, fused_gate_up=arch.fused_gate_up,
+        softmax_fp32=arch.model_type != "gpt2",
         first_frozen_input=model.lora and first_layer)

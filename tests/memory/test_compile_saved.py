@@ -81,6 +81,18 @@ def test_float8_linears_compiled_keep_the_same():
         "held_per_token_hidden"]
 
 
+def test_under_fsdp2_the_compiled_blocks_keep_the_same():
+    """Four op-SAC blocks under FSDP2 (rank 0 of 8, fake process group), as torchtitan wraps them:
+    per layer the same bytes as the single block, with bf16 linears, float8 linears and float8
+    all-gathers (the H200 benchmark's enable_fsdp_float8_all_gather)."""
+    with open(os.path.join(DATA, "saved_llama_block.torch-2.13.json")) as handle:
+        rows = {(r["linears"], r["compiled"]): r["held_per_layer_per_token_hidden"]
+                for r in json.load(handle)["fsdp2"]}
+    assert rows[("bf16", False)] == pytest.approx(15.625, abs=0.01)
+    for kind in ("bf16", "float8", "float8_all_gather"):
+        assert rows[(kind, True)] == pytest.approx(13.625, abs=0.01), kind
+
+
 def test_compiled_loss_is_the_modeled_four_bytes_per_logit(measured):
     """logits.compiled_loss_term: the bf16 logits it keeps (2 B) and their bf16 gradient (2 B);
     the measurement counts above the logits, allocated before the loss."""

@@ -188,7 +188,7 @@ def test_all_linear_lora_on_moe_adapts_router_and_shared_expert_not_routed_exper
 # target_modules="all-linear"))` on each catalog config built on the meta device, trainable
 # parameters summed): a fused qkv or gate+up nn.Linear gets one adapter, not one per projection
 @pytest.mark.parametrize("model_id,peft_count", [
-    ("microsoft/Phi-3-mini-4k-instruct", 25_165_824),     # qkv_proj, o_proj, gate_up_proj, down_proj
+    ("microsoft/Phi-3-mini-4k-instruct", 25_165_824),     # qkv, o, gate_up, down projections
     ("microsoft/Phi-3-medium-4k-instruct", 55_705_600),   # the same under GQA (40 heads, 10 kv)
     ("EleutherAI/pythia-160m", 2_359_296),                # query_key_value, dense, two MLP linears
     ("EleutherAI/pythia-1b", 8_388_608),

@@ -84,3 +84,23 @@ def test_deepspeed_rows_run_transformers_modules(rows):
                  "ds-llama7b-z3-ckpt-mbs8"):
         assert abs(ds[name]["error"]) < 0.10, (name, ds[name]["error"])
         assert "buffers.zero3_saved_gathered_weights" not in ds[name]["terms"]
+
+
+def test_qwen_rows_read_qwen_v1_configs():
+    """The Qwen HF + PEFT rows ran Qwen v1 (remote code QWenLMHeadModel, fused c_attn: one LoRA
+    adapter where a q/k/v split would count three), so their configs have the public Qwen-7B
+    config.json's layout (fixtures/hf/Qwen-7B.json) at each size, not a Qwen2 stand-in."""
+    import json
+    with open(os.path.join(ROOT, "fixtures", "hf", "Qwen-7B.json"), encoding="utf-8") as f:
+        public = json.load(f)
+    sizes = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+             "vocab_size")
+    for name in ("qwen-1_8b", "qwen-7b", "qwen-14b", "qwen-72b"):
+        path = os.path.join(CALIB, "gpu-published", "configs", "models", name, "config.json")
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+        assert {k: v for k, v in config.items() if k not in sizes} == \
+            {k: v for k, v in public.items() if k not in sizes}, name
+    with open(os.path.join(CALIB, "gpu-published", "configs", "models", "qwen-7b",
+                           "config.json"), encoding="utf-8") as f:
+        assert json.load(f) == public
