@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import math
 
-from memlint.memory import moe_activations
+from memlint import lazy_import
 from memlint.memory.terms import Item
 from memlint.records import record
+
+# start-up: the MoE layers' items load only for a model with experts
+moe_activations = lazy_import.module("memlint.memory.moe_activations")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:

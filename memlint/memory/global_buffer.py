@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import math
 
-from memlint.memory import moe_activations
+from memlint import lazy_import
 from memlint.memory.activations import shapes
 from memlint.memory.terms import Term
+
+# start-up: the MoE layers' items load only for a model with experts
+moe_activations = lazy_import.module("memlint.memory.moe_activations")
 
 SOURCE = ("megatron/core/utils.py GlobalMemoryBuffer; tensor_parallel/layers.py; "
           "transformer/moe/token_dispatcher.py; transformer/dot_product_attention.py")

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import math
 
+from memlint import lazy_import
 from memlint.memory import activations as act
 from memlint.memory import activations_eager as eager
-from memlint.memory import fine_offload, moe_balance, offload
+from memlint.memory import offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms, megatron_batch_terms)
 from memlint.memory.compile import SRC_COMPILED_SAC, compiled_block_saves_cut
-from memlint.memory.layout_activations import layout_source, plan_layer_items
 from memlint.memory.lora import lora_activation_items
 from memlint.memory.model import Model
 from memlint.memory.softmax import softmax_bytes
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
-from memlint.memory.vision import vision_activation_terms
+
+# start-up: what only some runs use loads when one does (fine-grained offload, an MoE imbalance,
+# a layer layout, a vision tower)
+fine_offload = lazy_import.module("memlint.memory.fine_offload")
+moe_balance = lazy_import.module("memlint.memory.moe_balance")
+_layouts = lazy_import.module("memlint.memory.layout_activations")
+_vision = lazy_import.module("memlint.memory.vision")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -125,7 +131,7 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
             if model.arch.vision.model_type == "megatron_clip":
                 terms += megatron_vision_terms(model, inflight)
             else:
-                terms += vision_activation_terms(model, inflight)
+                terms += _vision.vision_activation_terms(model, inflight)
     return terms
 
 
@@ -171,7 +177,7 @@ def _seed_activation_terms(model: Model, plan: StagePlan) -> list:
         source=("seed profile: C_act per B·T·d per layer (Korthikanti et al. 2022: 34 "
                 "with FlashAttention, sections 4.1-4.2)")))
     if plan.first and model.arch.vision is not None and tr.images_per_sample:
-        terms += vision_activation_terms(model, 1)
+        terms += _vision.vision_activation_terms(model, 1)
     return terms
 
 
@@ -259,7 +265,7 @@ def schedule_knobs(model: Model) -> tuple:
 
 def activation_source(model: Model) -> str:
     if model.arch.layout is not None:
-        return layout_source(model)
+        return _layouts.layout_source(model)
     if model.op_sac:
         src = "torchtitan op-level selective AC (memory/activations.py op_sac_items)"
         return src + "; " + SRC_COMPILED_SAC if compiled_block_saves_cut(model) else src
@@ -340,7 +346,7 @@ def _layer_bytes_per_token(model: Model, plan: StagePlan, per_layer: list) -> tu
             return items
 
         if key not in cache:
-            items = uniform(moe_layer) if kind is None else plan_layer_items(
+            items = uniform(moe_layer) if kind is None else _layouts.plan_layer_items(
                 model, kind, uniform, eager_modules)
             imbalance = float(model.assume.get("moe.routing_imbalance", 1.0))
             if moe_layer and moe_balance.applies(topo.ep, imbalance):

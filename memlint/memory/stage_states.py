@@ -6,6 +6,7 @@ The formulas per state are in memory/states.py, fp8.py, offload.py and optimizer
 """
 from __future__ import annotations
 
+from memlint import lazy_import
 from memlint.memory import fp8, offload, states
 from memlint.memory.lora import (ADAPTER_SOURCE, SAVED_SOURCE, UNQUANTIZED_SOURCE,
                                   adapter_bytes_per_param, frozen_bytes_per_param,
@@ -15,7 +16,9 @@ from memlint.memory.runtime import compute_capability
 from memlint.memory.states import DTYPE_BYTES
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
-from memlint.memory.vision import vision_state_terms
+
+# start-up: the vision tower's states load only for a model that has one
+_vision = lazy_import.module("memlint.memory.vision")
 
 
 def state_terms(model: Model, plan: StagePlan):
@@ -36,7 +39,7 @@ def state_terms(model: Model, plan: StagePlan):
         weights, gradients, optimizer = _trained_states(model, plan, groups)
     host = []
     if vision:
-        vision_terms = vision_state_terms(vision, dt, tr.optimizer, topo.shard,
+        vision_terms = _vision.vision_state_terms(vision, dt, tr.optimizer, topo.shard,
                                                  par.zero, par.fsdp, model.lora)
         weights += vision_terms
     # -- offload (memory/offload.py): FSDP CPUOffloadPolicy and ZeRO-Offload move the sharded
