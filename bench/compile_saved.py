@@ -32,6 +32,9 @@ Measured per block, in bytes per token per hidden unit (bytes / (b·s·d)):
   `live` validates `saved` for each case.
 - `fwd_transient`: the forward's highest live bytes above what it leaves (the temporaries a caching
   allocator must hold at once inside one block's forward).
+- `bwd_peak`: the block's backward, its highest live bytes above its start (what it holds and
+  the output's gradient): the recomputed tensors, the gradients it writes (the input's included;
+  the weights' gradients exist before) and their temporaries.
 - `fsdp2`: four op-SAC blocks under FSDP2 (rank 0 of 8 on the fake process group), bf16 linears
   eager and compiled, and with --float8 torchao float8 linears with bf16 and float8 all-gathers:
   the bytes held per layer after the forward (the unsharded weights are freed by FSDP2).
@@ -240,6 +243,8 @@ def measure(ac, compiled, float8=False, seed=0):
         assert len(CAPTURED) == first + 1, "one partitioned graph per compiled block"
         x.grad = None
         block.zero_grad(set_to_none=True)
+    for p in block.parameters():  # weight gradients exist before (FSDP2's, counted apart)
+        p.grad = torch.zeros_like(p)
     SAC_LOG.clear()
     producers = Producers()
     packed = {}
@@ -297,7 +302,8 @@ def measure(ac, compiled, float8=False, seed=0):
                                   "op": func.split(".")[1],
                                   "dtype": str(t.dtype).replace("torch.", ""),
                                   "shape": list(t.shape), "bytes": t.untyped_storage().nbytes()})
-    out.float().sum().backward()  # the saved set serves a real backward
+    grad = torch.ones_like(out)
+    _, _, bwd_peak = profiled_forward(lambda: out.backward(grad))  # the saved set serves it
     holds_x = any(i["what"] == "block input" for i in items)
     held = live + (x.untyped_storage().nbytes() if holds_x else 0)
     named = sum(i["bytes"] or 0 for i in items)
@@ -306,6 +312,7 @@ def measure(ac, compiled, float8=False, seed=0):
             "named_bytes": named if all(i["bytes"] is not None for i in items) else None,
             "fwd_transient_bytes": peak - net,
             "fwd_transient_per_token_hidden": per_unit(peak - net),
+            "bwd_peak_bytes": bwd_peak, "bwd_peak_per_token_hidden": per_unit(bwd_peak),
             "tensors": [dict(i, per_token_hidden=None if i["bytes"] is None
                              else per_unit(i["bytes"])) for i in items]}
 
@@ -425,7 +432,8 @@ def main(argv=None):
         print(f"{r['ac']:5} {'compiled' if r['compiled'] else 'eager   '}"
               f"{' float8' if r['float8'] else ''} held "
               f"{r['held_per_token_hidden']:7.3f} B/(s*d)  named {r['named_bytes']}  "
-              f"forward transient {r['fwd_transient_per_token_hidden']:7.3f}")
+              f"forward transient {r['fwd_transient_per_token_hidden']:7.3f}  backward peak "
+              f"{r['bwd_peak_per_token_hidden']:7.3f}")
         for t in r["tensors"]:
             print(f"        {t['what']:12} {t['op']:44} {t['dtype']:9} {str(t['shape']):18} "
                   f"{t['per_token_hidden']}  {t['node']}")

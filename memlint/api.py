@@ -123,12 +123,16 @@ def _configs_by_folder(options: Options):
     the one governing the path's folder: a walk asked twice per file, parsing the TOML each
     time); without one, once per repository root (config_for's LintConfig(root=...))."""
     made: dict = {}
+    governed: dict = {}   # folder -> (its pyproject.toml, else its repository root): a walk up
 
     def config_of(path: str) -> LintConfig:
         start = os.path.abspath(path)
         folder = start if os.path.isdir(start) else os.path.dirname(start)
-        governing = find_pyproject(folder)
-        key = (governing, None if governing is not None else repo_root(folder))
+        key = governed.get(folder)
+        if key is None:
+            governing = find_pyproject(folder)
+            key = governed[folder] = (governing,
+                                      None if governing is not None else repo_root(folder))
         found = made.get(key)
         if found is None:
             found = made[key] = lint_config(options, folder)

@@ -92,6 +92,9 @@ KIND = {
     "HF Trainer / TRL recipe": ("estimate", "memlint.adapters.trl_rl",
                                 "memlint.adapters.trainer_args", "memlint.adapters._values",
                                 "memlint.adapters._lora"),
+    # the shell reader loads when a launch script or an argument file is read (not a YAML file)
+    "Megatron launch script": ("estimate", "memlint.adapters._shell"),
+    "Megatron argument file": ("estimate", "memlint.adapters._shell"),
     # the reader takes the attention implementations from the trainer mapping
     "axolotl YAML": ("estimate", "memlint.adapters.trainer_args", "memlint.adapters._values"),
 }

@@ -50,8 +50,7 @@ from __future__ import annotations
 import os
 import re
 
-from memlint import lazy_re
-from memlint.adapters import _shell
+from memlint import lazy_import, lazy_re
 from memlint.adapters.detection import SCRIPT_EXT as _SCRIPT_EXT
 from memlint.adapters.detection import megatron as detect  # noqa: F401 - the adapter's detect()
 from memlint.adapters.megatron.context import Interp
@@ -65,6 +64,9 @@ from memlint.adapters.megatron.yaml_reader import read_yaml
 from memlint.diagnostics import PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import read_text, suppressions
+
+# start-up: the shell reader loads only when a launch script or an argument file is read
+_shell = lazy_import.module("memlint.adapters._shell")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 
-from memlint import lazy_re
-from memlint.adapters import _shell
+from memlint import lazy_import, lazy_re
 from memlint.adapters.megatron.flags import (FLAG_BY_NAME, KNOWN_FLAGS, MAX_UNKNOWN_LISTED,
                                              MEMORY_ENV)
 from memlint.diagnostics import INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Provenance
 from memlint.records import field, record
+
+# start-up: the shell reader loads only when a launch script or an argument file is read
+_shell = lazy_import.module("memlint.adapters._shell")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
