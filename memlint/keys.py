@@ -357,9 +357,10 @@ _KEYS = [
         "torch_compile): fused cross-entropy when the loss is compiled too, fused SwiGLU "
         "temporaries; saved activations stay eager PyTorch's (memory/compile.py)"),
     Key("compile_loss", "training", "compile_loss", to_bool,
-        "with compile=true, whether the loss is compiled too (default true: torchtitan's "
+        "whether the loss is compiled (with compile=true the default is true: torchtitan's "
         "compile.components = [\"model\", \"loss\"], HF torch_compile compiles the forward "
-        "with its loss); false: an eager loss beside compiled blocks (memory/compile.py)"),
+        "with its loss); false: an eager loss beside compiled blocks; true with compile=false: "
+        "the loss alone, torchtitan's components = [\"loss\"] (memory/compile.py)"),
     Key("attention", "training", "attention", choice("flash", "sdpa", "eager"),
         "attention kernel: flash (no T x T scores), sdpa, eager (materialized scores)"),
     Key("recompute", "training", "recompute", choice("none", "selective", "full"),

@@ -412,6 +412,11 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
             if unmodeled is not None:
                 extra[UNMODELED_QUANTIZATION] = Setting(*unmodeled)
 
+    load = extra.get(DEFAULT_LOAD_DTYPE)
+    if load is not None:
+        diagnostics.extend(_remote_code_load(values["training"], provenance, load,
+                                             model_settings))
+
     model = None
     if model_settings or "name" in values["model"]:
         model = ModelSpec(config=frozen_mapping(_unflatten(model_settings)), **values["model"])
@@ -437,6 +442,66 @@ def build(partials: list, base_dir: Optional[str] = None, allow_outside_root: bo
         convention_keys=frozen_mapping(values["conventions"]),
     )
     return scenario, diagnostics
+
+
+# adapters/trainer_args.py DEFAULT_LOAD_DTYPE: the HF Trainer reader took from_pretrained's
+# default dtype for the weights (no torch_dtype argument)
+DEFAULT_LOAD_DTYPE = "hf_trainer.default_load_dtype"
+QWEN_REMOTE_DTYPE = (
+    "Qwen v1 remote code modeling_qwen.py QWenLMHeadModel.__init__ (zhangningboo/Qwen-7B@ffe04dd, "
+    "a copy of Qwen/Qwen-7B's, lines 939-988): with none of config.json's bf16/fp16/fp32 true it "
+    "sets bf16 where torch.cuda.is_bf16_supported() (else fp16, fp32 without CUDA) and casts "
+    "transformer and lm_head to it")
+
+
+def remote_code_dtype(model_settings: dict) -> Optional[tuple]:
+    """(dtype, why, provenance) of the weights as a model's own remote code casts them whatever
+    from_pretrained loaded: Qwen v1 (model_type qwen) casts to the one of config.json's bf16 /
+    fp16 / fp32 that is true, and with none true to bf16 (QWEN_REMOTE_DTYPE; the GPU is taken
+    to support bf16). None for other models."""
+    model_type = model_settings.get("model.model_type")
+    if model_type is None or model_type.value != "qwen":
+        return None
+    given = {name: model_settings.get(f"model.{name}") for name in ("bf16", "fp16", "fp32")}
+    on = [name for name, setting in given.items() if setting is not None and setting.value is True]
+    if len(on) == 1:
+        return on[0], f"config.json {on[0]}: true; {QWEN_REMOTE_DTYPE}", given[on[0]].prov
+    if on:
+        return None   # the remote code refuses more than one (its assert)
+    return "bf16", f"config.json sets none of bf16/fp16/fp32; {QWEN_REMOTE_DTYPE}", model_type.prov
+
+
+def _remote_code_load(training: dict, provenance: dict, load: Setting,
+                      model_settings: dict) -> list:
+    """The HF Trainer reader's precision, derived from from_pretrained's default dtype, redone
+    for the dtype the model's remote code casts its weights to (`remote_code_dtype`), by the
+    reader's own rule (adapters/trainer_args.py _precision): autocast over bf16 weights is pure
+    bf16; over fp16 weights the flag's precision with fp16 params. Not when another source set
+    the precision or the dtypes agree."""
+    recorded = load.value if isinstance(load.value, dict) else {}
+    found = remote_code_dtype(model_settings)
+    if (found is None or found[0] == recorded.get("dtype")
+            or training.get("precision") != recorded.get("precision")
+            or provenance.get("precision") != recorded.get("precision_prov")):
+        return []
+    dtype, why, _where = found
+    flag = recorded.get("flag")
+    if dtype == "bf16":
+        training["precision"] = "pure-bf16"
+    elif dtype == "fp16":
+        training["precision"] = flag or "fp16"
+        if flag and "param_dtype" not in training:
+            training["param_dtype"] = "fp16"
+    else:
+        training["precision"] = flag or "fp32"
+    prov = load.prov
+    provenance["precision"] = Provenance(
+        file=prov.file, line=prov.line, column=prov.column,
+        key=f"weights {dtype}: Qwen v1 remote code default")
+    return [make(UNRESOLVED, Severity.INFO,
+                 f"weights held in {dtype}, not the {recorded.get('dtype')} from_pretrained loads "
+                 f"without torch_dtype ({why}): precision {training['precision']}",
+                 prov, key="defaults")]
 
 
 def _converts_checkpoints(training: dict, extra: dict) -> bool:

@@ -381,8 +381,17 @@ def _derive_compile(facts: Facts, partial: Partial) -> None:
         found = facts.find("compile", "training")
     if found is None or not isinstance(found[0], bool):
         return
-    partial.set("compile", found[0], found[1])
     components = facts.find("components", "compile")
+    if components is not None and facts.find("enable", "compile") is found:
+        # train.py / parallelize.py: the blocks compile under `enable and "model" in
+        # components`, the loss under `enable and "loss" in components` (components/loss.py)
+        value = components[0]
+        items = {str(i).strip() for i in (value if isinstance(value, list)
+                                          else str(value).split(","))}
+        partial.set("compile", found[0] and "model" in items, components[1])
+        partial.set("compile_loss", found[0] and "loss" in items, components[1])
+        return
+    partial.set("compile", found[0], found[1])
     if components is not None:
         value = components[0]
         items = value if isinstance(value, list) else str(value).split(",")

@@ -189,12 +189,15 @@ def apply(items: list, partial: Partial, trainer: str, anchor: Provenance,
             and str(model.value or "").strip():
         _model(str(model.value).strip(), model.prov, partial)
     flags = _precision_flags(run)
+    default_load = loaded_dtype is None and run.first(DTYPE_NAMES) is None
     if loaded_dtype is None:
         loaded_dtype = _loaded_dtype(run)
     if lora is None:
         lora = _lora(run.args, partial, table, run.assumed, run.resolved, trainer)
     if not _deepspeed_precision(run, flags):
         _precision(flags, loaded_dtype, lora, partial, table, anchor, run.assumed)
+        if default_load and trainer == "hf" and "precision" in partial.settings:
+            _record_default_load(partial, flags, loaded_dtype, anchor)
     _recompute(run)
     _optimizer(run.args, partial, table, anchor, run.assumed, run.resolved)
     _attention(run)
@@ -288,6 +291,21 @@ def _loaded_dtype(run: _Run) -> str:
     if "deepspeed" not in run.args:  # DeepSpeed casts the weights itself
         run.assumed.append(f"weights loaded as {loaded} ({source})")
     return loaded
+
+
+# Partial.extra key: the weights' dtype was from_pretrained's default (no torch_dtype argument),
+# with the precision the reader derived from it. A model whose remote code casts itself (Qwen v1)
+# loads in its own dtype instead; scenario.py reads that from the model's config.json.
+DEFAULT_LOAD_DTYPE = "hf_trainer.default_load_dtype"
+
+
+def _record_default_load(partial: Partial, flags: dict, loaded: str, anchor: Provenance) -> None:
+    on = next((name for name, (truth, _prov) in flags.items()
+               if truth and name in ("bf16", "fp16")), None)
+    precision = partial.settings["precision"]
+    partial.set_extra(DEFAULT_LOAD_DTYPE, {"dtype": loaded, "flag": on,
+                                           "precision": precision.value,
+                                           "precision_prov": precision.prov}, anchor)
 
 
 def _deepspeed_precision(run: _Run, flags: dict) -> bool:

@@ -303,7 +303,9 @@ def build(scenario, context) -> Conventions:
         loss_parallel=framework == FSDP2 and topo.tp > 1 and not _loss_parallel_disabled(keys),
         gathered_logits=framework == FSDP2 and topo.tp > 1 and _loss_parallel_disabled(keys),
         loss_upcast=keys.get("transformers.loss_upcast") is not False,
-        compiled_loss=(framework in (HF, FSDP2) and tr.compile and tr.compile_loss is not False),
+        # compile_loss true without compile: the loss alone (torchtitan components ["loss"])
+        compiled_loss=(framework in (HF, FSDP2) and (tr.compile_loss is True
+                                                     or (tr.compile and tr.compile_loss is None))),
         fsdp_version=(2 if keys.get("accelerate.fsdp_version") == 2 else 1)
         if "accelerate.fsdp_version" in keys else (1 if framework == HF else 2),
         fp32_adapters=framework == HF,

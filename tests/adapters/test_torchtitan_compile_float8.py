@@ -42,7 +42,25 @@ def test_compile_components_decide_the_loss():
     assert model_only.settings["compile"].value is True
     assert model_only.settings["compile_loss"].value is False
     both = _load(text='[compile]\nenable = true\ncomponents = ["model", "loss"]\n')
+    assert both.settings["compile"].value is True
     assert both.settings["compile_loss"].value is True
+    off = _load(text='[compile]\nenable = false\ncomponents = ["model", "loss"]\n')
+    assert off.settings["compile"].value is False
+    assert off.settings["compile_loss"].value is False
+
+
+def test_loss_only_compile_leaves_the_blocks_eager():
+    """torchtitan's DeepSeek-V3 16B config (fixtures/shared-real/torchtitan, ../SOURCES.md)
+    compiles the loss alone: `components = ["loss"]`. torchtitan compiles the blocks under
+    `enable and "model" in components` (models/*/infra/parallelize.py) and the loss under
+    `enable and "loss" in components` (components/loss.py build_cross_entropy_loss)."""
+    path = os.path.join(os.path.dirname(GOOD), "..", "..", "shared-real", "torchtitan",
+                        "torchtitan__torchtitan-models-deepseek_v3-train_configs-"
+                        "deepseek_v3_16b.toml")
+    partial = _load(text=open(path, encoding="utf-8").read())
+    assert partial.settings["compile"].value is False
+    assert partial.settings["compile_loss"].value is True
+    assert partial.settings["compile_loss"].prov.line == 69
 
 
 def test_old_float8_switch_sets_fp8():

@@ -56,3 +56,12 @@ def test_compile_changes_the_loss_and_says_so():
     eager_loss = estimate(model_only)
     assert eager_loss.stages[0].term("logits").bytes == eager_logits.bytes
     assert not [a for a in eager_loss.assumed if a["key"] == "compile.loss_saved"]
+    # the loss alone (torchtitan compile.components = ["loss"]): the compiled loss's terms,
+    # the blocks' eager ones, and no compile note about blocks
+    loss_only = estimate(build([overrides_partial(sets + ["compile_loss=true"],
+                                                  model=LLAMA8B)])[0])
+    phase = next(p for p in loss_only.stages[0].phases if p.name == "backward_start")
+    assert next(t for t in phase.terms if t.name == "logits").bytes == 4 * vocab * tokens
+    assert NOTE not in loss_only.notes
+    assert [a["key"] for a in loss_only.assumed if a["key"].startswith("compile.")] == \
+        ["compile.loss_saved"]
