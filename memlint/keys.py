@@ -65,7 +65,8 @@ _INTEGER = lazy_re.compile(r"\s*[+-]?[0-9][0-9_]*\s*")
 def to_int(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and len(value) <= 40 and _INTEGER.fullmatch(value):
+    elif isinstance(value, str) and len(value) <= 40 and (
+            (value.isascii() and value.isdigit()) or _INTEGER.fullmatch(value)):   # start-up
         number = int(value.replace("_", ""))  # exactly: float() would round 2**53 + 1
     else:
         number = _number(value)

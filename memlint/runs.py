@@ -54,7 +54,15 @@ def run_file_name(name: str) -> bool:
     (start-up): each match ends in toml, yaml or yml, letters that re.I matches only as
     str.lower() does (tests/test_runs_names.py)."""
     stem = name[:-1] if name.endswith("\n") else name   # `$` matches before a final newline
-    return stem[-4:].lower() in ("toml", "yaml", ".yml") and RUN_FILE_NAMES.match(name) is not None
+    if stem[-4:].lower() not in ("toml", "yaml", ".yml"):
+        return False
+    if not stem.isascii():
+        return RUN_FILE_NAMES.match(name) is not None
+    # ASCII: re.I is str.lower(); `.+` is one or more characters other than "\n"
+    low = stem.lower()
+    return low == "memlint.toml" or any(
+        low.endswith(end) and len(low) > len(end) and "\n" not in low[:-len(end)]
+        for end in (".memlint.toml", ".memlint.yaml", ".memlint.yml"))
 PROJECT_FORMAT = "project"   # Partial.fmt of [tool.memlint.scenario]: defaults, below every file
 MAX_LISTED_LOADED = 256      # a scenario file listing more is loaded whole only when it may list
 

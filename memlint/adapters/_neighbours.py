@@ -138,7 +138,7 @@ def _yaml_neighbour(keys: frozenset, head: str) -> Optional[Neighbour]:
         return NEMO_RUN
     if {"general", "parallelism", "model"} <= keys:
         return NANOTRON
-    if _TORCHTUNE.search(head):
+    if "_component_" in head and _TORCHTUNE.search(head):
         return TORCHTUNE
     if "trainer" in keys and ("exp_manager" in keys or "model" in keys):
         return NEMO

@@ -6,8 +6,6 @@ and `nvme_capacity` override it. Memory built from DIMMs is quoted by vendors in
 """
 from __future__ import annotations
 
-import re
-
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -61,7 +59,18 @@ NODES = (
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[\s_]+", "-", name.strip().lower())
+    r"""re.sub(r"[\s_]+", "-", name.strip().lower()) without compiling it at import (start-up);
+    `\s` in a str pattern is what str.isspace() says."""
+    out, in_run = [], False
+    for char in name.strip().lower():
+        if char == "_" or char.isspace():
+            if not in_run:
+                out.append("-")
+            in_run = True
+        else:
+            out.append(char)
+            in_run = False
+    return "".join(out)
 
 
 _BY_NAME = {}

@@ -14,6 +14,12 @@ from memlint.adapters.megatron.readers import Arg, Read, describe
 from memlint.diagnostics import INVALID_VALUE, UNKNOWN_KEY, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 
+
+def script_ends(script: str, *ends: str) -> bool:
+    r"""re.search(r"(?:end1|end2)$", script) for literal ends, without compiling a pattern per
+    run (start-up): `$` also matches before a final newline."""
+    return (script[:-1] if script.endswith("\n") else script).endswith(ends)
+
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
     from typing import Any, Optional

@@ -19,10 +19,8 @@ or change what the other models build (NVIDIA/Megatron-LM@d98e8a64dd):
 """
 from __future__ import annotations
 
-import re
-
 from memlint import lazy_import
-from memlint.adapters.megatron.context import Interp
+from memlint.adapters.megatron.context import Interp, script_ends
 
 # start-up: the layer-pattern facts load when a file gives a hybrid pattern
 hp = lazy_import.module("memlint.facts.hybrid_pattern")
@@ -31,10 +29,10 @@ hp = lazy_import.module("memlint.facts.hybrid_pattern")
 def is_t5(it: Interp) -> bool:
     entry = it.partial.extra.get("megatron.entry-script")
     script = str(entry.value) if entry is not None else ""
-    if re.search(r"pretrain_t5\.py$", script):
+    if script_ends(script, "pretrain_t5.py"):
         return True
     return (it.on("--encoder-num-layers") and it.on("--decoder-num-layers")
-            and not re.search(r"pretrain_vlm\.py$", script))
+            and not script_ends(script, "pretrain_vlm.py"))
 
 
 def hybrid_pattern(it: Interp):

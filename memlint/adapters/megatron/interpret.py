@@ -10,7 +10,7 @@ import os
 import re
 
 from memlint import lazy_import
-from memlint.adapters.megatron.context import Interp
+from memlint.adapters.megatron.context import Interp, script_ends
 from memlint.adapters.megatron.flags import FLAG_BY_NAME
 from memlint.adapters.megatron.hybrid_t5 import beyond_gpt, hybrid_pattern, is_t5
 from memlint.adapters.megatron.model import model
@@ -25,6 +25,14 @@ from memlint.records import replace
 # facts when it gives a hybrid pattern
 entry = lazy_import.module("memlint.adapters.megatron.entry")
 hp = lazy_import.module("memlint.facts.hybrid_pattern")
+
+def mimo_script(script: str) -> bool:
+    r"""re.search(r"(^|/)mimo/(train|pretrain_mimo)\.py$", script), without compiling it per run
+    (start-up): `$` also matches before a final newline, `^` only at the start."""
+    body = script[:-1] if script.endswith("\n") else script
+    return any(body.endswith(end) and body[:-len(end)][-1:] in ("", "/")
+               for end in ("mimo/train.py", "mimo/pretrain_mimo.py"))
+
 
 def run(it: Interp) -> None:
     it.collect()
@@ -102,7 +110,7 @@ def unsupported_architecture(it: Interp) -> None:
     script = str(entry.value) if entry is not None else ""
     reason, flag = None, None
     pattern, pattern_flag = hybrid_pattern(it)
-    if re.search(r"(^|/)mimo/(train|pretrain_mimo)\.py$", script):
+    if mimo_script(script):
         flag = "--model-provider" if it.on("--model-provider") else None
         reason = _mimo(it)
     elif pattern is not None:
@@ -112,7 +120,8 @@ def unsupported_architecture(it: Interp) -> None:
                             f"({pattern_flag})"), pattern_flag
         elif "/" in pattern:
             reason, flag = f"a hybrid with MTP layers ({pattern_flag} after '/')", pattern_flag
-    elif it.on("--is-hybrid-model") or re.search(r"pretrain_(hybrid|mamba)\.py$", script):
+    elif it.on("--is-hybrid-model") or script_ends(script, "pretrain_hybrid.py",
+                                                   "pretrain_mamba.py"):
         flag = "--is-hybrid-model" if it.on("--is-hybrid-model") else None
         reason = (f"a Mamba hybrid without --hybrid-layer-pattern "
                   f"({flag or os.path.basename(script)})")

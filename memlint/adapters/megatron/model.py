@@ -3,11 +3,9 @@ attention heads and KV groups, MLA, dropouts, the vocabulary and its pad multipl
 Megatron's LLaVA."""
 from __future__ import annotations
 
-import re
-
 from memlint import lazy_import
 from memlint.adapters.megatron import fork
-from memlint.adapters.megatron.context import Interp
+from memlint.adapters.megatron.context import Interp, script_ends
 from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_NAME, SCRIPT_TOKENIZER,
                                              TOKENIZER_VOCAB)
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
@@ -117,7 +115,7 @@ def bert_heads(it: Interp, anchor: str) -> None:
     binary head and 2 token-type embeddings unless --bert-no-binary-head (bert_binary_head,
     default True; megatron/core/models/bert/bert_model.py)."""
     entry = it.partial.extra.get("megatron.entry-script")
-    if entry is None or not re.search(r"pretrain_bert\.py$", str(entry.value)):
+    if entry is None or not script_ends(str(entry.value), "pretrain_bert.py"):
         return
     binary = not it.on("--bert-no-binary-head")
     flag = "--bert-no-binary-head" if not binary else anchor
@@ -133,7 +131,7 @@ def llava(it: Interp, anchor: str) -> None:
     --dataloader-seq-length (default --seq-length) text tokens in the language model."""
     entry = it.partial.extra.get("megatron.entry-script")
     script = str(entry.value) if entry is not None else ""
-    if not re.search(r"pretrain_vlm\.py$", script):
+    if not script_ends(script, "pretrain_vlm.py"):
         return  # other multimodal scripts (examples/multimodal) build other vision models
     v = it.value
     try:

@@ -1,0 +1,69 @@
+"""String tests that stand for regular expressions on the start-up path (issue 29: compiling a
+pattern costs a one-file check about 0.5-3M instructions): each answers as its pattern does."""
+import re
+
+from hypothesis import given, settings, strategies as st
+
+from memlint import keys, runs
+from memlint.adapters import detection
+from memlint.adapters.megatron import context, interpret
+from memlint.catalog import nodes
+
+# texts made of the pieces the patterns look for, so that matches are common
+PIECES = ["\n", " ", "\t", "_", "-", ":", "a", "z", "K", "base_model:", "stage", "model_parallel",
+          "actor_rollout_ref:", "template", "finetuning_type", "/", ".py", "mimo/", "train",
+          "pretrain_mimo", "pretrain_t5.py", "memlint", ".memlint.", "toml", "yaml", "yml", "TOML",
+          "\u0131", "\u212a", "0", "7", "\x1c", "\u2003"]
+texts = st.lists(st.sampled_from(PIECES), max_size=14).map("".join)
+SETTINGS = settings(max_examples=400, deadline=None)
+
+
+@SETTINGS
+@given(texts, st.lists(st.sampled_from(["base_model:", "stage:", "a", ":", "model_parallel:"]),
+                       min_size=1, max_size=3))
+def test_line_starts_is_a_multiline_caret(text, prefixes):
+    pattern = "^(?:%s)" % "|".join(map(re.escape, prefixes))
+    assert detection.line_starts(text, *prefixes) == bool(re.search(pattern, text, re.M))
+
+
+@SETTINGS
+@given(texts)
+def test_top_level_names_are_the_finditer_groups(text):
+    expected = [m.group(1) for m in re.finditer(r"^([a-z][a-z_-]+):", text, re.M)]
+    assert detection.top_level_names(text) == expected
+
+
+@SETTINGS
+@given(texts)
+def test_node_names_normalise_as_the_substitution(text):
+    assert nodes._norm(text) == re.sub(r"[\s_]+", "-", text.strip().lower())
+
+
+@SETTINGS
+@given(texts)
+def test_run_file_names(text):
+    assert runs.run_file_name(text) == (runs.RUN_FILE_NAMES.compiled.match(text) is not None)
+
+
+@SETTINGS
+@given(texts, st.lists(st.sampled_from(["pretrain_t5.py", "train.py", "a"]), min_size=1,
+                       max_size=2))
+def test_script_ends_is_a_dollar_search(text, ends):
+    pattern = "(?:%s)$" % "|".join(map(re.escape, ends))
+    assert context.script_ends(text, *ends) == bool(re.search(pattern, text))
+
+
+@SETTINGS
+@given(texts | st.sampled_from(["12", "007", "\u0661\u0662", "\u00b2", "3_0"]))
+def test_integers_read_without_the_pattern_are_the_patterns(text):
+    # keys.to_int reads an ASCII digit string without _INTEGER: each is one that it matches
+    if text.isascii() and text.isdigit():
+        assert keys._INTEGER.fullmatch(text) and keys.to_int(text) == int(text)
+
+
+@SETTINGS
+@given(texts)
+def test_the_mimo_script_test_is_the_pattern(text):
+    pattern = re.compile(r"(^|/)mimo/(train|pretrain_mimo)\.py$")
+    for script in (text, text + "mimo/train.py", text + "/mimo/pretrain_mimo.py\n"):
+        assert interpret.mimo_script(script) == bool(pattern.search(script)), script
