@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import os
 
-from memlint import keys as K, verdicts
+from memlint import keys as K, lazy_import, verdicts
 from memlint.assumptions import ASSUMPTIONS, profile_defaults
-from memlint.catalog import presets
 from memlint.diagnostics import (CONFLICT, INVALID_VALUE, MISSING_MODEL, UNKNOWN_KEY, UNRESOLVED,
                                  Severity, make)
 from memlint.ir import (RL, Assumptions, Engine, Hardware, ModelSpec, Parallelism, Partial,
                         Provenance, Scenario, Setting, Training, frozen_mapping)
 from memlint.loaders import NUL_PATH, inside, repo_root
+
+# start-up: the presets load when a model is named (most runs name none)
+presets = lazy_import.module("memlint.catalog.presets")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:

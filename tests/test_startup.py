@@ -93,10 +93,31 @@ KIND = {
                                 "memlint.adapters.trainer_args", "memlint.adapters._values",
                                 "memlint.adapters._lora"),
     # the shell reader loads when a launch script or an argument file is read (not a YAML file)
-    "Megatron launch script": ("estimate", "memlint.adapters._shell"),
+    # and the job kinds of its training script (megatron/entry.py)
+    "Megatron launch script": ("estimate", "memlint.adapters._shell",
+                               "memlint.adapters.megatron.entry"),
     "Megatron argument file": ("estimate", "memlint.adapters._shell"),
+    "Megatron YAML": ("estimate", "memlint.adapters.megatron.yaml_reader"),
     # the reader takes the attention implementations from the trainer mapping
     "axolotl YAML": ("estimate", "memlint.adapters.trainer_args", "memlint.adapters._values"),
+}
+#: Modules on the way to a case that it never uses: each loads on first use only (lazy_import),
+#: so these cases must not load them. The DeepSpeed and FSDP buffer terms (memory/buffers.py) on a
+#: run with neither, the model presets (scenario.py) when no model is named, and the Megatron
+#: reader's parts for another kind of file or a flag the file does not give.
+_NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
+                     "memlint.catalog.presets", "memlint.adapters.megatron.layouts",
+                     "memlint.facts.hybrid_pattern")
+UNUSED = {
+    "Megatron launch script": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader"),
+    "Megatron argument file": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader",
+                               "memlint.adapters.megatron.entry"),
+    "Megatron YAML": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.entry",
+                      "memlint.adapters._shell"),
+    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp"),
+    "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
+                      "memlint.catalog.presets"),
+    "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"
          "print(repr(sorted(set(sys.modules) - before)))")
@@ -174,6 +195,8 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     if "estimate" not in KIND.get(case, ("estimate",)):
         never |= modules & set(MODEL)
     assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"
+    unused = sorted(modules & set(UNUSED.get(case, ())))
+    assert not unused, f"{case}: `memlint {' '.join(argv)}` loads {unused}, which it never uses"
     outside = sorted(m for m in modules if not allowed(m, names))
     assert not outside, f"{case}: `memlint {' '.join(argv)}` loads modules outside its " \
                         f"allow-list (tests/test_startup.py): {outside}"

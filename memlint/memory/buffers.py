@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import math
 
+from memlint import lazy_import
 from memlint.facts import deepspeed as facts
-from memlint.memory import deepspeed_buffers as ds
-from memlint.memory import fsdp
 from memlint.memory.lora import frozen_bytes_per_param
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.records import replace
+
+# start-up: DeepSpeed's and FSDP's buffer terms load only for a run that has them (every estimate
+# imports this module)
+ds = lazy_import.module("memlint.memory.deepspeed_buffers")
+fsdp = lazy_import.module("memlint.memory.fsdp")
+
 
 def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
     """Gather and bucket buffers of sharded data parallelism around a step.

@@ -58,15 +58,26 @@ from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_DEST, FLAG_B
                                              KNOWN_FLAGS, MAX_HINTS, MAX_UNKNOWN_LISTED,
                                              MEGATRON_VERSION, TOKENIZER_VOCAB, Flag)
 from memlint.adapters.megatron.interpret import run
-from memlint.adapters.megatron.layouts import MAX_PATTERN, parse_layer_freq, parse_layout
 from memlint.adapters.megatron.readers import Arg, Read, read_args_file, read_script, split_argv
-from memlint.adapters.megatron.yaml_reader import read_yaml
 from memlint.diagnostics import PARSE_ERROR, UNRESOLVED, Severity, make
 from memlint.ir import Partial, Provenance
 from memlint.loaders import read_text, suppressions
 
-# start-up: the shell reader loads only when a launch script or an argument file is read
+# start-up: the shell reader loads only when a launch script or an argument file is read, the YAML
+# reader only for a YAML file, the layer-pattern parsers when a file gives a pattern flag
 _shell = lazy_import.module("memlint.adapters._shell")
+_yaml_reader = lazy_import.module("memlint.adapters.megatron.yaml_reader")
+_layouts = lazy_import.module("memlint.adapters.megatron.layouts")
+# names re-exported from those modules (__all__), read through them on first use
+_LAZY = {"MAX_PATTERN": _layouts, "parse_layer_freq": _layouts, "parse_layout": _layouts,
+         "read_yaml": _yaml_reader}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(_LAZY[name], name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -102,7 +113,7 @@ def load(path: str, text: str, strict: bool = False, entry: Optional[str] = None
     kind = _kind(path, text)
     try:
         if kind == "yaml":
-            read = read_yaml(path, text)
+            read = _yaml_reader.read_yaml(path, text)
         elif kind == "script":
             read = read_script(path, text)
         else:

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import re
 
+from memlint import lazy_import
 from memlint.adapters.megatron.context import Interp
-from memlint.facts import hybrid_pattern as hp
+
+# start-up: the layer-pattern facts load when a file gives a hybrid pattern
+hp = lazy_import.module("memlint.facts.hybrid_pattern")
 
 
 def is_t5(it: Interp) -> bool:

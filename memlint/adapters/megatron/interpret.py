@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from memlint.adapters.megatron import entry
+from memlint import lazy_import
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import FLAG_BY_NAME
 from memlint.adapters.megatron.hybrid_t5 import beyond_gpt, hybrid_pattern, is_t5
@@ -17,10 +17,14 @@ from memlint.adapters.megatron.model import model
 from memlint.adapters.megatron.readers import describe
 from memlint.adapters.megatron.training import batch, memory_flags, pipeline, precision
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
-from memlint.facts import hybrid_pattern as hp
 from memlint.diagnostics import UNKNOWN_MODEL_TYPE as UNSUPPORTED_MODEL
 from memlint.ir import NO_ESTIMATE, Provenance
 from memlint.records import replace
+
+# start-up: the job kinds of a training script load when the file names one, the layer-pattern
+# facts when it gives a hybrid pattern
+entry = lazy_import.module("memlint.adapters.megatron.entry")
+hp = lazy_import.module("memlint.facts.hybrid_pattern")
 
 def run(it: Interp) -> None:
     it.collect()

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 
+from memlint import lazy_import
 from memlint.adapters.megatron import fork
 from memlint.adapters.megatron.context import Interp
 from memlint.adapters.megatron.flags import (DEFAULT_VOCAB, FLAG_BY_NAME, SCRIPT_TOKENIZER,
                                              TOKENIZER_VOCAB)
-from memlint.adapters.megatron.layouts import parse_layer_freq
 from memlint.diagnostics import INVALID_VALUE, UNRESOLVED, Severity
+
+# start-up: the layer-pattern parsers load when a file gives a pattern flag
+_layouts = lazy_import.module("memlint.adapters.megatron.layouts")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -300,7 +303,7 @@ def moe(it: Interp, experts: Optional[int], ffn: Optional[int]) -> None:
     freq = v("--moe-layer-freq")
     layers = v("--num-layers")
     if freq is not None:
-        pattern = parse_layer_freq(freq, layers)
+        pattern = _layouts.parse_layer_freq(freq, layers)
         flag = "--moe-layer-freq"
         if pattern is None:
             it.diag(INVALID_VALUE, Severity.WARNING,

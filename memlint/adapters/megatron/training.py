@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 
+from memlint import lazy_import
 from memlint.adapters.megatron.context import Interp
-from memlint.adapters.megatron.layouts import parse_layout
 from memlint.diagnostics import INVALID_VALUE, Severity
 from memlint.ir import Provenance
+
+# start-up: the layer-pattern parsers load when a file gives a pattern flag
+_layouts = lazy_import.module("memlint.adapters.megatron.layouts")
 
 
 def pipeline(it: Interp) -> None:
@@ -24,7 +27,7 @@ def pipeline(it: Interp) -> None:
                      f"vpp = num-layers/pp/{per_stage}")
     layout = v("--pipeline-model-parallel-layout")
     if isinstance(layout, str):
-        stages = parse_layout(layout)
+        stages = _layouts.parse_layout(layout)
         if stages is None:
             it.diag(INVALID_VALUE, Severity.WARNING,
                       f"--pipeline-model-parallel-layout {layout!r} could not be read",
