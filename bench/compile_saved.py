@@ -387,12 +387,43 @@ def measure_loss(compiled, tokens=2048, vocab=8192):
             "note": "bytes per logit above the bf16 logits themselves (allocated before)"}
 
 
+def bwd_scaling(out, float8):
+    """The op-SAC block's backward peak per token per hidden unit at three token counts: what
+    scales with the tokens (activation gradients, recomputed tensors) and what does not (weight
+    sized: the float8 casts of the weights)."""
+    global BATCH
+    rows = []
+    for batch in (2, 4, 8):
+        BATCH = batch
+        for compiled in (False, True):
+            for f8 in ((False, True) if float8 else (False,)):
+                torch._dynamo.reset()
+                r = measure("op", compiled, float8=f8)
+                rows.append({"batch": batch, "tokens": batch * SEQ, "compiled": compiled,
+                             "float8": f8, "bwd_peak_bytes": r["bwd_peak_bytes"],
+                             "bwd_peak_per_token_hidden": r["bwd_peak_per_token_hidden"]})
+                print(json.dumps(rows[-1]), flush=True)
+    import os
+    result = {"what": "op-SAC block backward peak above its start vs tokens",
+              "script": "bench/compile_saved.py --bwd-scaling", "torch": torch.__version__,
+              "torchao": float8, "shape": {"seq": SEQ, "dim": DIM, "heads": HEADS,
+                                           "kv_heads": KV_HEADS, "ffn": FFN, "dtype": "bfloat16"},
+              "unit": "bytes / (batch * seq * dim)", "rows": rows}
+    with open(out + ".tmp", "w") as f:
+        f.write(json.dumps(result, indent=1) + "\n")
+    os.replace(out + ".tmp", out)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the JSON result here")
     ap.add_argument("--float8", metavar="TORCHAO",
                     help="also measure the block with torchao float8 linears; the value names "
                          "the torchao build for the record (e.g. pytorch/ao@0afa4c1)")
+    ap.add_argument("--bwd-scaling", metavar="OUT",
+                    help="instead: the op-SAC block's backward peak at 1024, 2048 and 4096 tokens "
+                         "(batch 2, 4, 8), eager and compiled (and float8 with --float8), to OUT")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     # every block is partitioned afresh (a cache hit would skip the partitioner)
@@ -401,6 +432,8 @@ def main(argv=None):
     aot_config.enable_autograd_cache = False
     inductor_config.fx_graph_cache = False
     capture_partitioner()
+    if args.bwd_scaling:
+        return bwd_scaling(args.bwd_scaling, args.float8)
     rows = [measure(ac, c) for ac in ("op", "full", "none") for c in (False, True)]
     if args.float8:
         rows += [measure(ac, c, float8=True) for ac in ("op", "full") for c in (False, True)]

@@ -37,6 +37,9 @@ loss included. What changes, as terms with sources:
   - no AC: eager 60.2, compiled 37.2 (the partitioner recomputes the RMSNorm's fp32 upcast,
     RoPE and SiLU in the backward). Not modeled: memlint keeps eager's saved set, an estimate
     at or above the real one, and says so in the note.
+  The last op-SAC layer's backward (its recompute and activation gradients) follows the same
+  assumption: memory/sac_backward.py (eager 65.05, compiled 39.02 bytes per token per hidden
+  unit above the backward's start, measured).
   The partitioner's choice does not depend on the device for these ops; the GPU runs' SDPA is
   aten._scaled_dot_product_flash_attention (in the policy's list), the CPU's
   _scaled_dot_product_flash_attention_for_cpu, which the script's policy treats alike.

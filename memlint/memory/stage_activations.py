@@ -27,6 +27,7 @@ fine_offload = lazy_import.module("memlint.memory.fine_offload")
 moe_balance = lazy_import.module("memlint.memory.moe_balance")
 _layouts = lazy_import.module("memlint.memory.layout_activations")
 _vision = lazy_import.module("memlint.memory.vision")
+_sac_backward = lazy_import.module("memlint.memory.sac_backward")
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -112,6 +113,10 @@ def activation_terms(model: Model, plan: StagePlan, phase: str, host_out=None) -
                 formula=f"one layer recomputed in backward: {per_layer_full:,.1f} B/token × {tokens:,}",
                 inputs={"bytes_per_token": per_layer_full, "tokens": tokens},
                 source="activation checkpointing re-runs one layer's forward in its backward"))
+    if phase == "backward_recompute" and full_layers and not kept and model.op_sac:
+        # the last layer's recompute and activation gradients (memory/sac_backward.py)
+        terms.append(_sac_backward.backward_layer_term(model, tokens,
+                                                       compiled_block_saves_cut(model)))
     if plan.last and model.mtp_layers and tr.recompute != "full":
         terms.append(_mtp_term(model, plan, tokens))
     if plan.last and arch.bert_heads:

@@ -12,6 +12,8 @@ then compute each stage's terms in each phase of a step and keep the phase with 
 - backward attention (Transformer Engine's deterministic cuDNN attention): the last layer's
   attention backward with the dP matrix in cuDNN's workspace (memory/attention_workspace.py);
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
+  under torchtitan's op-level SAC the last layer's measured recompute and gradient transients,
+  the logits freed and the LM head's gradient held (memory/sac_backward.py);
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
 only from the backward on, unless gradient accumulation keeps them: `.grad` accumulates over the
@@ -32,6 +34,7 @@ are re-exported from memory/model.py.
 """
 from __future__ import annotations
 
+from memlint import lazy_import
 from memlint.memory import inputs
 from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
 from memlint.memory.attention_workspace import backward_attention_terms
@@ -51,6 +54,8 @@ from memlint.memory.stage_states import state_terms
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Phase, StageEstimate, Term
 from memlint.records import replace
+
+sac_backward = lazy_import.module("memlint.memory.sac_backward")
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "training_estimate", "fsdp_layer_freed"]
 
@@ -92,7 +97,12 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
         terms += dequant_terms(model, plan, phase)
     elif phase != "optimizer":
         terms += activation_terms(model, plan, phase)
-        if plan.last and model.assume["logits.enabled"]:
+        if phase == "backward_recompute" and model.op_sac and plan.last:
+            # torchtitan's last layer's backward (memory/sac_backward.py): the logits and
+            # their gradient are freed (`del pred`), the LM head's gradient is held
+            if not grads_now:
+                terms.append(sac_backward.root_gradient_term(model, plan))
+        elif plan.last and model.assume["logits.enabled"]:
             terms += logits_terms(model, phase)
         terms += buffer_terms(model, plan, phase)
         terms += dequant_terms(model, plan, phase)

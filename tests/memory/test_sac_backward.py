@@ -1,0 +1,85 @@
+"""The last layer's backward under torchtitan's op-level selective AC (memory/sac_backward.py):
+its recompute and activation-gradient transients, measured by bench/compile_saved.py (torch 2.13
+CPU, bench/data/compile/), and what is held beside them (the logits freed by torchtitan's
+`del pred`, the LM head's gradient kept by FSDP2's root until the end of the backward). Runs on
+torchtitan's own llama3_8b.toml @9dec370 (fixtures/adapters/torchtitan/good)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from memlint.memory import sac_backward
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.join(ROOT, "bench"))  # after tests/: bench/fuzz.py must not hide tests/fuzz
+
+from published import estimate_args  # noqa: E402
+
+DATA = os.path.join(ROOT, "bench", "data", "compile")
+TOML = os.path.join(ROOT, "fixtures", "adapters", "torchtitan", "good", "llama3_8b_9dec370.toml")
+TOKENS, D, VOCAB = 2 * 8192, 4096, 128256
+
+
+def _load(name):
+    with open(os.path.join(DATA, name)) as handle:
+        return json.load(handle)
+
+
+def test_the_constants_are_the_measured_backward_peaks():
+    rows = {(r["compiled"], bool(r.get("float8"))): r["bwd_peak_per_token_hidden"]
+            for r in _load("saved_llama_block.torch-2.13.json")["rows"] if r["ac"] == "op"}
+    for (kind, float8), value in sac_backward.BWD_PEAK.items():
+        assert value == rows[(kind == "compiled", float8)]
+
+
+def test_the_bf16_peaks_scale_with_the_tokens_alone():
+    """Nothing weight-sized in the bf16 peaks: the same bytes per token at 1024-4096 tokens."""
+    rows = _load("bwd_peak_scaling.torch-2.13.json")["rows"]
+    for compiled in (False, True):
+        values = {r["bwd_peak_per_token_hidden"] for r in rows
+                  if r["compiled"] == compiled and not r["float8"]}
+        assert len(values) == 1
+        assert values.pop() == sac_backward.BWD_PEAK[("compiled" if compiled else "eager",
+                                                      False)]
+
+
+def _phase(args, name):
+    here = os.getcwd()
+    os.chdir(os.path.dirname(TOML))
+    try:
+        estimate, _ = estimate_args([os.path.basename(TOML), "--world-size", "8",
+                                     "--set", "micro_batch=2", *args])
+    finally:
+        os.chdir(here)
+    phases = {p.name: p for p in estimate.stages[0].phases}
+    return {t.name: t for t in phases[name].terms}
+
+
+@pytest.mark.parametrize("args, per", [
+    ([], 65.0469),
+    (["--set", "compile=true"], 65.0469),   # compile.block_saved = eager: eager's
+    (["--set", "compile=true", "--set", "compile.block_saved=partitioner"], 39.0156),
+])
+def test_the_last_layers_backward_is_in_the_recompute_phase(args, per):
+    terms = _phase(args, "backward_recompute")
+    term = terms["activations.backward_layer"]
+    assert term.bytes == int(per * TOKENS * D)
+    assert "bench/compile_saved.py" in term.source
+    assert "activations.backward_layer" not in _phase(args, "backward_start")
+
+
+def test_at_the_last_layers_backward_the_logits_are_gone_and_the_head_gradient_held():
+    recompute, start = _phase([], "backward_recompute"), _phase([], "backward_start")
+    assert "logits" in start and "logits" not in recompute
+    head = recompute["gradients.lm_head"]
+    assert head.bytes == (VOCAB * D + D) * 2   # FSDP2: unsharded, bf16
+    assert "gradients.lm_head" not in start
+
+
+def test_full_ac_is_left_to_its_own_terms():
+    terms = _phase(["--set", "recompute=full"], "backward_recompute")
+    assert "activations.backward_layer" not in terms and "gradients.lm_head" not in terms
+    assert "activations.recomputed_layer" in terms and "logits" in terms
