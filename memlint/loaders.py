@@ -713,10 +713,28 @@ def _pyyaml():
     return yaml
 
 
+_YAML_LOADERS: list = []
+
+
+def _yaml_loaders(yaml) -> list:
+    """[SafeLoader, CSafeLoader (or SafeLoader without libyaml)]: PyYAML's, with memlint's own
+    copy of the implicit-tag table whose patterns answer by string tests (yaml_resolvers)."""
+    if not _YAML_LOADERS:
+        # start-up: loaded with PyYAML, on the first YAML file
+        from memlint.yaml_resolvers import quick_table
+        table = {"yaml_implicit_resolvers": quick_table(yaml.SafeLoader.yaml_implicit_resolvers)}
+        python = type("SafeLoader", (yaml.SafeLoader,), table)
+        libyaml = getattr(yaml, "CSafeLoader", None)
+        _YAML_LOADERS.extend((python, python if libyaml is None else
+                              type("CSafeLoader", (libyaml,), table)))
+    return _YAML_LOADERS
+
+
 def load_yaml(path: str, text: str) -> Document:
     yaml = _pyyaml()
     doc = Document(path=path, text=text)
-    loader = yaml.SafeLoader
+    python_loader, c_loader = _yaml_loaders(yaml)
+    loader = python_loader
     bound = _yaml_depth_bound(text)
     if bound > _C_YAML_MAX_DEPTH and _yaml_flow_depth(text) > MAX_DEPTH:
         # refused before composing: the pure-Python composer costs O(size x depth) on such a
@@ -728,7 +746,7 @@ def load_yaml(path: str, text: str) -> Document:
     if bound <= _C_YAML_MAX_DEPTH:
         # libyaml's parser when PyYAML has it (5-10x faster); the nodes, marks and errors are
         # the same as the pure-Python SafeLoader's, which remains the fallback
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        loader = c_loader
     try:
         nodes = list(yaml.compose_all(text, Loader=loader))
     except yaml.MarkedYAMLError as exc:

@@ -145,7 +145,8 @@ def stdlib(tmp_path_factory) -> dict:
     context = {m for m in loaded(f"import {', '.join(CONTEXT)}", cwd) if m.startswith("memlint.")}
     assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
     CORE.update(context)
-    return {"": base, ".yaml": base | loaded("import yaml", cwd),
+    # memlint's loaders resolve YAML scalars with their own tag table (memlint.yaml_resolvers)
+    return {"": base, ".yaml": base | loaded("import yaml", cwd) | {"memlint.yaml_resolvers"},
             # a plain TOML file is read by memlint.toml_subset, others by tomllib
             ".toml": base | loaded(f"import {toml}", cwd) | {"memlint.toml_subset"},
             "architecture": ARCHITECTURE | counter}
