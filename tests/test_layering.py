@@ -31,7 +31,7 @@ LAYERS = (
                     "memlint.keys", "memlint.plugins", "memlint.hardware", "memlint.catalog",
                     "memlint.facts", "memlint.verdicts")),
     ("files", ("memlint.loaders", "memlint.logs", "memlint.safe_write", "memlint.toml_edit",
-               "memlint.toml_subset")),
+               "memlint.toml_subset", "memlint.yaml_resolvers")),
     ("adapters", ("memlint.adapters",)),
     ("scenario", ("memlint.scenario", "memlint.assumptions")),
     ("memory", ("memlint.memory", "memlint.planner")),
