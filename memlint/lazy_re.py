@@ -13,6 +13,7 @@ stand-in.
 from __future__ import annotations
 
 import re
+import sys
 
 # what the stand-in keeps of the compiled pattern once it is compiled
 _KEPT = ("match", "fullmatch", "search", "sub", "subn", "split", "findall", "finditer",
@@ -45,3 +46,30 @@ class LazyPattern:
 
 def compile(pattern, flags: int = 0) -> LazyPattern:  # noqa: A001 - re.compile's name, on purpose
     return LazyPattern(pattern, flags)
+
+
+def import_module(name: str):
+    """The module `name`, imported with the `re.compile` calls of its own modules (`name`,
+    `name.*`) returning stand-ins: its import-time patterns compile on first use. Any other
+    caller (another thread included) gets `re.compile` itself. A module already imported is
+    returned as it is. For a module whose patterns serve only paths a run may not take (json's
+    pure-Python fallbacks: the C accelerator answers instead)."""
+    found = sys.modules.get(name)
+    if found is not None:
+        return found
+    compile_now = re.compile
+    prefix = name + "."
+
+    def compile_later(pattern, flags=0):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller == name or caller.startswith(prefix):
+            return LazyPattern(pattern, flags)
+        return compile_now(pattern, flags)
+
+    re.compile = compile_later
+    try:
+        __import__(name)
+    finally:
+        if re.compile is compile_later:
+            re.compile = compile_now
+    return sys.modules[name]

@@ -28,3 +28,20 @@ def test_a_bad_pattern_fails_when_used():
     except re.error:
         return
     raise AssertionError("an invalid pattern must raise re.error on use")
+
+
+def test_import_module_makes_only_its_own_patterns_lazy():
+    import subprocess
+    import sys
+    probe = ("import re, sys\nfrom memlint import lazy_re\n"
+             "textwrap = lazy_re.import_module('textwrap')\n"
+             "kind = type(textwrap.TextWrapper.wordsep_re).__name__\n"
+             "text = textwrap.fill('memlint reads configs before a job starts, ' * 4, width=30)\n"
+             "print(kind, re.compile is lazy_re.re.compile and not hasattr(re.compile, '__wrapped__'),\n"
+             "      lazy_re.import_module('textwrap') is textwrap, type(re.compile('a')).__name__)\n"
+             "print(repr(text))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    import textwrap
+    assert out[0].split() == ["LazyPattern", "True", "True", "Pattern"]
+    assert out[1] == repr(textwrap.fill("memlint reads configs before a job starts, " * 4, width=30))

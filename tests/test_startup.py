@@ -229,3 +229,22 @@ def test_version_and_a_usage_error_load_no_pipeline(tmp_path):
                        for m in modules), (code, sorted(modules))
     assert "argparse" not in loaded("from memlint.cli import main\nmain(['--version'])",
                                     str(tmp_path))
+
+
+def test_json_patterns_compile_on_first_use_only(tmp_path):
+    # memlint/api.py imports json first with its import-time patterns lazy (lazy_re.import_module):
+    # a check never uses the pure-Python fallbacks' patterns, so they are never compiled
+    case, copies, checked = speed.FILES[0]
+    for fixture, target in copies:
+        shutil.copy(os.path.join(ROOT, "fixtures", fixture), tmp_path / target)
+    (tmp_path / ".git").mkdir()
+    probe = (f"from memlint.cli import main\nmain(['check', {checked!r}])\n"
+             "import json.encoder, json.scanner\n"
+             "print(repr(sorted(name for module in (json.encoder, json.scanner)\n"
+             "    for name, value in vars(module).items()\n"
+             "    if type(value).__name__ == 'LazyPattern' and '_compiled' not in vars(value))))")
+    env = dict(os.environ, NO_COLOR="1", HF_HOME=str(tmp_path / ".hf-home"), HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-c", PROBE.format(code=probe)], cwd=str(tmp_path),
+                            env=env, capture_output=True, text=True, timeout=120)
+    lazy = ast.literal_eval(result.stdout.strip().splitlines()[-2])
+    assert lazy == ["ESCAPE", "ESCAPE_ASCII", "HAS_UTF8", "NUMBER_RE"], result.stdout
