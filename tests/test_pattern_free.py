@@ -67,3 +67,42 @@ def test_the_mimo_script_test_is_the_pattern(text):
     pattern = re.compile(r"(^|/)mimo/(train|pretrain_mimo)\.py$")
     for script in (text, text + "mimo/train.py", text + "/mimo/pretrain_mimo.py\n"):
         assert interpret.mimo_script(script) == bool(pattern.search(script)), script
+
+
+ID_PIECES = ["a", "Z", "0", ".", "_", "-", "/", "\n", " ", "é", "b" * 40, "c" * 57]
+ids = st.lists(st.sampled_from(ID_PIECES), max_size=8).map("".join)
+
+
+@SETTINGS
+@given(ids)
+def test_hub_repo_ids(text):
+    from memlint.catalog import hub
+    assert hub.repo_id(text) == (hub._REPO_ID.compiled.match(text) is not None)
+
+
+@SETTINGS
+@given(texts | st.sampled_from(["${A}", "$HOME/x", "a $(date) b", "$", "${unclosed"]))
+def test_dollar_references(text):
+    from memlint.adapters.megatron.readers import dollar_refs
+    expected = tuple(f"{m.group(0)} (not set in this file)"
+                     for m in re.finditer(r"\$\{[^}]*\}|\$[A-Za-z_0-9]+|\$\([^)]*\)", text))
+    assert dollar_refs(text) == expected
+
+
+KIND_PIECES = ["grpo", "dpo", "online_dpo", "reward", "reward_model", "rewardmodel", "ppo", "/",
+               "_", "-", ".", " ", "x", "trl", "\n"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(KIND_PIECES), max_size=6).map("".join))
+def test_trainer_kinds(script):
+    from memlint.adapters import trl_rl
+    text = f"{script} cfg.yaml".lower()
+    expected = None
+    for kind in trl_rl.KINDS:
+        if re.search(rf"(^|[\s/_\-.]){kind}([\s/_\-.]|$)", text):
+            expected = kind
+            break
+    if expected is None and re.search(r"(^|[/_\-.])reward_?model", text):
+        expected = "reward"
+    assert trl_rl.trainer_kind({}, "cfg.yaml", script) == expected   # no arguments: names only

@@ -47,10 +47,11 @@ COVERED = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_
 
 def trainer_kind(args: dict, path: str, script: str) -> Optional[str]:
     text = f"{script} {path}".lower().replace("\\", "/")
+    # start-up: a pattern compiles only for a text holding its word (ten patterns a run otherwise)
     for kind in KINDS:
-        if re.search(rf"(^|[\s/_\-.]){kind}([\s/_\-.]|$)", text):
+        if kind in text and re.search(rf"(^|[\s/_\-.]){kind}([\s/_\-.]|$)", text):
             return "reward" if kind == "reward" else kind
-    if re.search(r"(^|[/_\-.])reward_?model", text):
+    if "reward" in text and re.search(r"(^|[/_\-.])reward_?model", text):
         return "reward"
     if any(name in args for name in _GRPO_KEYS):
         return "grpo"

@@ -53,9 +53,23 @@ class Resolution:
     entry: Optional[dict] = None      # the catalog entry, when the catalog answered
 
 
+_ID_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = _ID_FIRST | frozenset("._-")
+
+
+def repo_id(text: str) -> bool:
+    """_REPO_ID.match(text), without compiling it (start-up): one or two "/"-separated names of
+    1-96 characters from [A-Za-z0-9._-], each starting with a letter or digit; `$` also
+    matches before a final newline."""
+    body = text[:-1] if text.endswith("\n") else text
+    parts = body.split("/")
+    return len(parts) <= 2 and all(0 < len(p) <= 96 and p[0] in _ID_FIRST
+                                   and _ID_CHARS.issuperset(p) for p in parts)
+
+
 def looks_like_hub_id(name: str) -> bool:
     text = name.strip()
-    if not _REPO_ID.match(text) or "--" in text or ".." in text:
+    if not repo_id(text) or "--" in text or ".." in text:
         return False
     return not text.lower().endswith((".json", ".yaml", ".yml", ".toml"))
 

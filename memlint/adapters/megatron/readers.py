@@ -168,6 +168,8 @@ def _line_words(path: str, line: str, number: int, col0: int, read: Optional[Rea
 
 
 def dollar_refs(text: str) -> tuple:
+    if "$" not in text:   # start-up: each reference starts with one; the pattern compiles when one may
+        return ()
     return tuple(f"{m.group(0)} (not set in this file)"
                  for m in re.finditer(r"\$\{[^}]*\}|\$[A-Za-z_0-9]+|\$\([^)]*\)", text))
 
