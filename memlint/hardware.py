@@ -12,8 +12,6 @@ reports a card sold as "48 GB"); a bare number is bytes. A card's capacity is be
 """
 from __future__ import annotations
 
-import re
-
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -67,8 +65,23 @@ CATALOG = (
 )
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"[\s_]+", "-", text.strip().lower())
+def norm_name(name: str) -> str:
+    r"""re.sub(r"[\s_]+", "-", name.strip().lower()): a GPU's or a node's name as the catalogs
+    index it, without compiling the pattern at import (start-up); `\s` in a str pattern is what
+    str.isspace() says."""
+    out, in_run = [], False
+    for char in name.strip().lower():
+        if char == "_" or char.isspace():
+            if not in_run:
+                out.append("-")
+            in_run = True
+        else:
+            out.append(char)
+            in_run = False
+    return "".join(out)
+
+
+_norm = norm_name
 
 
 _INDEX = {}

@@ -106,3 +106,18 @@ def test_trainer_kinds(script):
     if expected is None and re.search(r"(^|[/_\-.])reward_?model", text):
         expected = "reward"
     assert trl_rl.trainer_kind({}, "cfg.yaml", script) == expected   # no arguments: names only
+
+
+@SETTINGS
+@given(texts | st.sampled_from(["a\\b", "it's", '"x"', "$A", "`date`", "# c", "plain --flag 1"]))
+def test_argument_file_lines_needing_the_shell_reader(line):
+    from memlint.adapters.megatron import readers
+    found = readers._SPECIAL.compiled.search(line)
+    assert any(c in line for c in readers._SPECIAL_CHARS) == bool(found)
+
+
+@SETTINGS
+@given(texts)
+def test_gpu_and_node_names_normalise_alike(text):
+    from memlint import hardware
+    assert hardware.norm_name(text) == nodes._norm(text)

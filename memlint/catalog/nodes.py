@@ -60,7 +60,8 @@ NODES = (
 
 def _norm(name: str) -> str:
     r"""re.sub(r"[\s_]+", "-", name.strip().lower()) without compiling it at import (start-up);
-    `\s` in a str pattern is what str.isspace() says."""
+    `\s` in a str pattern is what str.isspace() says. hardware.norm_name is the same for GPU
+    names, kept apart: a check that reads node names need not import the GPU catalog."""
     out, in_run = [], False
     for char in name.strip().lower():
         if char == "_" or char.isspace():

@@ -144,7 +144,7 @@ _NODE_DEFAULT = lazy_re.compile(
 
 def _mark_default_world_size(partial: Partial, text: str) -> None:
     world = partial.settings.get("world_size")
-    if world is None or not _NODE_DEFAULT.search(text):
+    if world is None or "${" not in text or not _NODE_DEFAULT.search(text):   # start-up
         return
     partial.set_extra("world_size.assumed", True, world.prov)
     partial.diagnostics.append(make(

@@ -165,7 +165,9 @@ def _mimo(it: Interp) -> str:
 def launcher(it: Interp) -> None:
     facts: dict = {}
     for option, (text, prov, unresolved) in it.read.launcher.items():
-        if unresolved or not re.fullmatch(r"\s*\d{1,18}\s*", text):
+        # start-up: ASCII digits (most counts) fully match without compiling the pattern
+        if unresolved or not (text.isascii() and text.isdigit() and len(text) <= 18
+                              or re.fullmatch(r"\s*\d{1,18}\s*", text)):
             default = {"nnodes": "1 node", "nodes": "1 node"}.get(option)
             it.diag(UNRESOLVED, Severity.INFO,
                       f"launcher {prov.key} {text}: "

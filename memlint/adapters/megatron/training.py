@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from memlint import lazy_import
-from memlint.adapters.megatron.context import Interp
+from memlint.adapters.megatron.context import Interp, script_ends
 from memlint.diagnostics import INVALID_VALUE, Severity
 from memlint.ir import Provenance
 
@@ -107,7 +107,7 @@ def bert_local_spec(it: Interp) -> bool:
     local implementation, recorded as megatron.transformer-impl for the conventions."""
     entry = it.partial.extra.get("megatron.entry-script")
     spec = it.arg("--spec")
-    if entry is None or not re.search(r"pretrain_bert\.py$", str(entry.value)) \
+    if entry is None or not script_ends(str(entry.value), "pretrain_bert.py") \
             or spec is None or not spec.values or str(spec.values[0]).strip("'\"") != "local":
         return False
     it.partial.set_extra("megatron.transformer-impl", "local", it.prov("--spec"))
