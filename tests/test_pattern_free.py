@@ -121,3 +121,14 @@ def test_argument_file_lines_needing_the_shell_reader(line):
 def test_gpu_and_node_names_normalise_alike(text):
     from memlint import hardware
     assert hardware.norm_name(text) == nodes._norm(text)
+
+
+LEADING_PIECES = ["\ufeff", " ", "\t", "\r", "\n", "#", "# c\n", "//", "/*", "*/", "/*/", "-", "---",
+                  "--", "{", "a:", "x", "/"]
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(LEADING_PIECES), max_size=10).map("".join))
+def test_leading_comments_end_where_the_pattern_ends(head):
+    from memlint.adapters import _toplevel
+    assert _toplevel.leading_end(head) == _toplevel._LEADING.compiled.match(head).end()

@@ -81,10 +81,32 @@ def top_level_keys(text: str) -> frozenset:
     return keys
 
 
+def leading_end(head: str) -> int:
+    """_LEADING.match(head).end() without compiling it (start-up): past a byte-order mark, then
+    blanks, `#` / `//` comments and `---` lines to the line's end, `/* */` comments while each
+    has its end. Every alternative starts with its own character and consumes one at least."""
+    i = 1 if head.startswith("\ufeff") else 0
+    size = len(head)
+    while i < size:
+        char = head[i]
+        if char in " \t\r\n":
+            i += 1
+        elif char == "#" or head.startswith(("//", "---"), i):
+            end = head.find("\n", i)
+            i = size if end < 0 else end
+        elif head.startswith("/*", i):
+            end = head.find("*/", i + 2)
+            if end < 0:
+                break
+            i = end + 2
+        else:
+            break
+    return i
+
+
 def _top_level_keys(text: str) -> frozenset:
     head = text[:HEAD]
-    start = _LEADING.match(head)
-    body = head[start.end():] if start else head
+    body = head[leading_end(head):]
     if body.startswith("{"):
         return _flow_keys(body)
     keys = set()
