@@ -12,6 +12,7 @@ reports a card sold as "48 GB"); a bare number is bytes. A card's capacity is be
 """
 from __future__ import annotations
 
+from memlint.names import norm_name as _norm
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -63,25 +64,6 @@ CATALOG = (
     GPU("MI325X", 256 * GiB, "Infinity Fabric 896 GB/s", ("mi325x-256gb",)),
     GPU("MI250X", 128 * GiB, "Infinity Fabric", ("mi250x-128gb", "mi250")),
 )
-
-
-def norm_name(name: str) -> str:
-    r"""re.sub(r"[\s_]+", "-", name.strip().lower()): a GPU's or a node's name as the catalogs
-    index it, without compiling the pattern at import (start-up); `\s` in a str pattern is what
-    str.isspace() says."""
-    out, in_run = [], False
-    for char in name.strip().lower():
-        if char == "_" or char.isspace():
-            if not in_run:
-                out.append("-")
-            in_run = True
-        else:
-            out.append(char)
-            in_run = False
-    return "".join(out)
-
-
-_norm = norm_name
 
 
 _INDEX = {}

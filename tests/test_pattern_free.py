@@ -116,13 +116,6 @@ def test_argument_file_lines_needing_the_shell_reader(line):
     assert any(c in line for c in readers._SPECIAL_CHARS) == bool(found)
 
 
-@SETTINGS
-@given(texts)
-def test_gpu_and_node_names_normalise_alike(text):
-    from memlint import hardware
-    assert hardware.norm_name(text) == nodes._norm(text)
-
-
 LEADING_PIECES = ["\ufeff", " ", "\t", "\r", "\n", "#", "# c\n", "//", "/*", "*/", "/*/", "-", "---",
                   "--", "{", "a:", "x", "/"]
 

@@ -77,7 +77,7 @@ COUNTER = "memlint.memory.params"
 #: A check that estimates: the memory model and the facts it reads (any module of them), the
 #: hardware catalogs and the reader of the model's config.json (a Hub id resolves to one).
 ESTIMATE = {"memlint.memory.", "memlint.facts.", "memlint.catalog.nodes", "memlint.catalog.hub",
-            "memlint.hardware", "memlint.adapters.hf_config"}
+            "memlint.hardware", "memlint.names", "memlint.adapters.hf_config"}
 #: What each case needs beyond CORE and its adapters (by bench/speed.py's case name): module
 #: names, or "architecture" / "estimate" for the groups above; a case not listed estimates.
 KIND = {

@@ -6,6 +6,7 @@ and `nvme_capacity` override it. Memory built from DIMMs is quoted by vendors in
 """
 from __future__ import annotations
 
+from memlint.names import norm_name as _norm
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -56,22 +57,6 @@ NODES = (
     Node("nd-h100-v5", 1900 * GiB, 8, None,
          "Azure ND H100 v5 series: 1900 GiB memory, 8 H100", ("standard_nd96isr_h100_v5",)),
 )
-
-
-def _norm(name: str) -> str:
-    r"""re.sub(r"[\s_]+", "-", name.strip().lower()) without compiling it at import (start-up);
-    `\s` in a str pattern is what str.isspace() says. hardware.norm_name is the same for GPU
-    names, kept apart: a check that reads node names need not import the GPU catalog."""
-    out, in_run = [], False
-    for char in name.strip().lower():
-        if char == "_" or char.isspace():
-            if not in_run:
-                out.append("-")
-            in_run = True
-        else:
-            out.append(char)
-            in_run = False
-    return "".join(out)
 
 
 _BY_NAME = {}

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
 
 from memlint.memory import sac_backward
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.append(os.path.join(ROOT, "bench"))  # after tests/: bench/fuzz.py must not hide tests/fuzz
-
-from published import estimate_args  # noqa: E402
+# test_compile_saved puts bench/ on the path; its `_estimate` runs the same torchtitan file
+from test_compile_saved import ROOT, _estimate
 
 DATA = os.path.join(ROOT, "bench", "data", "compile")
-TOML = os.path.join(ROOT, "fixtures", "adapters", "torchtitan", "good", "llama3_8b_9dec370.toml")
 TOKENS, D, VOCAB = 2 * 8192, 4096, 128256
 
 
@@ -47,14 +43,7 @@ def test_the_bf16_peaks_scale_with_the_tokens_alone():
 
 
 def _phase(args, name):
-    here = os.getcwd()
-    os.chdir(os.path.dirname(TOML))
-    try:
-        estimate, _ = estimate_args([os.path.basename(TOML), "--world-size", "8",
-                                     "--set", "micro_batch=2", *args])
-    finally:
-        os.chdir(here)
-    phases = {p.name: p for p in estimate.stages[0].phases}
+    phases = {p.name: p for p in _estimate(args).stages[0].phases}
     return {t.name: t for t in phases[name].terms}
 
 
