@@ -18,7 +18,6 @@ import errno
 import os
 import re
 import stat
-import sys
 from functools import lru_cache
 
 from memlint import lazy_re
@@ -681,36 +680,15 @@ def _yaml_flow_depth(text: str) -> int:
 
 
 def _pyyaml():
-    """PyYAML, imported on the first YAML file, without compiling its patterns up front.
-
-    PyYAML's modules compile ten regular expressions when they are imported: the reader's class
-    of printable characters (a large Unicode class, about a third of `import yaml`), the
-    resolver's implicit-tag patterns and the constructor's timestamp. memlint composes with
-    libyaml (CSafeLoader), which never runs the Python reader, and uses only the resolver
-    patterns of the characters its plain scalars start with. So while `yaml` is imported, a
-    `re.compile` called from PyYAML's own modules returns a `lazy_re` stand-in, compiled on first
-    use; any other caller (another thread included) gets `re.compile` itself. PyYAML calls only
-    `match` and `search` on these patterns (reader.py, resolver.py, constructor.py at 6.0),
-    which the stand-in answers as the compiled pattern does. About 60 million instructions less
-    (callgrind) on a one-file YAML check (bench/speed.py)."""
-    found = sys.modules.get("yaml")
-    if found is not None:
-        return found
-    compile_now = re.compile
-
-    def compile_later(pattern, flags=0):
-        if sys._getframe(1).f_globals.get("__name__", "").startswith("yaml."):
-            return lazy_re.compile(pattern, flags)
-        return compile_now(pattern, flags)
-
-    re.compile = compile_later
-    try:
-        # start-up: PyYAML loads only when a YAML file is read
-        import yaml
-    finally:
-        if re.compile is compile_later:
-            re.compile = compile_now
-    return yaml
+    """PyYAML, imported on the first YAML file, without compiling its patterns up front
+    (lazy_re.import_module). PyYAML's modules compile ten regular expressions when imported: the
+    reader's class of printable characters (a large Unicode class, about a third of `import
+    yaml`), the resolver's implicit-tag patterns and the constructor's timestamp. memlint composes
+    with libyaml (CSafeLoader), which never runs the Python reader, and resolves plain scalars by
+    yaml_resolvers' string tests; PyYAML calls only `match` and `search` on its patterns
+    (reader.py, resolver.py, constructor.py at 6.0), which the stand-ins answer as compiled
+    patterns do. About 60 million instructions less (callgrind) on a one-file YAML check."""
+    return lazy_re.import_module("yaml")
 
 
 _YAML_LOADERS: list = []
