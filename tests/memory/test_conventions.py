@@ -121,6 +121,8 @@ SAMPLES = {
     "deepspeed.config": "ds_config.json", "deepspeed.reduce_bucket_size": "5e8",
     "deepspeed.version": "0.14.2",
     "deepspeed.stage3_max_live_parameters": "auto",
+    "deepspeed.stage3_max_reuse_distance": "1e9", "deepspeed.stage3_prefetch_bucket_size": "5e7",
+    "loop.held_logits": "fp32",
     "deepspeed.stage3_param_persistence_threshold": "1e5", "deepspeed.sub_group_size": "1e9",
     "deepspeed.offload_optimizer.buffer_count": "4", "deepspeed.offload_param.buffer_count": "5",
     "deepspeed.offload_param.buffer_size": "1e8", "deepspeed.offload_param.max_in_cpu": "1e9",
