@@ -786,6 +786,11 @@ _CONVENTION_KEYS = [
         "classes, ForCausalLMLoss / logits.float()); false for remote modeling code that runs "
         "CrossEntropyLoss on the logits as they are (Qwen v1 modeling_qwen.py). Under "
         "torch.autocast cross_entropy runs in fp32 either way"),
+    _convention("torch.version", version_text,
+        "the PyTorch version the run uses (e.g. 2.0; default: a current one, 2.1 or later): "
+        "before 2.1 torch's foreach Adam/AdamW step keeps two temporaries of the size of all "
+        "its parameters (pytorch/pytorch#97712, #104898), before 2.0 the for-loop step is "
+        "the CUDA default"),
     _convention("torchtitan.disable_loss_parallel", to_bool,
         "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
         "parallelism the output layer's logits are gathered to the full vocabulary on every rank "

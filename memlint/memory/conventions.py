@@ -222,6 +222,8 @@ class Conventions:
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
     in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
+    torch_version: Optional[tuple]  # the run's PyTorch release (key torch.version); None: a
+    #                               current one (memory/optimizer_step.py reads what changed)
     optimizer_over_cp: bool       # the distributed optimizer shards over dp·cp (see above)
     gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32;
     #                               1 with torchao's float8 all-gather of the linear weights
@@ -329,6 +331,7 @@ def build(scenario, context) -> Conventions:
         thd_attention=megatron and _llava_thd(keys, seq, topo, par),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
+        torch_version=_version_tuple(keys.get("torch.version")),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
         gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
         else 2 if context.dtypes.compute == 2 else 4,
@@ -544,12 +547,17 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
         version = "0.0"
     if version is None:
         return None
-    numbers = tuple(int(part) for part in version.split("."))
+    numbers = _version_tuple(version)
     init = tr.model_init or _model_init(framework, par)[0]
     if numbers < ds_facts.LINEAR_WRAPPER_FOR_BUILT_MODELS and init != "zero-init":
         return (f"DeepSpeed {version} < 0.19.4 installs the ZeRO-3 linear wrapper only inside "
                 f"zero.Init, and the model is built outside it (model_init {init})")
     return None
+
+
+def _version_tuple(text) -> Optional[tuple]:
+    """A version key's dotted numbers as a tuple (None when not given)."""
+    return tuple(int(part) for part in text.split(".")) if isinstance(text, str) else None
 
 
 def _model_init(framework: str, par) -> tuple:
