@@ -20,6 +20,7 @@ import os
 from memlint.facts import deepspeed as ds_facts
 from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import RL, Provenance
+from memlint.keys import version_numbers
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -544,7 +545,7 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
         version = "0.0"
     if version is None:
         return None
-    numbers = tuple(int(part) for part in version.split("."))
+    numbers = version_numbers(version)
     init = tr.model_init or _model_init(framework, par)[0]
     if numbers < ds_facts.LINEAR_WRAPPER_FOR_BUILT_MODELS and init != "zero-init":
         return (f"DeepSpeed {version} < 0.19.4 installs the ZeRO-3 linear wrapper only inside "
