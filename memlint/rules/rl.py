@@ -130,6 +130,7 @@ class RolloutExceedsGpuMemory(Rule):
     """
 
     code = "ML801"
+    requires = ("rl",)
     name = "rollout-exceeds-gpu-memory"
     severity = Severity.ERROR
 
@@ -243,6 +244,7 @@ class EngineRefusesToStart(Rule):
     """
 
     code = "ML802"
+    requires = ("rl",)
     name = "engine-refuses-to-start"
     severity = Severity.ERROR
 
@@ -307,6 +309,7 @@ class RolloutKvPreemption(Rule):
     """
 
     code = "ML803"
+    requires = ("rl",)
     name = "rollout-kv-preemption"
     severity = Severity.INFO
 
@@ -388,6 +391,7 @@ class RlPhaseExceedsGpuMemory(Rule):
     """
 
     code = "ML804"
+    requires = ("rl",)
     name = "rl-phase-exceeds-gpu-memory"
     severity = Severity.ERROR
 
