@@ -131,6 +131,7 @@ class RolloutExceedsGpuMemory(Rule):
     """
 
     code = "ML801"
+    requires = ("rl",)
     name = "rollout-exceeds-gpu-memory"
     severity = Severity.ERROR
 
@@ -242,6 +243,7 @@ class EngineRefusesToStart(Rule):
     """
 
     code = "ML802"
+    requires = ("rl",)
     name = "engine-refuses-to-start"
     severity = Severity.ERROR
 
@@ -306,6 +308,7 @@ class RolloutKvPreemption(Rule):
     """
 
     code = "ML803"
+    requires = ("rl",)
     name = "rollout-kv-preemption"
     severity = Severity.INFO
 
@@ -387,6 +390,7 @@ class RlPhaseExceedsGpuMemory(Rule):
     """
 
     code = "ML804"
+    requires = ("rl",)
     name = "rl-phase-exceeds-gpu-memory"
     severity = Severity.ERROR
 
