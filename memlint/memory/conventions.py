@@ -20,6 +20,7 @@ import os
 from memlint.facts import deepspeed as ds_facts
 from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import RL, Provenance
+from memlint.keys import version_numbers
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -331,7 +332,7 @@ def build(scenario, context) -> Conventions:
         thd_attention=megatron and _llava_thd(keys, seq, topo, par),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
-        torch_version=_version_tuple(keys.get("torch.version")),
+        torch_version=version_numbers(keys.get("torch.version")),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
         gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
         else 2 if context.dtypes.compute == 2 else 4,
@@ -547,17 +548,12 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
         version = "0.0"
     if version is None:
         return None
-    numbers = _version_tuple(version)
+    numbers = version_numbers(version)
     init = tr.model_init or _model_init(framework, par)[0]
     if numbers < ds_facts.LINEAR_WRAPPER_FOR_BUILT_MODELS and init != "zero-init":
         return (f"DeepSpeed {version} < 0.19.4 installs the ZeRO-3 linear wrapper only inside "
                 f"zero.Init, and the model is built outside it (model_init {init})")
     return None
-
-
-def _version_tuple(text) -> Optional[tuple]:
-    """A version key's dotted numbers as a tuple (None when not given)."""
-    return tuple(int(part) for part in text.split(".")) if isinstance(text, str) else None
 
 
 def _model_init(framework: str, par) -> tuple:
