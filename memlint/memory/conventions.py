@@ -20,6 +20,7 @@ import os
 from memlint.facts import deepspeed as ds_facts
 from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import RL, Provenance
+from memlint.keys import version_numbers
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -228,6 +229,8 @@ class Conventions:
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
     in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
+    torch_version: Optional[tuple]  # the run's PyTorch release (key torch.version); None: a
+    #                               current one (memory/optimizer_step.py reads what changed)
     optimizer_over_cp: bool       # the distributed optimizer shards over dp·cp (see above)
     gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32;
     #                               1 with torchao's float8 all-gather of the linear weights
@@ -338,6 +341,7 @@ def build(scenario, context) -> Conventions:
         thd_attention=megatron and _llava_thd(keys, seq, topo, par),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
+        torch_version=version_numbers(keys.get("torch.version")),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
         gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
         else 2 if context.dtypes.compute == 2 else 4,
@@ -555,7 +559,7 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
         version = "0.0"
     if version is None:
         return None
-    numbers = tuple(int(part) for part in version.split("."))
+    numbers = version_numbers(version)
     init = tr.model_init or _model_init(framework, par)[0]
     if numbers < ds_facts.LINEAR_WRAPPER_FOR_BUILT_MODELS and init != "zero-init":
         return (f"DeepSpeed {version} < 0.19.4 installs the ZeRO-3 linear wrapper only inside "

@@ -119,7 +119,7 @@ SAMPLES = {
     "megatron.pipeline-layout-stages": "Et|tt|tL", "megatron.wgrad-deferral-limit": "2",
     "megatron.unsupported-architecture": "a T5 encoder-decoder",
     "deepspeed.config": "ds_config.json", "deepspeed.reduce_bucket_size": "5e8",
-    "deepspeed.version": "0.14.2",
+    "deepspeed.version": "0.14.2", "torch.version": "2.0",
     "deepspeed.stage3_max_live_parameters": "auto",
     "deepspeed.stage3_max_reuse_distance": "1e9", "deepspeed.stage3_prefetch_bucket_size": "5e7",
     "loop.held_logits": "fp32",
