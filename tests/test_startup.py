@@ -129,15 +129,27 @@ KIND = {
 _NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                      "memlint.catalog.presets", "memlint.adapters.megatron.layouts",
                      "memlint.facts.hybrid_pattern")
+#: An estimate's parts for some runs only: TE's FP8 weights (an fp8 run), its userbuffers
+#: (--tp-comm-overlap), the node catalog (a named node), the RL frameworks' records (an RL run)
+#: and the HF eager layer items (an HF eager layer).
+_SOME_RUNS = ("memlint.memory.userbuffers", "memlint.catalog.nodes",
+              "memlint.memory.rl.frameworks")
+_NOT_FP8 = (*_SOME_RUNS, "memlint.memory.fp8")
+_NOT_HF = (*_NOT_FP8, "memlint.memory.activations_eager")
 UNUSED = {
-    "Megatron launch script": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader"),
-    "Megatron argument file": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader",
+    "Megatron launch script": (*_NOT_MEGATRON_RUN, *_NOT_HF,
+                               "memlint.adapters.megatron.yaml_reader"),
+    "Megatron argument file": (*_NOT_MEGATRON_RUN, *_SOME_RUNS, "memlint.memory.activations_eager",
+                               "memlint.adapters.megatron.yaml_reader",
                                "memlint.adapters.megatron.entry"),
-    "Megatron YAML": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.entry",
+    "Megatron YAML": (*_NOT_MEGATRON_RUN, *_NOT_HF, "memlint.adapters.megatron.entry",
                       "memlint.adapters._shell"),
-    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp"),
+    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NOT_FP8),
     "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
-                      "memlint.catalog.presets"),
+                      "memlint.catalog.presets", *_NOT_HF),
+    "LLaMA-Factory YAML": _NOT_FP8,
+    "HF Trainer / TRL recipe": _NOT_FP8,
+    "memlint.toml (estimate)": _NOT_HF,
     "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 
 from memlint.facts import deepspeed as ds_facts
-from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import RL, Provenance
 from memlint.keys import version_numbers
 from memlint.records import record
@@ -258,8 +257,6 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
-    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
-    rl: Any = None
 
 
 def _partition_counts_embeddings(keys) -> bool:
@@ -369,7 +366,6 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=seq_per_gpu(seq, topo.cp),
-        rl=rl_conventions(scenario.rl.framework),
     )
 
 

@@ -19,10 +19,13 @@ This module gives one rank's host terms; memory/host_nodes.py adds them up per n
 """
 from __future__ import annotations
 
-from memlint.catalog import nodes as node_catalog
+from memlint import lazy_import
 from memlint.memory.context import conventions_of
 from memlint.memory.stages import microbatches
 from memlint.memory.terms import Term
+
+# start-up: the node catalog loads where the hardware names a node
+node_catalog = lazy_import.module("memlint.catalog.nodes")
 
 
 DS = "deepspeed/runtime/zero/"

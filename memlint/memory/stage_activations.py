@@ -10,7 +10,6 @@ import math
 
 from memlint import lazy_import
 from memlint.memory import activations as act
-from memlint.memory import activations_eager as eager
 from memlint.memory import offload
 from memlint.memory.activation_extras import (attention_mask_terms, autocast_weight_terms,
                                               embedding_activation_terms, megatron_batch_terms)
@@ -23,6 +22,8 @@ from memlint.memory.terms import Term
 
 # start-up: what only some runs use loads when one does (fine-grained offload, an MoE imbalance,
 # a layer layout, a vision tower)
+# start-up: the HF eager items load where an HF eager layer is estimated
+eager = lazy_import.module("memlint.memory.activations_eager")
 fine_offload = lazy_import.module("memlint.memory.fine_offload")
 moe_balance = lazy_import.module("memlint.memory.moe_balance")
 _layouts = lazy_import.module("memlint.memory.layout_activations")

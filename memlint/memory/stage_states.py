@@ -7,7 +7,7 @@ The formulas per state are in memory/states.py, fp8.py, offload.py and optimizer
 from __future__ import annotations
 
 from memlint import lazy_import
-from memlint.memory import fp8, offload, states
+from memlint.memory import offload, states
 from memlint.memory.lora import (ADAPTER_SOURCE, SAVED_SOURCE, UNQUANTIZED_SOURCE,
                                   adapter_bytes_per_param, frozen_bytes_per_param,
                                   saved_copy_dtypes, unquantized_params)
@@ -17,7 +17,9 @@ from memlint.memory.states import DTYPE_BYTES
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 
-# start-up: the vision tower's states load only for a model that has one
+# start-up: FP8 weights load only for an fp8 run, the vision tower's states only for a model
+# that has one
+fp8 = lazy_import.module("memlint.memory.fp8")
 _vision = lazy_import.module("memlint.memory.vision")
 
 
@@ -155,8 +157,9 @@ def _trained_states(model: Model, plan: StagePlan, groups: list) -> tuple:
     fp8_weights = []
     weight_groups = groups
     remainder_bytes = None
-    if (fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states) and not model.uniform
-            and par.zero < 3 and par.fsdp == "none"
+    if (tr.precision == "fp8"   # start-up: fp8.py loads for an fp8 run only
+            and fp8.applies(tr.precision, model.conv.te_fp8, model.seed_states)
+            and not model.uniform and par.zero < 3 and par.fsdp == "none"
             and not fp8.adapter_fp8_weights(tr)):
         lin = fp8.linear_params(model.counts, plan.layers, topo.tp, topo.etp * topo.ep)
         transpose = fp8.needs_transpose(
