@@ -257,6 +257,16 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
+    # -- RL post-training: the RL framework, whose own record `rl` gives
+    rl_framework: Optional[str] = None
+
+    @property
+    def rl(self):
+        """The RL framework's own record (memory/rl/frameworks.py). start-up: it loads on first
+        read, by an RL estimate."""
+        from memlint.memory.rl.frameworks import conventions as rl_conventions
+
+        return rl_conventions(self.rl_framework)
 
 
 def _partition_counts_embeddings(keys) -> bool:
@@ -366,6 +376,7 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=seq_per_gpu(seq, topo.cp),
+        rl_framework=scenario.rl.framework,
     )
 
 

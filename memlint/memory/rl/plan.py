@@ -9,7 +9,7 @@ padding removal can only make them shorter, so the estimate is the worst micro-b
 from __future__ import annotations
 
 from memlint.memory.rl.engine import EngineBudget, EngineSettings, budget
-from memlint.memory.rl.frameworks import RLConventions, conventions
+from memlint.memory.rl.frameworks import RLConventions
 from memlint.memory.rl.roles import Role, derived, frozen_role, trained_role
 from memlint.memory.rl.shape import engine_shape
 from memlint.memory.terms import Term
@@ -80,7 +80,7 @@ class Plan:
 
 def build(scenario, context) -> Plan:
     rl, eng, tr = scenario.rl, scenario.engine, scenario.training
-    conv = conventions(rl.framework)   # the RL framework's own record (memory/rl/frameworks.py)
+    conv = context.require("conventions").rl
     arch, counts = context.require("architecture"), context.require("counts")
     dt, topo = context.require("dtypes"), context.topology
     shape = engine_shape(arch, counts, scenario.model.config)
