@@ -262,8 +262,8 @@ class Conventions:
 
     @property
     def rl(self):
-        """The RL framework's own record (memory/rl/frameworks.py). start-up: it loads on first
-        read, by an RL estimate."""
+        """The RL framework's own record (memory/rl/frameworks.py)."""
+        # start-up: the RL frameworks' records load on first read, by an RL estimate
         from memlint.memory.rl.frameworks import conventions as rl_conventions
 
         return rl_conventions(self.rl_framework)
