@@ -715,7 +715,7 @@ def load_yaml(path: str, text: str) -> Document:
     # start-up: the subset reader loads when a YAML file is read
     from memlint import yaml_subset
 
-    read = yaml_subset.read(text)
+    read = yaml_subset.read(text, MAX_ITEM_POSITIONS)
     if read is None:
         return _load_pyyaml(path, text)
     doc = Document(path=path, text=text)

@@ -15,21 +15,20 @@ like files) use a small part of YAML:
   over several lines too, of those scalars;
 - comments, blank lines, and one `---` line before the document.
 
-`read(text)` returns what loaders' PyYAML path (`loaders.load_yaml`) gives for such a document:
-the values as PyYAML's SafeLoader resolves plain scalars (YAML 1.1: `yes`/`on` are booleans,
-`1e-5` is a string, `1.0e-5` a float, `012` octal), the 1-based (line, column) of every key and
-of every list item (the first MAX_ITEM_POSITIONS of a list), as libyaml's marks give them, and the
-duplicate keys in the order that path reports them. It returns None for anything else, and the
-PyYAML path reads it as before: anchors, aliases, tags, block scalars, complex and merge keys,
-multi-line plain or quoted scalars, other escapes, timestamps, `0x`/`0b`/`1_000`/`.inf`/sexagesimal
-numbers, tabs, CR line ends, control and BOM characters, several documents, directives, deep
-nesting, and every document PyYAML rejects (no error comes from here). tests/test_yaml_subset.py
-checks that the two agree on every YAML file of the repository's fixtures (with both of PyYAML's
-loaders) and on generated documents (hypothesis).
+`read(text, ...)` returns what loaders' PyYAML path (`loaders._load_pyyaml`) gives for such a
+document: the values as PyYAML's SafeLoader resolves plain scalars (YAML 1.1: `yes`/`on` are
+booleans, `1e-5` is a string, `1.0e-5` a float, `012` octal, `1_000` an int), the 1-based (line,
+column) of every key and of every list item (the first loaders.MAX_ITEM_POSITIONS of a list), as
+PyYAML's marks give them, and the duplicate keys in the order that path reports them. It returns
+None for anything else, which the PyYAML path then reads as before: anchors, aliases, tags, block
+scalars, complex and merge keys, multi-line plain or quoted scalars, other escapes, timestamps,
+`0x`/`0b`/`.inf`/`.nan`/sexagesimal numbers, `:` or `#` inside a plain scalar in a flow
+collection, tabs, CR line ends, control and BOM characters, several documents, directives,
+nesting near loaders' bounds, and every document PyYAML rejects (no error comes from here).
+tests/test_yaml_subset.py checks that the two agree on every YAML file of the repository's
+fixtures (with both of PyYAML's loaders) and on generated documents (hypothesis).
 """
 from __future__ import annotations
-
-from memlint.loaders import MAX_ITEM_POSITIONS
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -50,8 +49,6 @@ _NUMERIC_START = frozenset("-+0123456789.")
 _DIGITS = frozenset("0123456789")
 _OCTAL_CHARS = frozenset("01234567_")
 _INT_CHARS = frozenset("0123456789_")
-_BIN_CHARS = frozenset("01_")
-_HEX_CHARS = frozenset("0123456789abcdefABCDEF_")
 # a plain scalar may not start with these (PyYAML's check_plain); '-', '?', ':' may when a
 # non-blank follows (in a block; in a flow only '-' is read here)
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
@@ -67,22 +64,25 @@ class _Outside(Exception):
     """The document is not in the subset (or not YAML)."""
 
 
-def read(text: str) -> Optional[tuple]:
+def read(text: str, item_positions: int) -> Optional[tuple]:
     """(data, positions, duplicates) as loaders.load_yaml's PyYAML path gives them, or None when
     the document is outside the subset. duplicates: (key, key path, (line, column), the first
-    one's (line, column)) of each duplicate key, in the order that path reports them."""
+    one's (line, column)) of each duplicate key, in the order that path reports them.
+    `item_positions`: positions are kept for the first that many items of a list
+    (loaders.MAX_ITEM_POSITIONS)."""
     if not _REFUSED.isdisjoint(text):
         return None
     if not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in set(text)):
         return None   # lone surrogates (an editor buffer): not text PyYAML reads
     try:
-        return _Reader(text).document()
+        return _Reader(text, item_positions).document()
     except _Outside:
         return None
 
 
 class _Reader:
-    def __init__(self, text: str):
+    def __init__(self, text: str, item_positions: int):
+        self.item_positions = item_positions
         self.lines = lines = text.split("\n")
         # each line's indent, or -1 for a blank or comment line
         indents = []
@@ -248,18 +248,18 @@ class _Reader:
             pos = _skip(line, col + 1)
             child = path + (len(out),)
             if pos < len(line) and line[pos] != "#":
-                if len(out) < MAX_ITEM_POSITIONS:
+                if len(out) < self.item_positions:
                     positions.setdefault(child, (index + 1, pos + 1))
                 value = self._block_node(index, pos, child, depth + 1, inline=False)
             else:
                 below = self._next(index + 1)
                 if below is not None and indents[below] > col:
-                    if len(out) < MAX_ITEM_POSITIONS:
+                    if len(out) < self.item_positions:
                         positions.setdefault(child, (below + 1, indents[below] + 1))
                     value = self._block_node(below, indents[below], child, depth + 1,
                                              inline=False)
                 else:   # an empty item: PyYAML marks it just after its '-'
-                    if len(out) < MAX_ITEM_POSITIONS:
+                    if len(out) < self.item_positions:
                         positions.setdefault(child, (index + 1, col + 2))
                     self._count(depth + 1)
                     value = None
@@ -348,7 +348,7 @@ class _Reader:
                 return out
             if opening == "[":
                 child = path + (len(out),)
-                if len(out) < MAX_ITEM_POSITIONS:
+                if len(out) < self.item_positions:
                     positions.setdefault(child, (index + 1, pos + 1))
                 out.append(self._flow_node(index, pos, child, depth + 1))
             else:

@@ -42,7 +42,7 @@ def _pyyaml(text: str, path: str, python: bool) -> tuple:
 def _agrees(text: str, path: str = "config.yaml") -> bool:
     """True when the subset read the document (as both PyYAML loaders do); False when it
     declined."""
-    if yaml_subset.read(text) is None:
+    if yaml_subset.read(text, loaders.MAX_ITEM_POSITIONS) is None:
         return False
     ours = _outcome(loaders.load_yaml(path, text))
     assert ours == _pyyaml(text, path, python=False), text
@@ -99,7 +99,17 @@ def test_what_lies_inside_is_read():
 
 def test_what_lies_outside_is_declined():
     for text in OUTSIDE:
-        assert yaml_subset.read(text) is None, text
+        assert yaml_subset.read(text, loaders.MAX_ITEM_POSITIONS) is None, text
+
+
+def test_long_lists_keep_the_positions_of_their_first_items_only():
+    block = "a:\n" + "".join(f"- {i}\n" for i in range(1200))
+    flow = "a: [" + ", ".join(str(i) for i in range(1200)) + "]"
+    for text in (block, flow):
+        assert _agrees(text)
+        positions = loaders.load_yaml("config.yaml", text).positions
+        assert ("a", loaders.MAX_ITEM_POSITIONS - 1) in positions
+        assert ("a", loaders.MAX_ITEM_POSITIONS) not in positions
 
 
 def test_duplicate_keys_are_reported_as_pyyaml_path_reports_them():
@@ -114,7 +124,7 @@ def test_duplicate_keys_are_reported_as_pyyaml_path_reports_them():
 # ---- generated documents
 
 KEYS = ["a", "b", "k", "1", "true", "on", "y", "null", "--num-layers", "a b", "1.0", "x:y", "-k",
-        "?k", "é", "<<", "'q'", '"d"', "[l]", "&a", "a #c"]
+        "?k", "é", "<<", "'q'", '"d"', "[l]", "&a", "a #c", "''", '""', '"a: b"', "'x''y'", "a:b"]
 SCALARS = [
     "a", "foo bar", "x:y", "http://h:80/p", "${VAR}", "${a:${b}}", ":4096:8", "-x", "--flag", "?q",
     "a#b", "1", "-1", "+1", "0", "-0", "012", "08", "0o7", "0x1F", "0b101", "1_000", "1e-5",
