@@ -762,6 +762,11 @@ _CONVENTION_KEYS = [
         "DeepSpeed ZeRO overlap_comm"),
     _convention(D + "stage3_max_live_parameters", size_or_auto,
         "DeepSpeed ZeRO-3 stage3_max_live_parameters"),
+    _convention(D + "stage3_max_reuse_distance", size_or_auto,
+        "DeepSpeed ZeRO-3 stage3_max_reuse_distance: a released module keeps its gathered "
+        "parameters when the trace uses them again within this many elements"),
+    _convention(D + "stage3_prefetch_bucket_size", size_or_auto,
+        "DeepSpeed ZeRO-3 stage3_prefetch_bucket_size (elements, or auto)"),
     _convention(D + "stage3_param_persistence_threshold", size_or_auto,
         "DeepSpeed ZeRO-3 stage3_param_persistence_threshold (elements, or auto)"),
     _convention(D + "stage3_gather_16bit_weights_on_model_save", to_bool,
@@ -802,6 +807,19 @@ _CONVENTION_KEYS = [
         "classes, ForCausalLMLoss / logits.float()); false for remote modeling code that runs "
         "CrossEntropyLoss on the logits as they are (Qwen v1 modeling_qwen.py). Under "
         "torch.autocast cross_entropy runs in fp32 either way"),
+    _convention("loop.held_logits", choice("none", "fp32", "compute"),
+        "the logits the training loop still holds through the backward and the optimizer step: "
+        "none (the HF Trainer: compute_loss returns the loss only, the outputs die before the "
+        "backward), fp32 (a loop that keeps `outputs = model(**batch)` of a transformers model "
+        "whose forward upcasts the logits it returns, e.g. LlamaForCausalLM at transformers "
+        "0022728: `logits = logits.float()`), compute (the model returns them in the compute "
+        "dtype). Default none; under framework=deepspeed (the user's own loop) it is printed "
+        "as an assumption"),
+    _convention("torch.version", version_text,
+        "the PyTorch version the run uses (e.g. 2.0; default: a current one, 2.1 or later): "
+        "before 2.1 torch's foreach Adam/AdamW step keeps two temporaries of the size of all "
+        "its parameters (pytorch/pytorch#97712, #104898), before 2.0 the for-loop step is "
+        "the CUDA default"),
     _convention("torchtitan.disable_loss_parallel", to_bool,
         "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
         "parallelism the output layer's logits are gathered to the full vocabulary on every rank "
