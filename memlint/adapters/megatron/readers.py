@@ -256,6 +256,8 @@ def read_script(path: str, text: str) -> Read:
 def _sbatch_env(text: str, script) -> dict:
     """`#SBATCH --nodes=N` etc. become the SLURM_* variables srun would see."""
     env: dict = {}
+    if "#SBATCH" not in text:   # start-up: what each match holds; the pattern is not compiled
+        return env
     for match in _SBATCH.finditer(text):
         body = match.group(1).split("#")[0]
         start = match.start(1)
