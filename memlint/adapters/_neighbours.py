@@ -64,18 +64,20 @@ _MEGATRON_FLAGS = ("tensor-model-parallel-size", "num-layers", "hidden-size", "m
 _ENTRY = lazy_re.compile(r"\bpretrain_[a-z0-9_]+\.py\b")
 
 
-def flag_given(text: str, names) -> bool:
+def flag_given(text: str, names, line_start: bool = False) -> bool:
     r"""Whether `text` holds `--NAME` for one of `names` (each ending in a letter), not followed
     by a word character: re.search(r"--(n1|n2|...)\b", text), without compiling a pattern
     (start-up: each costs a one-file check about 0.5M instructions). A word character is what
-    `\w` matches in a str pattern: str.isalnum() or "_"."""
+    `\w` matches in a str pattern: str.isalnum() or "_". `line_start`: only a flag that begins
+    its line after blanks, re.search(r"^[ \t]*--(n1|n2|...)\b", text, re.M)."""
     end = len(text)
     for name in names:
         flag = "--" + name
         at = text.find(flag)
         while at >= 0:
             after = at + len(flag)
-            if after == end or not (text[after].isalnum() or text[after] == "_"):
+            if (after == end or not (text[after].isalnum() or text[after] == "_")) and (
+                    not line_start or not text[text.rfind("\n", 0, at) + 1:at].strip(" \t")):
                 return True
             at = text.find(flag, at + 1)
     return False

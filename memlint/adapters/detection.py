@@ -19,7 +19,7 @@ import os
 import re
 
 from memlint import lazy_re
-from memlint.adapters._neighbours import ARGUMENT_KEYS, training_arguments
+from memlint.adapters._neighbours import ARGUMENT_KEYS, flag_given, training_arguments
 from memlint.adapters._toplevel import top_level_keys
 from memlint.loaders import load_json
 
@@ -466,9 +466,9 @@ def torchtitan(path: str, text: str) -> bool:
     return False
 
 
-_MEGATRON_ARGS_FILE_FLAG = lazy_re.compile(r"^[ \t]*--(tensor-model-parallel-size|num-layers|"
-                                           r"hidden-size|micro-batch-size|num-attention-heads)\b",
-                                           re.M)
+#: an argument file's flags, one of which begins a line (after blanks)
+_MEGATRON_ARGS_FILE_FLAGS = ("tensor-model-parallel-size", "num-layers", "hidden-size",
+                             "micro-batch-size", "num-attention-heads")
 _MEGATRON_SENTINELS = ("--tensor-model-parallel-size", "--num-layers",
                        "--pipeline-model-parallel-size", "--micro-batch-size", "--hidden-size",
                        "pretrain_gpt.py", "pretrain_mamba.py")
@@ -481,7 +481,7 @@ def megatron(path: str, text: str) -> bool:
         # the whole script: a launch line may follow 64 KB of preamble (issue 30); `in` is linear
         return any(s in text for s in _MEGATRON_SENTINELS)
     if name.endswith((".txt", ".args")) or "." not in name:
-        return "--" in head and _MEGATRON_ARGS_FILE_FLAG.search(head) is not None
+        return flag_given(head, _MEGATRON_ARGS_FILE_FLAGS, line_start=True)
     if name.endswith((".yaml", ".yml")):
         if line_starts(head, "MODEL_ARGS:"):
             return True
