@@ -107,16 +107,20 @@ KIND = {
 #: reader's parts for another kind of file or a flag the file does not give.
 _NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                      "memlint.catalog.presets", "memlint.adapters.megatron.layouts",
-                     "memlint.facts.hybrid_pattern")
+                     "memlint.facts.hybrid_pattern", "memlint.memory.rl.frameworks")
 UNUSED = {
     "Megatron launch script": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader"),
     "Megatron argument file": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader",
                                "memlint.adapters.megatron.entry"),
     "Megatron YAML": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.entry",
                       "memlint.adapters._shell"),
-    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp"),
+    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
+                     "memlint.memory.rl.frameworks"),
     "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
-                      "memlint.catalog.presets"),
+                      "memlint.catalog.presets", "memlint.memory.rl.frameworks"),
+    # the RL records (memory/rl/frameworks.py) load for an RL run only
+    "memlint.toml (estimate)": ("memlint.memory.rl.frameworks",),
+    "HF Trainer / TRL recipe": ("memlint.memory.rl.frameworks",),
     "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"
