@@ -57,12 +57,33 @@ CORE = {
     "memlint.adapters._toplevel",
     "memlint.report", "memlint.report.text_format",
     "memlint.report.host_lines", "memlint.report.phases",
-    # the RL rules read the names of the RL phases (memory/rl/__init__.py: names only, the RL
-    # model loads when an RL run is estimated)
-    "memlint.memory", "memlint.memory.rl", "memlint.memory.rl.names",
-    # every check runs every rule: all of them load (their formats decide whether they apply)
-    "memlint.rules", "memlint.rules.base", "memlint.rules._support", "memlint.rules.bounds",
-    *(m for m in __import__("memlint.rules", fromlist=["BUILTIN_MODULES"]).BUILTIN_MODULES),
+    "memlint.memory",
+    # the rule registry, from its index (memlint/rules/_index.py): a rule module loads only where
+    # one of its rules can fire (RULE_MODULES)
+    "memlint.rules", "memlint.rules.base", "memlint.rules._index",
+}
+#: The rule modules each case loads, exactly (memlint/rules/_index.py: a rule's formats and
+#: requires decide): topology and FSDP layouts on every run (their rules read the parallel
+#: degrees any file gives), the memory rules where a model is named (memlint.rules.memory loads
+#: its helpers), the estimate's rules (strategy, host) where the check estimates or tp > 1
+#: (ML603), and a framework's own rules for its files only; never the RL rules off an RL run.
+_EVERY_RUN = ("topology", "fsdp")
+_MODEL = (*_EVERY_RUN, "memory", "_support", "bounds")
+_ESTIMATE = (*_MODEL, "strategy", "host")
+RULE_MODULES = {
+    "DeepSpeed JSON": (*_EVERY_RUN, "deepspeed"),
+    "torchtitan TOML": (*_MODEL, "strategy"),   # no world size: no estimate, but tp = 8
+    "torchtitan config_registry.py": _EVERY_RUN,
+    "Megatron launch script": (*_ESTIMATE, "megatron"),
+    "Megatron argument file": (*_ESTIMATE, "megatron"),
+    "Megatron YAML": (*_ESTIMATE, "megatron"),
+    "axolotl YAML": _ESTIMATE,
+    "accelerate YAML": _EVERY_RUN,
+    "gpt-neox YAML": _ESTIMATE,
+    "LLaMA-Factory YAML": _ESTIMATE,
+    "HF Trainer / TRL recipe": _ESTIMATE,
+    "HF config.json": _MODEL,
+    "memlint.toml (estimate)": _ESTIMATE,
 }
 #: Every run resolves its context (memory/context.py), and a sharded optimizer's layout reads the
 #: framework's conventions (memory/topology.py): what importing them loads joins CORE (the
@@ -108,19 +129,23 @@ KIND = {
 _NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                      "memlint.catalog.presets", "memlint.adapters.megatron.layouts",
                      "memlint.facts.hybrid_pattern", "memlint.memory.rl.frameworks")
+#: PyYAML, which a YAML file in memlint.yaml_subset's plain subset never needs
+_NO_PYYAML = ("yaml", "yaml.constructor", "memlint.yaml_resolvers")
 UNUSED = {
     "Megatron launch script": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader"),
     "Megatron argument file": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.yaml_reader",
                                "memlint.adapters.megatron.entry"),
     "Megatron YAML": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.entry",
-                      "memlint.adapters._shell"),
-    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
+                      "memlint.adapters._shell", *_NO_PYYAML),
+    # the RL records (memory/rl/frameworks.py) load for an RL run only
+    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NO_PYYAML,
                      "memlint.memory.rl.frameworks"),
     "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
-                      "memlint.catalog.presets", "memlint.memory.rl.frameworks"),
-    # the RL records (memory/rl/frameworks.py) load for an RL run only
+                      "memlint.catalog.presets", *_NO_PYYAML, "memlint.memory.rl.frameworks"),
+    "accelerate YAML": _NO_PYYAML,
+    "LLaMA-Factory YAML": (*_NO_PYYAML, "memlint.memory.rl.frameworks"),
+    "HF Trainer / TRL recipe": (*_NO_PYYAML, "memlint.memory.rl.frameworks"),
     "memlint.toml (estimate)": ("memlint.memory.rl.frameworks",),
-    "HF Trainer / TRL recipe": ("memlint.memory.rl.frameworks",),
     "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"
@@ -149,8 +174,11 @@ def stdlib(tmp_path_factory) -> dict:
     context = {m for m in loaded(f"import {', '.join(CONTEXT)}", cwd) if m.startswith("memlint.")}
     assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
     CORE.update(context)
-    # memlint's loaders resolve YAML scalars with their own tag table (memlint.yaml_resolvers)
-    return {"": base, ".yaml": base | loaded("import yaml", cwd) | {"memlint.yaml_resolvers"},
+    # a YAML file in the plain subset is read by memlint.yaml_subset, others by PyYAML (whose
+    # scalars memlint's loaders resolve with their own tag table, memlint.yaml_resolvers); the
+    # YAML files of bench/speed.py are in the subset (UNUSED: no PyYAML)
+    return {"": base, ".yaml": base | loaded("import yaml", cwd) | {"memlint.yaml_resolvers",
+                                                                   "memlint.yaml_subset"},
             # a plain TOML file is read by memlint.toml_subset, others by tomllib
             ".toml": base | loaded(f"import {toml}", cwd) | {"memlint.toml_subset"},
             "architecture": ARCHITECTURE | counter}
@@ -200,6 +228,11 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     if "estimate" not in KIND.get(case, ("estimate",)):
         never |= modules & set(MODEL)
     assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"
+    rules = {m[len("memlint.rules."):] for m in modules if m.startswith("memlint.rules.")}
+    wanted = {"base", "_index", *RULE_MODULES[case]}
+    assert rules == wanted, f"{case}: `memlint {' '.join(argv)}` loads the rule modules " \
+                            f"{sorted(rules)}, not {sorted(wanted)} (RULE_MODULES)"
+    names = names | {f"memlint.rules.{m}" for m in wanted}
     unused = sorted(modules & set(UNUSED.get(case, ())))
     assert not unused, f"{case}: `memlint {' '.join(argv)}` loads {unused}, which it never uses"
     outside = sorted(m for m in modules if not allowed(m, names))
