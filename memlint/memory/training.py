@@ -38,10 +38,10 @@ from memlint import lazy_import
 from memlint.memory import inputs
 from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
 from memlint.memory.attention_workspace import backward_attention_terms
-from memlint.memory.buffers import buffer_terms, saved_weights_assumed
+from memlint.memory.buffers import buffer_terms, saved_weights_assumed, zero2_accumulation_terms
 from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.conventions import optimizer_instances
-from memlint.memory.logits import logits_terms
+from memlint.memory.logits import held_logits_assumed, held_logits_terms, logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
@@ -88,6 +88,7 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
                  or phase == "optimizer" or model.microbatches > 1)
     if grads_now:
         terms += list(gradients)
+        terms += zero2_accumulation_terms(model, gradients, phase)
     terms += workspaces
     if phase == "backward_layer":
         # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
@@ -109,6 +110,8 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
     else:
         terms += optimizer_step_terms(model, plan)
         terms += buffer_terms(model, plan, phase)
+        if plan.last and model.assume["logits.enabled"]:
+            terms += held_logits_terms(model)   # the loop's outputs outlive the step too
     return terms
 
 
@@ -192,7 +195,7 @@ def training_estimate(scenario, context=None) -> Estimate:
                     notes=tuple(notes),
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
                     + compile_assumed(scenario, model.conv) + allocator_assumed(model)
-                    + saved_weights_assumed(model),
+                    + saved_weights_assumed(model) + held_logits_assumed(model),
                     scenario=scenario, context=model.context)
 
 
