@@ -129,6 +129,8 @@ KIND = {
 _NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                      "memlint.catalog.presets", "memlint.adapters.megatron.layouts",
                      "memlint.facts.hybrid_pattern")
+#: PyYAML, which a YAML file in memlint.yaml_subset's plain subset never needs
+_NO_PYYAML = ("yaml", "yaml.constructor", "memlint.yaml_resolvers")
 #: An estimate's parts for some runs only: TE's FP8 weights (an fp8 run), its userbuffers
 #: (--tp-comm-overlap), the node catalog (a named node), the RL frameworks' records (an RL run)
 #: and the HF eager layer items (an HF eager layer).
@@ -143,12 +145,14 @@ UNUSED = {
                                "memlint.adapters.megatron.yaml_reader",
                                "memlint.adapters.megatron.entry"),
     "Megatron YAML": (*_NOT_MEGATRON_RUN, *_NOT_HF, "memlint.adapters.megatron.entry",
-                      "memlint.adapters._shell"),
-    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NOT_FP8),
+                      "memlint.adapters._shell", *_NO_PYYAML),
+    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NO_PYYAML,
+                     *_NOT_FP8),
     "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
-                      "memlint.catalog.presets", *_NOT_HF),
-    "LLaMA-Factory YAML": _NOT_FP8,
-    "HF Trainer / TRL recipe": _NOT_FP8,
+                      "memlint.catalog.presets", *_NO_PYYAML, *_NOT_HF),
+    "accelerate YAML": _NO_PYYAML,
+    "LLaMA-Factory YAML": (*_NO_PYYAML, *_NOT_FP8),
+    "HF Trainer / TRL recipe": (*_NO_PYYAML, *_NOT_FP8),
     "memlint.toml (estimate)": _NOT_HF,
     "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }
@@ -178,8 +182,11 @@ def stdlib(tmp_path_factory) -> dict:
     context = {m for m in loaded(f"import {', '.join(CONTEXT)}", cwd) if m.startswith("memlint.")}
     assert not context & set(MODEL), f"{CONTEXT} imports the memory model"
     CORE.update(context)
-    # memlint's loaders resolve YAML scalars with their own tag table (memlint.yaml_resolvers)
-    return {"": base, ".yaml": base | loaded("import yaml", cwd) | {"memlint.yaml_resolvers"},
+    # a YAML file in the plain subset is read by memlint.yaml_subset, others by PyYAML (whose
+    # scalars memlint's loaders resolve with their own tag table, memlint.yaml_resolvers); the
+    # YAML files of bench/speed.py are in the subset (UNUSED: no PyYAML)
+    return {"": base, ".yaml": base | loaded("import yaml", cwd) | {"memlint.yaml_resolvers",
+                                                                   "memlint.yaml_subset"},
             # a plain TOML file is read by memlint.toml_subset, others by tomllib
             ".toml": base | loaded(f"import {toml}", cwd) | {"memlint.toml_subset"},
             "architecture": ARCHITECTURE | counter}

@@ -20,6 +20,7 @@ import os
 from memlint.facts import deepspeed as ds_facts
 from memlint.ir import RL, Provenance
 from memlint.keys import version_numbers
+from memlint.memory.rl.names import is_rl
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -257,16 +258,9 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
-    # -- RL post-training: the RL framework, whose own record `rl` gives
-    rl_framework: Optional[str] = None
-
-    @property
-    def rl(self):
-        """The RL framework's own record (memory/rl/frameworks.py)."""
-        # start-up: the RL frameworks' records load on first read, by an RL estimate
-        from memlint.memory.rl.frameworks import conventions as rl_conventions
-
-        return rl_conventions(self.rl_framework)
+    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py); None for a
+    # run that is not RL (the phase model, its only reader, runs for RL runs only)
+    rl: Any = None
 
 
 def _partition_counts_embeddings(keys) -> bool:
@@ -276,6 +270,17 @@ def _partition_counts_embeddings(keys) -> bool:
     (deepspeed/runtime/pipe/module.py _partition_layers, `type:` at edaa722)."""
     method = keys.get("megatron.pp-partition-method")
     return isinstance(method, str) and method.startswith("type:") and "embedding" in method
+
+
+def _rl_record(scenario):
+    """The RL framework's record of an RL run, else None (start-up: a run that is not RL never
+    loads the RL records)."""
+    if not is_rl(scenario):
+        return None
+    # start-up: the RL records load for an RL run only
+    from memlint.memory.rl.frameworks import conventions as rl_conventions
+
+    return rl_conventions(scenario.rl.framework)
 
 
 def build(scenario, context) -> Conventions:
@@ -376,7 +381,7 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=seq_per_gpu(seq, topo.cp),
-        rl_framework=scenario.rl.framework,
+        rl=_rl_record(scenario),
     )
 
 
