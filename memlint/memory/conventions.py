@@ -189,9 +189,12 @@ class Conventions:
     torch_modules: bool           # transformers / PyTorch modules (HF Trainer, FSDP2)
     eager_modules: bool           # ... run op by op without tensor parallelism (HF; FSDP2 tp 1)
     op_level_sac: bool            # torchtitan's op-level selective activation checkpointing
+    float8_switch: Optional[str]  # torchtitan's float8 spelling ("enable_float8_linear",
+    #                               "converters"): dates its op-level SAC list; None: unstated
+    float8_recipe: str            # torchtitan float8 recipe_name ("tensorwise" when unset)
     logits_freed: bool            # the loop drops its logits before backward (torchtitan `del
-    #                               pred`; the HF Trainer's compute_loss returns only the loss):
-    #                               the layers' backward runs after the loss's has freed them
+    #                               pred`; torchtitan's op-level SAC): the layers' backward runs
+    #                               after the loss's has freed them
     autocast_weight_copies: bool  # torch.autocast caches low-precision copies of fp32 weights
     te_fp8: bool                  # FP8 through Transformer Engine (not torchao float8)
     flash_head_dim_multiple: int  # flash/fused attention needs head_dim % this == 0 (0: any)
@@ -299,7 +302,10 @@ def build(scenario, context) -> Conventions:
         or (framework == DEEPSPEED and topo.tp == 1 and "gpt_neox.config" not in keys),
         op_level_sac=(framework == FSDP2 and tr.recompute == "selective"
                       and tr.recompute_every <= 1),
-        logits_freed=framework == FSDP2,
+        float8_switch=keys.get("float8.switch"),
+        float8_recipe=str(keys.get("float8.recipe") or "tensorwise"),
+        logits_freed=keys.get("loop.frees_logits") is True or (
+            framework == FSDP2 and tr.recompute == "selective" and tr.recompute_every <= 1),
         autocast_weight_copies=framework == HF,
         te_fp8=framework != FSDP2,
         flash_head_dim_multiple=8 if megatron and not local else 0,

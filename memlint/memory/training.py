@@ -13,10 +13,10 @@ then compute each stage's terms in each phase of a step and keep the phase with 
   attention backward with the dP matrix in cuDNN's workspace (memory/attention_workspace.py);
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
   under torchtitan's op-level SAC the last layer's measured recompute and gradient transients
-  (memory/sac_backward.py). Where the loop drops its logits before backward (FSDP2 loops:
-  torchtitan `del pred`, the HF Trainer's compute_loss), this phase and FSDP's mid-backward one
-  come after the loss's backward: the logits are freed and the LM head's gradient is held
-  (sac_backward.root_gradient_term);
+  (memory/sac_backward.py). Where the loop drops its logits before backward (torchtitan's
+  `del pred`: convention loop.frees_logits), this phase comes after the loss's backward: the
+  logits are freed and the LM head's gradient is held (sac_backward.root_gradient_term), as in
+  FSDP's mid-backward phase;
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
 only from the backward on, unless gradient accumulation keeps them: `.grad` accumulates over the
@@ -193,6 +193,8 @@ def training_estimate(scenario, context=None) -> Estimate:
     notes = [model.dt.note]
     notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     notes += instances_note(scenario, model.topo)
+    abs_assumed, abs_notes = ((), []) if not model.op_sac else sac_backward.float8_abs_assumed(model)
+    notes += abs_notes
     if model.profile == "seed":  # a label of the profile; the model reads its values
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
@@ -200,7 +202,8 @@ def training_estimate(scenario, context=None) -> Estimate:
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes),
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
-                    + compile_assumed(scenario, model.conv) + allocator_assumed(model)
+                    + compile_assumed(scenario, model.conv) + abs_assumed
+                    + allocator_assumed(model)
                     + saved_weights_assumed(model),
                     scenario=scenario, context=model.context)
 
