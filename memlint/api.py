@@ -371,6 +371,7 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
                       config_of=_configs_by_folder(options))
     runs = planner.plan(files)
     diagnostics, estimates = list(reg.diagnostics), []
+    problems = len(diagnostics)   # the registry's, so far: a rule module imports on first use
     fail_on = None
     seen = set()
     summary = verdicts.Summary()
@@ -388,6 +389,8 @@ def check_paths(paths: Iterable[str], options: Options) -> CheckResult:
             estimates.append(estimate)
         summary.add(run_files(run), verdicts.run_reason(
             found, estimate, all(p.fmt == "unknown" for p in run.partials)))
+    # a rule module that failed to import when these runs first needed it
+    diagnostics[problems:problems] = reg.diagnostics[problems:]
     result = CheckResult(drop_used(diagnostics, used), estimates,
                          fail_on or lint_config(options, cwd).fail_on, reg, summary)
     if options.require_estimate:

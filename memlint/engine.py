@@ -27,7 +27,7 @@ from memlint.memory.context import Resolved, context_of
 from memlint.records import field, record, replace
 from memlint.rules import Registry, configure
 from memlint.rules import registry as default_registry
-from memlint.rules.base import Context, Finding, Rule
+from memlint.rules.base import Context, Finding, Rule, meets
 from memlint.suppressions import record_use, unused
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -83,9 +83,9 @@ def check_selectors(selectors: Iterable[str], reg: Registry, where: str) -> None
         text = selector.strip()
         if not text:
             continue
-        if text.upper() == "ALL" or PREFIX_RE.match(text.upper()) or reg.get(text) is not None:
+        if text.upper() == "ALL" or PREFIX_RE.match(text.upper()) or reg.entry(text) is not None:
             continue
-        hint = suggest(text.lower(), list(reg.by_name)) or suggest(text.upper(), list(reg.rules))
+        hint = suggest(text.lower(), reg.names()) or suggest(text.upper(), reg.codes())
         tail = f"; did you mean {hint!r}?" if hint else ""
         raise SettingsError(f"{where}: no rule is called {text!r}{tail}")
 
@@ -134,12 +134,17 @@ def _configured_severity(rule: Rule, config: LintConfig) -> Optional[Severity]:
 _DEFAULTS: dict = {}   # id(rule) -> (rule, its options when none are given)
 
 
+def _default_options(rule: Rule) -> dict:
+    """The rule's options when none are given, made once per rule (not to be changed)."""
+    found = _DEFAULTS.get(id(rule))
+    if found is None or found[0] is not rule:
+        found = _DEFAULTS[id(rule)] = (rule, _configured(rule, {}))
+    return found[1]
+
+
 def _options(rule: Rule, config: LintConfig) -> dict:
     if not config.options:   # the usual case: the rule's defaults (a copy per run; bulk speed)
-        found = _DEFAULTS.get(id(rule))
-        if found is None or found[0] is not rule:
-            found = _DEFAULTS[id(rule)] = (rule, _configured(rule, {}))
-        return dict(found[1])
+        return dict(_default_options(rule))
     given: dict = {}
     for key in (rule.code, rule.name):
         given.update(config.options.get(key, {}) or {})
@@ -331,7 +336,7 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
     pre = [locate_diagnostic(diagnostic, anchor) for diagnostic in pre]
 
     for diagnostic in pre:
-        rule = reg.get(diagnostic.code)
+        rule = reg.entry(diagnostic.code)   # (selection reads its code and name: no import)
         if rule is not None:
             if not is_enabled(rule, config):
                 suppressed(diagnostic, suppressions, used)   # a directive for it is not unused
@@ -347,11 +352,17 @@ def lint(scenario, estimate, config: Optional[LintConfig] = None,
         present = set(formats)
         formats = tuple(formats)
         shared = None   # the Context of every rule without options (a frozen record; bulk speed)
-        for rule, code, wanted, defaults in _rule_plan(reg, config, _selectors(config))[1]:
+        for listed, code, wanted, requires in _rule_plan(reg, config, _selectors(config))[1]:
             if wanted and not wanted & present:
                 continue
             if estimate is not None:
                 judged.add(code)
+            if requires and not meets(requires, scenario, estimate):
+                continue   # it would find nothing here (and its module need not be imported)
+            rule = reg.rule_of(listed)
+            if rule is None:
+                continue   # its module failed to import (a registry diagnostic says so)
+            defaults = None if config.options else _default_options(rule)
             if defaults is not None and not defaults:
                 if shared is None:
                     shared = Context(scenario=scenario, estimate=estimate, options={},
@@ -390,21 +401,21 @@ _PLANS: dict = {}   # (id(reg), its size, selectors, whether options are given) 
 
 
 def _rule_plan(reg: Registry, config: LintConfig, selectors: tuple) -> tuple:
-    """(the reserved rules' lower-cased codes, [(rule, lower-cased code, its formats, its
-    default options or None when the config gives options), ...] of the enabled rules that are
-    not reserved, in the registry's order): what lint walks per run, made once per registry and
-    selectors (a run over many files lints every file with the same few)."""
+    """(the reserved rules' lower-cased codes, [(rule or its index Entry, lower-cased code, its
+    formats, its requires), ...] of the enabled rules that are not reserved, in the registry's
+    order): what lint walks per run, made once per registry and selectors (a run over many files
+    lints every file with the same few), from the registry's index: no rule module imported."""
     key = (id(reg), len(reg), selectors, bool(config.options))
     found = _PLANS.get(key)
     if found is not None and found[0] is reg:
         return found[1]
     reserved, rules = [], []
-    for rule in reg:
+    for rule in reg.entries():
         if getattr(rule, "reserved", False):
             reserved.append(rule.code.lower())
         elif is_enabled(rule, config, selectors):
             rules.append((rule, rule.code.lower(), frozenset(rule.formats or ()),
-                          None if config.options else _options(rule, config)))
+                          tuple(getattr(rule, "requires", ()) or ())))
     if len(_PLANS) >= 64:
         _PLANS.clear()
     plan = (tuple(reserved), tuple(rules))
@@ -418,7 +429,7 @@ def _kept(found: list, reg: Registry, config: LintConfig, suppressions: dict,
     kept = []
     seen = set()
     for diagnostic in found:
-        rule = reg.get(diagnostic.code)
+        rule = reg.entry(diagnostic.code)   # (per-file ignores read its code and name)
         if not diagnostic.data.get("internal") and (
                 suppressed(diagnostic, suppressions, used)
                 or per_file_ignored(diagnostic, rule, config)):
@@ -436,12 +447,13 @@ def _unused_suppressions(suppressions: dict, used: set, judged: set, reg: Regist
                          config: LintConfig) -> list:
     """ML011 (suppressions.unused) where it is enabled, at its configured severity, and not
     itself suppressed."""
-    rule = reg.get("ML011")
+    rule = reg.entry("ML011")
     if not suppressions or rule is None or not is_enabled(rule, config):
         return []   # (no directive: none unused)
-    judged = judged | {reg.rules[code.upper()].name.lower() for code in judged
-                       if code.upper() in reg.rules}
-    known = {"all"} | {code.lower() for code in reg.rules} | {n.lower() for n in reg.by_name}
+    codes = set(reg.codes())
+    judged = judged | {reg.entry(code.upper()).name.lower() for code in judged
+                       if code.upper() in codes}
+    known = {"all"} | {code.lower() for code in codes} | {n.lower() for n in reg.names()}
     severity = _configured_severity(rule, config)
     out = []
     for diagnostic in unused(suppressions, used, judged, known):
@@ -458,7 +470,7 @@ def unknown_suppressions(suppressions: dict, reg: Registry) -> list:
     nothing off), at the directive's line (line 1 for the file-wide and JSON forms)."""
     if not suppressions:
         return []
-    known = {"all"} | {code.lower() for code in reg.rules} | {n.lower() for n in reg.by_name}
+    known = {"all"} | {code.lower() for code in reg.codes()} | {n.lower() for n in reg.names()}
     out = []
     for path, table in suppressions.items():
         first: dict = {}
@@ -467,7 +479,7 @@ def unknown_suppressions(suppressions: dict, reg: Registry) -> list:
                 if name not in known:
                     first[name] = min(first.get(name, line), line)
         for name, line in sorted(first.items()):
-            hint = suggest(name.upper(), list(reg.rules)) or suggest(name, list(reg.by_name))
+            hint = suggest(name.upper(), reg.codes()) or suggest(name, reg.names())
             message = (f"unknown rule {name!r} in a `memlint: disable` directive: it turns "
                        "nothing off" + (f"; did you mean {hint!r}?" if hint else ""))
             out.append(Diagnostic("ML003", "unknown-key", Severity.WARNING, message, path,

@@ -590,12 +590,28 @@ def size_or_auto(value: Any):
     return int(_number(value))
 
 
+# a release version's numbers: up to four, dotted, after an optional "v" (the one version
+# reader: version_text checks a key's value with it, version_numbers compares versions)
+_RELEASE = lazy_re.compile(r"v?(\d+(?:\.\d+){0,3})")
+
+
 def version_text(value: Any) -> str:
     """A release version, as its dotted numbers ("0.14.2"; a number 0.14 is read as written)."""
-    text = str(value).strip().lstrip("v")
-    if isinstance(value, bool) or not re.fullmatch(r"\d+(\.\d+){0,3}", text):
+    text = str(value).strip()
+    match = None if isinstance(value, bool) else _RELEASE.fullmatch(text)
+    if match is None:
         raise ValueError(f"expected a version like 0.14.2, got {_short(value)}")
-    return text
+    return match.group(1)
+
+
+def version_numbers(value: Any) -> Optional[tuple]:
+    """The release numbers a version starts with, to compare versions: "0.8.5" -> (0, 8, 5);
+    "v0.14.2", "0.8.5.post1", "0.6.3rc1", "2.4.0+cu121" are read as their numbers. None when
+    no version is given or it does not start with a number."""
+    if value is None or isinstance(value, bool):
+        return None
+    match = _RELEASE.match(str(value).strip())
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
 def env_value(value: Any) -> str:
@@ -746,6 +762,11 @@ _CONVENTION_KEYS = [
         "DeepSpeed ZeRO overlap_comm"),
     _convention(D + "stage3_max_live_parameters", size_or_auto,
         "DeepSpeed ZeRO-3 stage3_max_live_parameters"),
+    _convention(D + "stage3_max_reuse_distance", size_or_auto,
+        "DeepSpeed ZeRO-3 stage3_max_reuse_distance: a released module keeps its gathered "
+        "parameters when the trace uses them again within this many elements"),
+    _convention(D + "stage3_prefetch_bucket_size", size_or_auto,
+        "DeepSpeed ZeRO-3 stage3_prefetch_bucket_size (elements, or auto)"),
     _convention(D + "stage3_param_persistence_threshold", size_or_auto,
         "DeepSpeed ZeRO-3 stage3_param_persistence_threshold (elements, or auto)"),
     _convention(D + "stage3_gather_16bit_weights_on_model_save", to_bool,
@@ -786,6 +807,19 @@ _CONVENTION_KEYS = [
         "classes, ForCausalLMLoss / logits.float()); false for remote modeling code that runs "
         "CrossEntropyLoss on the logits as they are (Qwen v1 modeling_qwen.py). Under "
         "torch.autocast cross_entropy runs in fp32 either way"),
+    _convention("loop.held_logits", choice("none", "fp32", "compute"),
+        "the logits the training loop still holds through the backward and the optimizer step: "
+        "none (the HF Trainer: compute_loss returns the loss only, the outputs die before the "
+        "backward), fp32 (a loop that keeps `outputs = model(**batch)` of a transformers model "
+        "whose forward upcasts the logits it returns, e.g. LlamaForCausalLM at transformers "
+        "0022728: `logits = logits.float()`), compute (the model returns them in the compute "
+        "dtype). Default none; under framework=deepspeed (the user's own loop) it is printed "
+        "as an assumption"),
+    _convention("torch.version", version_text,
+        "the PyTorch version the run uses (e.g. 2.0; default: a current one, 2.1 or later): "
+        "before 2.1 torch's foreach Adam/AdamW step keeps two temporaries of the size of all "
+        "its parameters (pytorch/pytorch#97712, #104898), before 2.0 the for-loop step is "
+        "the CUDA default"),
     _convention("torchtitan.disable_loss_parallel", to_bool,
         "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
         "parallelism the output layer's logits are gathered to the full vocabulary on every rank "
@@ -798,9 +832,6 @@ _CONVENTION_KEYS = [
         "how a torchtitan file turns torchao float8 linears on: [float8] enable_float8_linear "
         "(torchtitan 2024-07-17..2025-02-15) or model.converters (from 2025-02-15); dates the "
         "op-level SAC list (recorded by the torchtitan adapter)"),
-    _convention("float8.recipe", to_str,
-        "torchtitan float8 recipe_name (tensorwise, rowwise, rowwise_with_gw_hp; unset: "
-        "tensorwise; recorded by the torchtitan adapter)"),
     _convention("fsdp.allgather_dtype_bytes", positive_int,
         "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
         "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),

@@ -1044,17 +1044,19 @@ def inside(path: str, root: str) -> bool:
     no path at all (os.path.realpath raises on it): not inside."""
     if "\x00" in path or "\x00" in root:
         return False
-    real, base = _realpath(path), _realpath(root)
+    real, base = realpath(path), realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def _realpath(path: str) -> str:
-    """os.path.realpath, once per absolute path and run (a directory check asks for the root
-    once per file); a relative path is resolved against the working directory of the moment."""
-    return _absolute_realpath(path) if os.path.isabs(path) else os.path.realpath(path)
+def realpath(path: str) -> str:
+    """os.path.realpath, once per path and run (a directory check asks for the root once per
+    file, and for each file three times); a relative path is taken below the working directory
+    of the moment. os.getcwd() is the physical directory, and realpath resolves a path's
+    components left to right, links before `..`, so that join gives realpath's own answer."""
+    return _absolute_realpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
 def _absolute_realpath(path: str) -> str:
     """The editor's server clears this between checks (memlint/document.py)."""
     return os.path.realpath(path)

@@ -57,12 +57,33 @@ CORE = {
     "memlint.adapters._toplevel",
     "memlint.report", "memlint.report.text_format",
     "memlint.report.host_lines", "memlint.report.phases",
-    # the RL rules read the names of the RL phases (memory/rl/__init__.py: names only, the RL
-    # model loads when an RL run is estimated)
-    "memlint.memory", "memlint.memory.rl", "memlint.memory.rl.names",
-    # every check runs every rule: all of them load (their formats decide whether they apply)
-    "memlint.rules", "memlint.rules.base", "memlint.rules._support", "memlint.rules.bounds",
-    *(m for m in __import__("memlint.rules", fromlist=["BUILTIN_MODULES"]).BUILTIN_MODULES),
+    "memlint.memory",
+    # the rule registry, from its index (memlint/rules/_index.py): a rule module loads only where
+    # one of its rules can fire (RULE_MODULES)
+    "memlint.rules", "memlint.rules.base", "memlint.rules._index",
+}
+#: The rule modules each case loads, exactly (memlint/rules/_index.py: a rule's formats and
+#: requires decide): topology and FSDP layouts on every run (their rules read the parallel
+#: degrees any file gives), the memory rules where a model is named (memlint.rules.memory loads
+#: its helpers), the estimate's rules (strategy, host) where the check estimates or tp > 1
+#: (ML603), and a framework's own rules for its files only; never the RL rules off an RL run.
+_EVERY_RUN = ("topology", "fsdp")
+_MODEL = (*_EVERY_RUN, "memory", "_support", "bounds")
+_ESTIMATE = (*_MODEL, "strategy", "host")
+RULE_MODULES = {
+    "DeepSpeed JSON": (*_EVERY_RUN, "deepspeed"),
+    "torchtitan TOML": (*_MODEL, "strategy"),   # no world size: no estimate, but tp = 8
+    "torchtitan config_registry.py": _EVERY_RUN,
+    "Megatron launch script": (*_ESTIMATE, "megatron"),
+    "Megatron argument file": (*_ESTIMATE, "megatron"),
+    "Megatron YAML": (*_ESTIMATE, "megatron"),
+    "axolotl YAML": _ESTIMATE,
+    "accelerate YAML": _EVERY_RUN,
+    "gpt-neox YAML": _ESTIMATE,
+    "LLaMA-Factory YAML": _ESTIMATE,
+    "HF Trainer / TRL recipe": _ESTIMATE,
+    "HF config.json": _MODEL,
+    "memlint.toml (estimate)": _ESTIMATE,
 }
 #: Every run resolves its context (memory/context.py), and a sharded optimizer's layout reads the
 #: framework's conventions (memory/topology.py): what importing them loads joins CORE (the
@@ -196,6 +217,11 @@ def check_case(tmp_path, case: str, copies: list, checked: str, stdlib: dict,
     if "estimate" not in KIND.get(case, ("estimate",)):
         never |= modules & set(MODEL)
     assert not never, f"{case}: `memlint {' '.join(argv)}` loads {sorted(never)}"
+    rules = {m[len("memlint.rules."):] for m in modules if m.startswith("memlint.rules.")}
+    wanted = {"base", "_index", *RULE_MODULES[case]}
+    assert rules == wanted, f"{case}: `memlint {' '.join(argv)}` loads the rule modules " \
+                            f"{sorted(rules)}, not {sorted(wanted)} (RULE_MODULES)"
+    names = names | {f"memlint.rules.{m}" for m in wanted}
     unused = sorted(modules & set(UNUSED.get(case, ())))
     assert not unused, f"{case}: `memlint {' '.join(argv)}` loads {unused}, which it never uses"
     outside = sorted(m for m in modules if not allowed(m, names))

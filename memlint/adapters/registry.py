@@ -23,7 +23,8 @@ from memlint.adapters._neighbours import hydra_launch, neighbour_format
 from memlint.diagnostics import (INVALID_VALUE, PARSE_ERROR, UNRESOLVED, Severity, make,
                                  make_internal)
 from memlint.ir import UNREAD_REFERENCE, Partial, Provenance, Setting
-from memlint.loaders import MAX_FILE_BYTES, NUL_PATH, inside, read_text, repo_root, suppressions
+from memlint.loaders import (MAX_FILE_BYTES, NUL_PATH, inside, read_text, realpath, repo_root,
+                             suppressions)
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -397,7 +398,7 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
                          _seen: Optional[set] = None, _depth: int = 0) -> list:
     """The file's Partial preceded by those of the files it refers to (recursively)."""
     seen = _seen if _seen is not None else set()
-    seen.add(os.path.realpath(path))
+    seen.add(realpath(path))
     root = root or repo_root(path)
     if not allow_outside_root and not inside(path, root):
         # a path given inside the repository that resolves outside it (a symbolic link, or a
@@ -445,7 +446,7 @@ def load_with_references(path: str, max_bytes: int = MAX_FILE_BYTES,
             # the memory verdict may rest on it (a ZeRO stage, an offload): rules say so
             partial.set_extra(f"{UNREAD_REFERENCE}{target}", target, prov)
             continue
-        if os.path.realpath(resolved) in seen:
+        if realpath(resolved) in seen:
             continue
         if _depth >= MAX_REFERENCE_DEPTH:
             partial.diagnostics.append(make(PARSE_ERROR, Severity.ERROR,

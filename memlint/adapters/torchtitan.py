@@ -467,13 +467,12 @@ def _derive_float8(facts: Facts, partial: Partial) -> None:
         partial.set_extra("float8.switch",
                           "enable_float8_linear" if old_style is converters else "converters",
                           converters[1])
+    # Float8LinearConfig.from_recipe_name (torchtitan components/quantization/float8.py
+    # @e7c0cae): a recipe asserts `not enable_fsdp_float8_all_gather`, so the weights are
+    # all-gathered in bf16 (the recipe itself: a not-modeled key, facts/coverage)
     recipe = facts.find("recipe_name", "float8", "quantize.linear.float8")
-    if enabled and recipe is not None and recipe[0]:
-        # Float8LinearConfig.from_recipe_name (torchtitan components/quantization/float8.py
-        # @e7c0cae): a recipe asserts `not enable_fsdp_float8_all_gather`, so the weights are
-        # all-gathered in bf16
-        partial.set_extra("float8.recipe", str(recipe[0]), recipe[1])
-    elif enabled and gather is not None and gather[0] is True:
+    if enabled and (recipe is None or not recipe[0]) and gather is not None \
+            and gather[0] is True:
         # FSDP all-gathers float8 weights (1 byte per parameter) instead of bf16
         partial.set_extra("fsdp.allgather_dtype_bytes", 1, gather[1])
 

@@ -28,6 +28,8 @@ AUTO_DROPPED_BLOCKS = ("zero_optimization", "fp16", "bf16", "bfloat16", "tensor_
 # Defaults of deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig), in elements.
 REDUCE_BUCKET_SIZE = 500_000_000                 # reduce_bucket_size
 MAX_LIVE_PARAMETERS = 1_000_000_000              # stage3_max_live_parameters
+MAX_REUSE_DISTANCE = 1_000_000_000               # stage3_max_reuse_distance
+PREFETCH_BUCKET_SIZE = 50_000_000                # stage3_prefetch_bucket_size
 PARAM_PERSISTENCE_THRESHOLD = 100_000            # stage3_param_persistence_threshold
 SUB_GROUP_SIZE = 1_000_000_000                   # sub_group_size
 CONTIGUOUS_GRADIENTS = True                      # contiguous_gradients

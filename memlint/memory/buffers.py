@@ -137,11 +137,20 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
         if plan.last:
             counts = model.counts
             head = math.ceil((counts.lm_head or counts.embedding) / model.topo.tp)
-        live = ds.stage3_live_parameters(
-            size(zero.max_live_parameters, facts.MAX_LIVE_PARAMETERS,
-                 facts.MAX_LIVE_PARAMETERS),
-            param_dtype, total_params=stage_params,
-            largest_module_params=max(layer_params + [head]))
+        max_live = size(zero.max_live_parameters, facts.MAX_LIVE_PARAMETERS,
+                        facts.MAX_LIVE_PARAMETERS)
+        if (model.tr.recompute == "full" and plan.last and plan.layers
+                and phase in ("forward_end", "backward_start", "backward_recompute")):
+            # transformers' gradient checkpointing: what the coordinator's reuse rule keeps
+            live = ds.stage3_gathered_recompute(
+                phase, layer_params, head, largest_linear(model),
+                size(zero.max_reuse_distance, facts.MAX_REUSE_DISTANCE, facts.MAX_REUSE_DISTANCE),
+                size(zero.prefetch_bucket_size, facts.PREFETCH_BUCKET_SIZE, 0.9 * d * d),
+                max_live, param_dtype)
+        else:
+            live = ds.stage3_live_parameters(
+                max_live, param_dtype, total_params=stage_params,
+                largest_module_params=max(layer_params + [head]))
         terms.append(live)
         why = model.conv.zero3_saved_weights
         # transformers' gradient checkpointing recomputes every layer or none (a selective
@@ -168,3 +177,29 @@ def saved_weights_assumed(model: Model) -> tuple:
         return ()
     key, value, source = entry
     return ({"key": key, "value": value, "source": source},)
+
+
+def zero2_accumulation_terms(model: Model, gradients, phase: str) -> list:
+    """ZeRO-2's second gradient partition in a backward under gradient accumulation
+    (deepspeed_buffers.zero2_accumulation_partition): a DeepSpeed ZeRO-2 run with more than one
+    micro-batch per step, contiguous_gradients on (DeepSpeed's default) and no optimizer offload,
+    in the phases of a backward."""
+    par = model.par
+    if (phase not in ("backward_start", "backward_recompute", "backward_layer")
+            or not model.assume["buffers.enabled"] or not model.conv.uses_deepspeed
+            or par.zero != 2 or par.fsdp != "none" or model.microbatches <= 1
+            or par.offload_optimizer != "none"
+            or model.conv.zero.contiguous_gradients is False):
+        return []
+    partition = sum(t.bytes for t in gradients if t.component == "gradients")
+    if not partition:
+        return []
+    return [ds.zero2_accumulation_partition(partition, model.microbatches)]
+
+
+def largest_linear(model: Model) -> int:
+    """Elements of a decoder layer's largest linear module per GPU: an MLP projection (d x ffn)
+    or the query / output projection (d x heads·head_dim), divided by tp."""
+    arch = model.arch
+    return math.ceil(max(arch.hidden * arch.ffn, arch.hidden * arch.heads * arch.head_dim)
+                     / model.topo.tp)

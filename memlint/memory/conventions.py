@@ -20,6 +20,7 @@ import os
 from memlint.facts import deepspeed as ds_facts
 from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import RL, Provenance
+from memlint.keys import version_numbers
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -129,6 +130,8 @@ class ZeroSettings:
     contiguous_gradients: Optional[bool] = None
     overlap_comm: Optional[bool] = None
     max_live_parameters: Any = None
+    max_reuse_distance: Any = None
+    prefetch_bucket_size: Any = None
     param_persistence_threshold: Any = None
     gather_16bit_on_save: bool = False
     sub_group_size: int = ds_facts.SUB_GROUP_SIZE
@@ -191,7 +194,6 @@ class Conventions:
     op_level_sac: bool            # torchtitan's op-level selective activation checkpointing
     float8_switch: Optional[str]  # torchtitan's float8 spelling ("enable_float8_linear",
     #                               "converters"): dates its op-level SAC list; None: unstated
-    float8_recipe: str            # torchtitan float8 recipe_name ("tensorwise" when unset)
     logits_freed: bool            # the loop drops its logits before backward (torchtitan `del
     #                               pred`; torchtitan's op-level SAC): the layers' backward runs
     #                               after the loss's has freed them
@@ -205,6 +207,10 @@ class Conventions:
     gathered_logits: bool         # torchtitan under tp without it: full-vocabulary logits per rank
     loss_upcast: bool             # the model's loss upcasts its logits to fp32 (transformers'
     #                               own classes); false: remote code's loss in the logits' dtype
+    held_logits: str              # the logits the training loop's `outputs` keeps through the
+    #                               backward and the step: none, fp32, compute (memory/logits.py)
+    held_logits_assumed: bool     # ... memlint's default for a loop it cannot see (framework
+    #                               deepspeed, transformers' loss, no loop.held_logits given)
     compiled_loss: bool           # torch.compile runs the loss too (memory/compile.py)
     fsdp_version: int             # 2: fully_shard (torchtitan, accelerate fsdp_version 2); 1:
     #                               FullyShardedDataParallel (the HF Trainer's --fsdp)
@@ -228,6 +234,8 @@ class Conventions:
     # -- optimizer, precision and layout
     main_grads_to_fp32: bool      # Megatron copies low-precision main grads to fp32 for the step
     in_place_optimizer: bool      # fused optimizers that update in place (Megatron, DeepSpeed)
+    torch_version: Optional[tuple]  # the run's PyTorch release (key torch.version); None: a
+    #                               current one (memory/optimizer_step.py reads what changed)
     optimizer_over_cp: bool       # the distributed optimizer shards over dp·cp (see above)
     gather_bytes: int             # FSDP all-gather width: the compute dtype's (bf16 2) else fp32;
     #                               1 with torchao's float8 all-gather of the linear weights
@@ -268,6 +276,17 @@ def _partition_counts_embeddings(keys) -> bool:
     return isinstance(method, str) and method.startswith("type:") and "embedding" in method
 
 
+
+def _torchtitan_loop(framework: str, tr, keys: dict) -> dict:
+    """torchtitan's loop: its op-level SAC (FSDP2, selective without an every-N option), its
+    `del pred` (convention loop.frees_logits; op-level SAC is torchtitan's), the float8 spelling
+    that dates its SAC list (convention float8.switch)."""
+    op_sac = framework == FSDP2 and tr.recompute == "selective" and tr.recompute_every <= 1
+    return {"op_level_sac": op_sac,
+            "logits_freed": op_sac or keys.get("loop.frees_logits") is True,
+            "float8_switch": keys.get("float8.switch")}
+
+
 def build(scenario, context) -> Conventions:
     """The record of `scenario`, from its resolved context (topology, dtypes; the architecture
     only when images add tokens of the vision tower's count)."""
@@ -300,12 +319,7 @@ def build(scenario, context) -> Conventions:
         # given, which for an HF config is transformers' (gpt-neox's is its own fused code)
         eager_modules=framework == HF or (framework == FSDP2 and topo.tp == 1)
         or (framework == DEEPSPEED and topo.tp == 1 and "gpt_neox.config" not in keys),
-        op_level_sac=(framework == FSDP2 and tr.recompute == "selective"
-                      and tr.recompute_every <= 1),
-        float8_switch=keys.get("float8.switch"),
-        float8_recipe=str(keys.get("float8.recipe") or "tensorwise"),
-        logits_freed=keys.get("loop.frees_logits") is True or (
-            framework == FSDP2 and tr.recompute == "selective" and tr.recompute_every <= 1),
+        **_torchtitan_loop(framework, tr, keys),
         autocast_weight_copies=framework == HF,
         te_fp8=framework != FSDP2,
         flash_head_dim_multiple=8 if megatron and not local else 0,
@@ -313,6 +327,9 @@ def build(scenario, context) -> Conventions:
         loss_parallel=framework == FSDP2 and topo.tp > 1 and not _loss_parallel_disabled(keys),
         gathered_logits=framework == FSDP2 and topo.tp > 1 and _loss_parallel_disabled(keys),
         loss_upcast=keys.get("transformers.loss_upcast") is not False,
+        held_logits=str(keys.get("loop.held_logits", "none")),
+        held_logits_assumed=(framework == DEEPSPEED and _loss(framework, keys) == "log-softmax"
+                             and "loop.held_logits" not in keys),
         # compile_loss true without compile: the loss alone (torchtitan components ["loss"])
         compiled_loss=(framework in (HF, FSDP2) and (tr.compile_loss is True
                                                      or (tr.compile and tr.compile_loss is None))),
@@ -339,6 +356,7 @@ def build(scenario, context) -> Conventions:
         thd_attention=megatron and _llava_thd(keys, seq, topo, par),
         main_grads_to_fp32=megatron,
         in_place_optimizer=framework in (MEGATRON, DEEPSPEED),
+        torch_version=version_numbers(keys.get("torch.version")),
         optimizer_over_cp=optimizer_shards_over_cp(tr),
         gather_bytes=1 if keys.get("fsdp.allgather_dtype_bytes") == 1
         else 2 if context.dtypes.compute == 2 else 4,
@@ -494,6 +512,8 @@ def _zero_settings(keys) -> ZeroSettings:
 _ZERO_KEYS = {
     "reduce_bucket_size": "reduce_bucket_size", "contiguous_gradients": "contiguous_gradients",
     "overlap_comm": "overlap_comm", "max_live_parameters": "stage3_max_live_parameters",
+    "max_reuse_distance": "stage3_max_reuse_distance",
+    "prefetch_bucket_size": "stage3_prefetch_bucket_size",
     "param_persistence_threshold": "stage3_param_persistence_threshold",
     "gather_16bit_on_save": "stage3_gather_16bit_weights_on_model_save",
     "sub_group_size": "sub_group_size",
@@ -554,7 +574,7 @@ def _zero3_saved_weights(keys, tr, par, framework: str, uses_deepspeed: bool,
         version = "0.0"
     if version is None:
         return None
-    numbers = tuple(int(part) for part in version.split("."))
+    numbers = version_numbers(version)
     init = tr.model_init or _model_init(framework, par)[0]
     if numbers < ds_facts.LINEAR_WRAPPER_FOR_BUILT_MODELS and init != "zero-init":
         return (f"DeepSpeed {version} < 0.19.4 installs the ZeRO-3 linear wrapper only inside "

@@ -142,3 +142,81 @@ def stage3_saved_gathered_weights(linear_params: int, param_dtype: str, live_byt
                   "live_bytes": int(live_bytes), "why": why},
                  "deepspeed/runtime/zero/linear.py LinearFunctionForZeroStage3; "
                  "partition_parameters.py free_param; deepspeedai/DeepSpeed#8189 (617061d6b)")
+
+
+SRC_ZERO2_ACCUMULATION = (
+    "deepspeedai/DeepSpeed runtime/zero/stage_1_and_2.py independent_gradient_partition_epilogue: "
+    "the micro-batch's partition is kept as views of grads_in_partition (v0.14.2 5f631abc: "
+    "averaged_gradients; v0.19.6 edaa722: all_grad_tensors), accumulated with add_ from the "
+    "second micro-batch on, then _release_ipg_buffers sets grads_in_partition = None; the next "
+    "backward's copy_grads_in_partition allocates a new one (torch.empty of the partition's size) "
+    "while the accumulated one is still held")
+
+
+def zero2_accumulation_partition(partition_bytes: int, microbatches: int) -> Term:
+    """ZeRO-2 under gradient accumulation (no optimizer offload, contiguous_gradients): from the
+    second micro-batch of a step on, the backward fills a new gradient partition
+    (`grads_in_partition`) while the partition accumulated so far (`averaged_gradients`) is still
+    held; the new one is added into it and freed only at the backward's end. So a backward holds
+    two partitions where a single micro-batch holds one: one more partition's bytes, the same as
+    the gradients term's. With offload the gradients go to the host (copy_grads_in_partition
+    returns before allocating)."""
+    return Term("gradients.zero2_accumulation", "gradients", int(partition_bytes),
+                f"one more gradient partition {int(partition_bytes):,} B (the backward of "
+                f"micro-batch 2..{microbatches} fills a new one beside the accumulated one)",
+                {"partition_bytes": int(partition_bytes), "microbatches": int(microbatches)},
+                SRC_ZERO2_ACCUMULATION)
+
+
+SRC_REUSE = ("deepspeedai/DeepSpeed v0.14.2 (5f631abc) runtime/zero/partitioned_param_coordinator.py: "
+             "release_sub_module releases a module's parameters unless __params_to_release finds "
+             "them again in __submodule_order within max_reuse_distance elements; fetch_sub_module "
+             "prefetches at most min(max_live_parameters - available, prefetch_bucket_size) elements")
+
+
+def stage3_gathered_recompute(phase: str, layer_params: list, head_params: int,
+                              largest_module: int, max_reuse_distance: int,
+                              prefetch_bucket_size: int, max_live_parameters: int,
+                              param_dtype: str = "bf16") -> Term:
+    """ZeRO-3's gathered parameters under full recompute (transformers' gradient checkpointing),
+    from the coordinator's release rule over the traced module order: a module's parameters stay
+    gathered after it runs only when the trace reaches them again within max_reuse_distance
+    elements, and the prefetcher adds at most min(max_live_parameters - gathered,
+    prefetch_bucket_size) elements.
+
+    At the loss (`forward_end`, `backward_start`) the trace after the last layer's forward is the
+    LM head's forward and backward, then for each layer from the last: its recompute and its
+    backward. The LM head is kept (its backward follows the loss). A layer with k elements of
+    layers after it is reached again after 3k (their forward, recompute and backward) + 2 x the
+    head + its own elements past the module: it is kept while 3k + 2·head + (its elements - its
+    largest module) < max_reuse_distance, counting from the last layer. In the middle of the
+    backward (`backward_recompute`) a layer's parameters are next used in the next step's
+    forward, beyond the distance: only the layer being recomputed is gathered, beside the
+    prefetch."""
+    per = _bytes(param_dtype)
+    reuse = int(max_reuse_distance)
+    if phase == "backward_recompute":
+        kept_layers = 0
+        kept = max(layer_params or [0])
+        what = f"the layer in its recompute {kept:,}"
+    else:
+        kept, after, kept_layers = int(head_params), 0, 0
+        for params in reversed(layer_params):
+            if 3 * after + 2 * int(head_params) + params - int(largest_module) >= reuse:
+                break
+            kept += params
+            after += params
+            kept_layers += 1
+        what = (f"LM head {int(head_params):,} + {kept_layers} last layer(s) within "
+                f"max_reuse_distance {reuse:,} ({kept - int(head_params):,})")
+    prefetch = max(0, min(int(prefetch_bucket_size), int(max_live_parameters) - kept))
+    elements = kept + prefetch
+    return _term("zero3_gathered_parameters", elements * per,
+                 f"({what} + prefetch min(prefetch_bucket_size {int(prefetch_bucket_size):,}, "
+                 f"max_live_parameters {int(max_live_parameters):,} - gathered) {prefetch:,}) "
+                 f"x {per} B",
+                 {"phase": phase, "kept_elements": kept, "kept_layers": kept_layers,
+                  "prefetch_elements": prefetch, "max_reuse_distance": reuse,
+                  "prefetch_bucket_size": int(prefetch_bucket_size),
+                  "max_live_parameters": int(max_live_parameters), "param_dtype": param_dtype},
+                 SRC_REUSE)

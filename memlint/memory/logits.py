@@ -16,9 +16,10 @@ from memlint.memory.terms import Term
 from memlint.records import replace
 
 def logits_terms(model: Model, phase: str) -> list:
-    """Logits and the loss (`_logits_terms`); where the framework padded the vocabulary, each
-    term cites the padding (memlint/facts/vocab.py) its V went through."""
-    terms = _logits_terms(model, phase)
+    """Logits and the loss (`_logits_terms`), and the logits the training loop's outputs still
+    hold (`held_logits_terms`); where the framework padded the vocabulary, each term cites the
+    padding (memlint/facts/vocab.py) its V went through."""
+    terms = _logits_terms(model, phase) + held_logits_terms(model)
     if model.arch.vocab_unpadded:
         terms = [replace(t, source=f"{t.source}; vocabulary padding: {vocab_facts.SOURCE}")
                  for t in terms]
@@ -191,3 +192,47 @@ def loss_parallel_term(phase: str, c: int, vocab: int, tokens: int, v_text: str)
                 f"loss parallel: ({what}) × {v_text} × {tokens:,} tokens",
                 {"bytes_per_logit": per, "vocab_per_gpu": vocab, "tokens": tokens,
                  "loss_parallel": True}, SRC_LOSS_PARALLEL)
+
+
+SRC_TRAINER_DROPS = ("transformers Trainer.training_step: `loss = self.compute_loss(model, inputs)`, "
+                     "whose compute_loss returns `(loss, outputs) if return_outputs else loss` "
+                     "(the outputs die before the backward)")
+SRC_LOOP_KEEPS = ("a loop such as deepspeedai/DeepSpeedExamples@3f10211 DeepSpeed-Chat "
+                  "training/step1_supervised_finetuning/main.py (`outputs = model(**batch, "
+                  "use_cache=False)`; `loss = outputs.loss`; `model.backward(loss)`; "
+                  "`model.step()`) keeps `outputs` until the next forward returns; "
+                  "huggingface/transformers@0022728 models/llama/modeling_llama.py "
+                  "LlamaForCausalLM.forward returns `logits = logits.float()` in CausalLMOutputWithPast")
+
+
+def held_logits_terms(model: Model) -> list:
+    """The logits a training loop still holds through the backward and the optimizer step
+    (`loop.held_logits`): a loop that keeps `outputs = model(**batch)` (DeepSpeed-Chat's
+    step 1) keeps the returned logits alive until the next forward returns, so they sit beside
+    the loss backward, the step and the next forward. Their dtype is the one the model returns:
+    fp32 where its forward upcasts them (transformers' LlamaForCausalLM before the loss moved
+    into `loss_function`), else the compute dtype. The HF Trainer drops them (`none`)."""
+    held = model.conv.held_logits
+    if held == "none" or model.conv.loss != "log-softmax":
+        return []
+    arch, tr, topo = model.arch, model.tr, model.topo
+    dec = decoder_seq(arch)
+    tokens = tr.micro_batch * (seq_per_gpu(dec, topo.cp) if dec else model.seq_local)
+    vocab, v_text = logits_vocab(model)
+    per = 4 if held == "fp32" else model.dt.compute
+    return [Term("logits.loop_outputs", "logits", per * vocab * tokens,
+                 f"logits the loop's outputs hold ({held}) {per} B × {v_text} × {tokens:,} tokens",
+                 {"held_logits": held, "bytes_per_logit": per, "vocab_per_gpu": vocab,
+                  "tokens": tokens}, SRC_LOOP_KEEPS)]
+
+
+def held_logits_assumed(model: Model) -> tuple:
+    """The estimate's `assumed` entry when memlint cannot see the loop (framework deepspeed over
+    transformers' loss) and no `loop.held_logits` was given: the default, none."""
+    if not model.conv.held_logits_assumed:
+        return ()
+    return ({"key": "loop.held_logits",
+             "value": "none (the loop drops the model's outputs before the backward, as the HF "
+                      "Trainer does; a loop that keeps `outputs` holds the logits: set fp32 or "
+                      "compute)",
+             "source": SRC_TRAINER_DROPS},)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Item, Term
+from memlint.records import replace
 
 
 def frozen_bytes_per_param(base_quant: str, param_bytes: int, seed_states: bool) -> float:
@@ -47,6 +48,21 @@ UNQUANTIZED_SOURCE = ("transformers integrations/bitsandbytes.py replace_with_bn
                       "block_name_to_quantize)")
 SAVED_SOURCE = ("peft utils/other.py ModulesToSaveWrapper: a trainable deep copy of each module "
                 "in modules_to_save beside the frozen original")
+
+
+def saved_copy_dtypes(model: Model):
+    """The dtypes of PEFT's modules_to_save copies' gradients and optimizer moments: the copies
+    are deep copies of the loaded modules (peft utils/other.py ModulesToSaveWrapper
+    `copy.deepcopy(self.original_module)`), so a model loaded in bf16 trains them in bf16; a
+    gradient has its parameter's dtype (the autograd engine casts each incoming gradient to it,
+    torch/csrc/autograd/engine.cpp validate_outputs) and torch's Adam/AdamW creates its moments
+    with `torch.zeros_like(p)`. So under a torch optimizer without fp32 master weights (the HF
+    Trainer) their gradients and moments take the loaded width (`param_dtype`); `model.dt`
+    (returned as is) otherwise."""
+    dt = model.dt
+    if model.conv.in_place_optimizer or dt.master or dt.state_bits or dt.param >= dt.grad:
+        return dt
+    return replace(dt, grad=dt.param, state=dt.param)
 
 
 def unquantized_params(model: Model, plan: StagePlan) -> int:

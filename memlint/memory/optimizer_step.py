@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from memlint.memory.lora import saved_copy_dtypes
 from memlint.memory.model import Model
 from memlint.memory.stages import StagePlan
 from memlint.memory.states import ceil_div as _ceil_div
@@ -45,18 +46,19 @@ def optimizer_step_terms(model: Model, plan: StagePlan) -> list:
         # block-quantized states: fused update kernels (memory/optimizer_quant.py)
         return []
     impl = tr.optimizer_impl
+    torch_version = model.conv.torch_version
     if impl is None:
-        impl = "foreach" if model.scenario.hardware.device == "cuda" else "for-loop"
+        # torch 2.0 made foreach the CUDA default (pytorch/pytorch#97712); before it, the for-loop
+        impl = "foreach" if model.scenario.hardware.device == "cuda" and not (
+            torch_version and torch_version < FOREACH_DEFAULT_FROM) else "for-loop"
     largest, total = _largest_and_total_trainable(model, plan)
     shard = model.topo.shard if (model.par.zero >= 1 or model.par.fsdp != "none") else 1
     if tr.optimizer in ("adamw", "adam", "fp8_adam"):
         if impl == "fused":
             return []
         if impl == "foreach":
-            n = _ceil_div(total, shard)
-            return [Term("optimizer.step_temporaries", "optimizer", n * dt.state,
-                         f"foreach sqrt of all second moments: {n:,} × {dt.state} B",
-                         {"params": n, "impl": impl}, "torch/optim/adamw.py _multi_tensor_adamw")]
+            return [foreach_adam_temporaries(_state_groups(model, plan, total, shard),
+                                             torch_version)]
         n = _ceil_div(largest, shard)
         return [Term("optimizer.step_temporaries", "optimizer", 2 * n * dt.state,
                      f"for-loop: 2 temporaries of the largest parameter {n:,} × {dt.state} B",
@@ -73,6 +75,45 @@ def optimizer_step_terms(model: Model, plan: StagePlan) -> list:
                      f"Newton-Schulz iterates of the largest matrix: 3 × {n:,} × {dt.state} B",
                      {"params": n}, "Muon (Jordan et al. 2024) newton_schulz5")]
     return []
+
+
+# torch releases where the Adam family's step changed (key torch.version)
+FOREACH_DEFAULT_FROM = (2, 0)       # foreach is the CUDA default from 2.0 (#97712, janeyx99)
+ONE_INTERMEDIATE_FROM = (2, 1)      # #104898 (2023-07-10), first released in 2.1.0
+SRC_FOREACH_ADAM = ("torch/optim/adamw.py _multi_tensor_adamw; pytorch/pytorch#97712 (foreach "
+                    "optimizers' intermediates: 2.0 defaults to foreach on CUDA) and #104898 "
+                    "'[foreach][AdamW] Minimize intermediates to save peak memory' (merged "
+                    "2023-07-10, torch 2.1: `torch._foreach_add_(exp_avg_sq_sqrt, eps)` in place)")
+
+
+def foreach_adam_temporaries(groups: list, torch_version) -> Term:
+    """torch's foreach Adam/AdamW step: `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`,
+    one tensor per parameter (in its moments' dtype), all alive at once. Before 2.1 the step
+    also made `denom = torch._foreach_add(exp_avg_sq_sqrt, eps)` beside it (two temporaries of
+    the moments' size); from 2.1 eps is added in place (one). `groups`: (params, bytes per
+    moment element) of each dtype the step updates."""
+    old = bool(torch_version) and torch_version < ONE_INTERMEDIATE_FROM
+    count = 2 if old else 1
+    what = ("sqrt of all second moments and denom = sqrt + eps (torch "
+            f"{'.'.join(map(str, torch_version))} < 2.1)" if old
+            else "sqrt of all second moments (eps added in place, torch >= 2.1)")
+    sizes = " + ".join(f"{n:,} × {b} B" for n, b in groups)
+    params = sum(n for n, _ in groups)
+    return Term("optimizer.step_temporaries", "optimizer", count * sum(n * b for n, b in groups),
+                f"foreach {what}: {count} × " + (f"({sizes})" if len(groups) > 1 else sizes),
+                {"params": params, "impl": "foreach", "intermediates": count},
+                SRC_FOREACH_ADAM)
+
+
+def _state_groups(model: Model, plan: StagePlan, total: int, shard: int) -> list:
+    """(params, moment bytes) of what the step updates: PEFT's modules_to_save copies keep the
+    loaded width where the adapters are fp32 (lora.saved_copy_dtypes)."""
+    state = model.dt.state
+    saved = model.saved_module_params(plan) if model.lora else 0
+    saved_state = saved_copy_dtypes(model).state if saved else state
+    if saved_state == state:
+        return [(_ceil_div(total, shard), state)]
+    return [(_ceil_div(total - saved, shard), state), (_ceil_div(saved, shard), saved_state)]
 
 
 def _largest_and_total_trainable(model: Model, plan: StagePlan) -> tuple:

@@ -10,7 +10,7 @@ from memlint import lazy_import
 from memlint.memory import fp8, offload, states
 from memlint.memory.lora import (ADAPTER_SOURCE, SAVED_SOURCE, UNQUANTIZED_SOURCE,
                                   adapter_bytes_per_param, frozen_bytes_per_param,
-                                  unquantized_params)
+                                  saved_copy_dtypes, unquantized_params)
 from memlint.memory.model import Model
 from memlint.memory.runtime import compute_capability
 from memlint.memory.states import DTYPE_BYTES
@@ -103,6 +103,17 @@ def _lora_states(model: Model, plan: StagePlan, groups: list) -> tuple:
                                    states.WEIGHTS_SOURCE)
     weights += states.weight_terms(trainable[1:], dt, par.zero, par.fsdp, par.offload_params,
                                    source=SAVED_SOURCE)
+    saved_dt = saved_copy_dtypes(model)
+    if saved and saved_dt is not dt:
+        gradients += states.gradient_terms(trainable[:1], dt, par.zero, par.fsdp)
+        gradients += states.gradient_terms(trainable[1:], saved_dt, par.zero, par.fsdp)
+        optimizer += states.optimizer_terms(trainable[:1], dt, tr.optimizer, par.zero,
+                                            par.fsdp, par.offload_optimizer,
+                                            adafactor_factored=trainable_count)
+        optimizer += states.optimizer_terms(trainable[1:], saved_dt, tr.optimizer, par.zero,
+                                            par.fsdp, par.offload_optimizer,
+                                            adafactor_factored=saved)
+        return weights, gradients, optimizer
     gradients += states.gradient_terms(trainable, dt, par.zero, par.fsdp)
     optimizer += states.optimizer_terms(trainable, dt, tr.optimizer, par.zero, par.fsdp,
                                         par.offload_optimizer,

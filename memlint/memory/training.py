@@ -41,10 +41,10 @@ from memlint import lazy_import
 from memlint.memory import inputs
 from memlint.memory.allocator import allocator_assumed, released_on_retry, reserve_terms
 from memlint.memory.attention_workspace import backward_attention_terms
-from memlint.memory.buffers import buffer_terms, saved_weights_assumed
+from memlint.memory.buffers import buffer_terms, saved_weights_assumed, zero2_accumulation_terms
 from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.conventions import optimizer_instances
-from memlint.memory.logits import logits_terms
+from memlint.memory.logits import held_logits_assumed, held_logits_terms, logits_terms
 from memlint.memory.lora import dequant_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
@@ -91,6 +91,7 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
                  or phase == "optimizer" or model.microbatches > 1)
     if grads_now:
         terms += list(gradients)
+        terms += zero2_accumulation_terms(model, gradients, phase)
     terms += workspaces
     # the layers' backward after the loss's and the output projection's: the LM head's gradient
     # is written (FSDP2's root holds it unsharded to the end: memory/sac_backward.py)
@@ -118,6 +119,8 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
     else:
         terms += optimizer_step_terms(model, plan)
         terms += buffer_terms(model, plan, phase)
+        if plan.last and model.assume["logits.enabled"]:
+            terms += held_logits_terms(model)   # the loop's outputs outlive the step too
     return terms
 
 
@@ -204,7 +207,7 @@ def training_estimate(scenario, context=None) -> Estimate:
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
                     + compile_assumed(scenario, model.conv) + abs_assumed
                     + allocator_assumed(model)
-                    + saved_weights_assumed(model),
+                    + saved_weights_assumed(model) + held_logits_assumed(model),
                     scenario=scenario, context=model.context)
 
 

@@ -17,7 +17,7 @@ from memlint import lazy_import, lazy_re
 from memlint import plugins as _plugins
 from memlint.diagnostics import INTERNAL_ERROR, Severity, make
 from memlint.ir import Provenance
-from memlint.rules.base import DOC_SECTIONS, Rule
+from memlint.rules.base import DOC_SECTIONS, REQUIRES, Rule, is_requirement
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
 if TYPE_CHECKING:
@@ -82,6 +82,10 @@ def validate_rule(rule: Rule, docs: bool = True) -> None:
     if missing:
         raise RegistryError(f"{rule.code} {rule.name}: docstring lacks section(s) "
                             f"{', '.join(missing)}")
+    requires = getattr(rule, "requires", ())
+    if not isinstance(requires, tuple) or not all(is_requirement(n) for n in requires):
+        raise RegistryError(f"{rule.code}: requires must be a tuple of "
+                            f"{', '.join(sorted(REQUIRES))} or 'extra:KEY' names")
     for option, spec in dict(rule.options).items():
         if (not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in OPTION_TYPES
                 or not _fits(spec[1], spec[0])):
@@ -113,25 +117,71 @@ def configure(rule: Rule, given: Optional[dict]) -> dict:
     return out
 
 
+class Entry:
+    """A built-in rule as memlint/rules/_index.py lists it, its module not imported: what
+    selection, suppressions, did-you-mean and the engine's plan read of it."""
+
+    __slots__ = ("code", "name", "module", "preview", "reserved", "formats", "requires")
+
+    def __init__(self, code, name, module, preview, reserved, formats, requires) -> None:
+        self.code, self.name, self.module = code, name, module
+        self.preview, self.reserved = preview, reserved
+        self.formats, self.requires = formats, requires
+
+
 class Registry:
-    """Rules by code and by name; load problems kept as diagnostics."""
+    """Rules by code and by name; load problems kept as diagnostics.
+
+    A registry made by `registry()` knows every built-in rule from the index
+    (memlint/rules/_index.py) and imports a rule's module only when the rule itself is asked for:
+    `get` (that module), `rules`, `by_name` and iteration (every module). `entry`, `entries`,
+    `codes` and `names` answer from the index, and `rule_of` imports the one module a run's plan
+    needs (engine.lint)."""
 
     def __init__(self) -> None:
-        self.rules: dict = {}
-        self.by_name: dict = {}
+        self._known: dict = {}   # code -> Rule, or the Entry of a module not imported yet
+        self._names: dict = {}   # name -> the same
+        self._pending: set = set()   # built-in modules the index lists, not imported yet
         self.diagnostics: list = []
-        self._order: tuple = (0, ())   # (rules counted, the rules by code): add() only grows it
+        self._order: Optional[tuple] = None   # the rules (or entries) by code: made once
+
+    @classmethod
+    def indexed(cls, entries: Iterable[tuple]) -> "Registry":
+        """A registry of the index's entries ((code, name, module, preview, reserved, formats,
+        requires), in registration order), none of their modules imported."""
+        reg = cls()
+        for fields in entries:
+            entry = Entry(*fields)
+            reg._known[entry.code] = reg._names[entry.name] = entry
+            reg._pending.add(entry.module)
+        return reg
+
+    @property
+    def rules(self) -> dict:
+        self.load_all()
+        return self._known
+
+    @property
+    def by_name(self) -> dict:
+        self.load_all()
+        return self._names
 
     def add(self, rule: Rule, docs: bool = True) -> None:
         validate_rule(rule, docs)
-        if rule.code in self.rules:
+        module = type(rule).__module__
+        known = self._known.get(rule.code)
+        if known is not None and not _listed(known, module):
             raise RegistryError(f"duplicate rule code {rule.code} ({rule.name} and "
-                                f"{self.rules[rule.code].name})")
-        if rule.name in self.by_name:
+                                f"{known.name})")
+        named = self._names.get(rule.name)
+        if named is not None and not (_listed(named, module) and named.code == rule.code):
             raise RegistryError(f"duplicate rule name {rule.name!r} ({rule.code} and "
-                                f"{self.by_name[rule.name].code})")
-        self.rules[rule.code] = rule
-        self.by_name[rule.name] = rule
+                                f"{named.code})")
+        if known is not None and known.name != rule.name:
+            del self._names[known.name]   # an index older than its module: the module decides
+        self._known[rule.code] = rule
+        self._names[rule.name] = rule
+        self._order = None
 
     def add_all(self, rules: Iterable, origin: str, docs: bool = True) -> None:
         for rule in rules:
@@ -150,19 +200,64 @@ class Registry:
         self.diagnostics.append(make(INTERNAL_ERROR, Severity.WARNING, message,
                                      Provenance(None, None, None, None), internal=False))
 
-    def get(self, code_or_name: str) -> Optional[Rule]:
+    def entry(self, code_or_name: str):
+        """The rule (or its index Entry) called `code_or_name`, importing nothing; or None."""
         text = code_or_name.strip()
-        return self.rules.get(text.upper()) or self.by_name.get(text.lower())
+        return self._known.get(text.upper()) or self._names.get(text.lower())
+
+    def get(self, code_or_name: str) -> Optional[Rule]:
+        found = self.entry(code_or_name)
+        if isinstance(found, Entry):
+            found = self.rule_of(found)
+        return found
+
+    def rule_of(self, found) -> Optional[Rule]:
+        """The Rule of an Entry (its module imported now if need be), or the Rule itself; None
+        where its module gives no such rule."""
+        if not isinstance(found, Entry):
+            return found
+        self._load_pending(found.module)
+        rule = self._known.get(found.code)
+        return None if isinstance(rule, Entry) else rule
+
+    def codes(self) -> list:
+        """Every rule's code, in registration order (`list(reg.rules)`, importing nothing)."""
+        return list(self._known)
+
+    def names(self) -> list:
+        """Every rule's name, in registration order (`list(reg.by_name)`, importing nothing)."""
+        return list(self._names)
+
+    def entries(self) -> tuple:
+        """Every rule, or its Entry where its module is not imported, by code."""
+        if self._order is None:
+            self._order = tuple(sorted(self._known.values(), key=lambda r: r.code))
+        return self._order
 
     def __iter__(self):
-        # sorted once per set of rules: the engine walks the registry twice per file linted
-        if self._order[0] != len(self.rules):
-            self._order = (len(self.rules), tuple(sorted(self.rules.values(),
-                                                         key=lambda r: r.code)))
-        return iter(self._order[1])
+        self.load_all()
+        return iter(self.entries())
 
     def __len__(self) -> int:
-        return len(self.rules)
+        return len(self._known)
+
+    def load_all(self) -> None:
+        for module_name in [m for m in BUILTIN_MODULES if m in self._pending]:
+            self._load_pending(module_name)
+        for module_name in sorted(self._pending):   # (an index naming a module no longer built in)
+            self._load_pending(module_name)
+
+    def _load_pending(self, module_name: str) -> None:
+        if module_name not in self._pending:
+            return
+        self._pending.discard(module_name)
+        self.load_module(module_name, builtin=True)
+        stale = [code for code, rule in self._known.items()
+                 if isinstance(rule, Entry) and rule.module == module_name]
+        for code in stale:   # not in its module (it failed to import, or the index is old)
+            del self._names[self._known.pop(code).name]
+        if stale:
+            self._order = None
 
     def load_module(self, module_name: str, builtin: bool) -> None:
         try:
@@ -207,15 +302,22 @@ class Registry:
             self.add_all(target, f"plugin {entry.name!r}")
 
 
+def _listed(known, module: str) -> bool:
+    """`known` is the index's Entry of a rule of `module` (its module now registering it)."""
+    return isinstance(known, Entry) and known.module == module
+
+
 _CACHE: dict = {}
 
 
 def registry(plugins: bool = True) -> Registry:
-    """The registry of built-in rules (and plugins), built once per process."""
+    """The registry of built-in rules (and plugins), built once per process: the built-in rules
+    from the index (memlint/rules/_index.py), their modules imported on first use."""
     if plugins not in _CACHE:
-        reg = Registry()
-        for module_name in BUILTIN_MODULES:
-            reg.load_module(module_name, builtin=True)
+        # start-up: the index is read only when a registry is made
+        from memlint.rules._index import ENTRIES
+
+        reg = Registry.indexed(ENTRIES)
         if plugins:
             reg.load_plugins()
         _CACHE[plugins] = reg

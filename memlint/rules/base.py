@@ -60,6 +60,10 @@ class Rule:
     options: dict = {}
     # Formats whose sources make this rule relevant; empty means every scenario.
     formats: tuple = ()
+    # What must hold of a run for `check` to find anything (all of them; REQUIRES names each):
+    # the engine calls `check` only where they hold, and a one-file check imports a built-in
+    # rule's module only then (memlint/rules/_index.py lists them without importing it).
+    requires: tuple = ()
     # Preview rules are off unless selected explicitly.
     preview: bool = False
 
@@ -94,3 +98,34 @@ class Rule:
 
 
 DOC_SECTIONS = ("What it checks", "Why it matters", "How to fix", "Example")
+
+#: The conditions a rule's `requires` may name, each of the run's (Scenario, Estimate or None);
+#: `"extra:KEY"` besides: KEY is among the scenario's adapter `extra` settings.
+REQUIRES = {
+    "estimate": lambda scenario, estimate: estimate is not None,
+    "model": lambda scenario, estimate: scenario.model is not None,
+    "rl": lambda scenario, estimate: getattr(estimate, "rl", None) is not None,
+    "tp>1": lambda scenario, estimate: scenario.parallelism.tp > 1,
+}
+EXTRA = "extra:"
+
+
+def is_requirement(name) -> bool:
+    return isinstance(name, str) and (name in REQUIRES or (name.startswith(EXTRA)
+                                                           and len(name) > len(EXTRA)))
+
+
+def meets(requires: tuple, scenario, estimate) -> bool:
+    """Whether every condition of `requires` holds of the run. A condition that cannot be told
+    (it raises) counts as holding: the rule then runs, and fails or finds as it would."""
+    for name in requires:
+        try:
+            if name.startswith(EXTRA):
+                held = name[len(EXTRA):] in scenario.extra
+            else:
+                held = REQUIRES[name](scenario, estimate)
+        except Exception:  # noqa: BLE001 - the rule itself decides what such a run gives
+            continue
+        if not held:
+            return False
+    return True

@@ -165,6 +165,7 @@ class BatchSizeMismatch(Rule):
     """
 
     code = "ML301"
+    requires = ("extra:deepspeed.config",)
     name = "batch-size-mismatch"
     severity = Severity.ERROR
     formats = ("deepspeed",)
@@ -234,6 +235,7 @@ class BatchSizeDerived(Rule):
     """
 
     code = "ML302"
+    requires = ("extra:deepspeed.config",)
     name = "batch-size-derived"
     severity = Severity.INFO
     formats = ("deepspeed",)
@@ -319,6 +321,7 @@ class MixedPrecisionConflict(Rule):
     """
 
     code = "ML303"
+    requires = ("extra:flags.fp16", "extra:flags.bf16")
     name = "mixed-precision-conflict"
     severity = Severity.ERROR
     formats = ()
@@ -366,6 +369,7 @@ class OffloadParamWithoutZero3(Rule):
     """
 
     code = "ML304"
+    requires = ("extra:deepspeed.config",)
     name = "offload-param-without-zero3"
     severity = Severity.WARNING
     formats = ("deepspeed",)
@@ -418,6 +422,7 @@ class NvmeOffloadWithoutPath(Rule):
     """
 
     code = "ML305"
+    requires = ("extra:deepspeed.config",)
     name = "nvme-offload-without-path"
     severity = Severity.ERROR
     formats = ("deepspeed",)
@@ -465,6 +470,7 @@ class Stage3OptionIgnored(Rule):
     """
 
     code = "ML306"
+    requires = ("extra:deepspeed.config",)
     name = "stage3-option-ignored"
     severity = Severity.WARNING
     formats = ("deepspeed",)
@@ -513,6 +519,7 @@ class AutoOutsideHfTrainer(Rule):
     """
 
     code = "ML307"
+    requires = ("extra:deepspeed.config",)
     name = "auto-outside-hf-trainer"
     severity = Severity.INFO
     formats = ("deepspeed",)
@@ -575,6 +582,7 @@ class DeprecatedDeepSpeedKey(Rule):
     """
 
     code = "ML308"
+    requires = ("extra:deepspeed.config",)
     name = "deprecated-deepspeed-key"
     severity = Severity.INFO
     formats = ("deepspeed",)

@@ -76,6 +76,7 @@ class ExceedsHostMemory(Rule):
     """
 
     code = "ML701"
+    requires = ("estimate",)
     name = "exceeds-host-memory"
     severity = Severity.ERROR
 
@@ -141,6 +142,7 @@ class LowHostMemoryHeadroom(Rule):
     """
 
     code = "ML702"
+    requires = ("estimate",)
     name = "low-host-memory-headroom"
     severity = Severity.WARNING
     options = {"margin": (float, 0.10)}
@@ -201,6 +203,7 @@ class ExceedsNvmeCapacity(Rule):
     """
 
     code = "ML703"
+    requires = ("estimate",)
     name = "exceeds-nvme-capacity"
     severity = Severity.ERROR
 
@@ -260,6 +263,7 @@ class NvmeSwapBufferTooSmall(Rule):
     """
 
     code = "ML704"
+    requires = ("estimate",)
     name = "nvme-swap-buffer-too-small"
     severity = Severity.ERROR
     def check(self, ctx):
@@ -342,6 +346,7 @@ class CheckpointExceedsDisk(Rule):
     """
 
     code = "ML705"
+    requires = ("estimate",)
     name = "checkpoint-exceeds-disk"
     severity = Severity.ERROR
 

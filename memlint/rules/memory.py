@@ -188,6 +188,7 @@ class ExceedsGpuMemory(Rule):
     """
 
     code = "ML101"
+    requires = ("estimate",)
     name = "exceeds-gpu-memory"
     severity = Severity.ERROR
 
@@ -283,6 +284,7 @@ class LowMemoryHeadroom(Rule):
     """
 
     code = "ML102"
+    requires = ("estimate",)
     name = "low-memory-headroom"
     severity = Severity.WARNING
     options = {"margin": (float, 0.10)}
@@ -369,6 +371,7 @@ class ContextParallelNeeded(Rule):
     """
 
     code = "ML103"
+    requires = ("estimate",)
     name = "context-parallel-needed"
     severity = Severity.WARNING
     options = {"margin": (float, 0.10), "min_seq_len": (int, 8192)}
@@ -454,6 +457,7 @@ class AttentionScoresMaterialized(Rule):
     """
 
     code = "ML104"
+    requires = ("estimate",)
     name = "attention-scores-materialized"
     severity = Severity.WARNING
     options = {"min_seq_len": (int, 2048)}
@@ -539,6 +543,7 @@ class LogitsMemoryDominates(Rule):
     """
 
     code = "ML105"
+    requires = ("estimate",)
     name = "logits-memory-dominates"
     severity = Severity.WARNING
     options = {"share": (float, 0.25)}
@@ -635,6 +640,7 @@ class SeqLenBeyondPositions(Rule):
     """
 
     code = "ML106"
+    requires = ("model",)
     name = "seq-len-beyond-positions"
     severity = Severity.ERROR
 
@@ -721,6 +727,7 @@ class NotModeled(Rule):
     """
 
     code = "ML107"
+    requires = ("estimate",)
     name = "not-modeled"
     severity = Severity.WARNING
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from memlint.diagnostics import Severity
 from memlint.ir import VERSION_DEPENDENT
+from memlint.keys import version_numbers
 from memlint.memory.rl import LENGTH_INDEPENDENT
 from memlint.rules._support import size
 from memlint.rules.base import Finding, Rule
@@ -130,6 +131,7 @@ class RolloutExceedsGpuMemory(Rule):
     """
 
     code = "ML801"
+    requires = ("rl",)
     name = "rollout-exceeds-gpu-memory"
     severity = Severity.ERROR
 
@@ -188,10 +190,8 @@ def _versions_note(notes: list) -> str:
 
 def _version(text) -> "tuple | None":
     """(major, minor) of an engine version like "0.8.5", None when not given or not read."""
-    parts = str(text or "").split(".")
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        return None
-    return int(parts[0]), int(parts[1])
+    numbers = version_numbers(text)
+    return numbers[:2] if numbers is not None and len(numbers) >= 2 else None
 
 
 def _fits_from_free(phase, summary, capacity: int, trainer: int) -> bool:
@@ -243,6 +243,7 @@ class EngineRefusesToStart(Rule):
     """
 
     code = "ML802"
+    requires = ("rl",)
     name = "engine-refuses-to-start"
     severity = Severity.ERROR
 
@@ -307,6 +308,7 @@ class RolloutKvPreemption(Rule):
     """
 
     code = "ML803"
+    requires = ("rl",)
     name = "rollout-kv-preemption"
     severity = Severity.INFO
 
@@ -388,6 +390,7 @@ class RlPhaseExceedsGpuMemory(Rule):
     """
 
     code = "ML804"
+    requires = ("rl",)
     name = "rl-phase-exceeds-gpu-memory"
     severity = Severity.ERROR
 

@@ -92,6 +92,7 @@ class MoeWithoutExpertParallel(Rule):
     """
 
     code = "ML601"
+    requires = ("estimate",)
     name = "moe-without-expert-parallel"
     severity = Severity.WARNING
     options = {"margin": (float, 0.10)}
@@ -223,6 +224,7 @@ class VisionEncoderOnFirstStage(Rule):
     """
 
     code = "ML602"
+    requires = ("estimate",)
     name = "vision-encoder-on-first-stage"
     severity = Severity.WARNING
 
@@ -297,6 +299,7 @@ class SequenceParallelOff(Rule):
     """
 
     code = "ML603"
+    requires = ("tp>1",)
     name = "sequence-parallel-off"
     severity = Severity.INFO
 
@@ -361,6 +364,7 @@ class Zero3WhenZero2Fits(Rule):
     """
 
     code = "ML604"
+    requires = ("estimate",)
     name = "zero3-when-zero2-fits"
     severity = Severity.INFO
     options = {"margin": (float, 0.10)}
@@ -459,6 +463,7 @@ class OffloadWhenItFits(Rule):
     """
 
     code = "ML605"
+    requires = ("estimate",)
     name = "offload-when-it-fits"
     severity = Severity.INFO
     options = {"margin": (float, 0.10)}

@@ -119,8 +119,10 @@ SAMPLES = {
     "megatron.pipeline-layout-stages": "Et|tt|tL", "megatron.wgrad-deferral-limit": "2",
     "megatron.unsupported-architecture": "a T5 encoder-decoder",
     "deepspeed.config": "ds_config.json", "deepspeed.reduce_bucket_size": "5e8",
-    "deepspeed.version": "0.14.2",
+    "deepspeed.version": "0.14.2", "torch.version": "2.0",
     "deepspeed.stage3_max_live_parameters": "auto",
+    "deepspeed.stage3_max_reuse_distance": "1e9", "deepspeed.stage3_prefetch_bucket_size": "5e7",
+    "loop.held_logits": "fp32",
     "deepspeed.stage3_param_persistence_threshold": "1e5", "deepspeed.sub_group_size": "1e9",
     "deepspeed.offload_optimizer.buffer_count": "4", "deepspeed.offload_param.buffer_count": "5",
     "deepspeed.offload_param.buffer_size": "1e8", "deepspeed.offload_param.max_in_cpu": "1e9",
@@ -132,7 +134,7 @@ SAMPLES = {
     "megatron.offload-modules": "core_attn expert_fc1", "megatron.min-offloaded-tensor-size": "1048576",
     "megatron.activation-offload-fraction": "0.5",
     "megatron.attention-backend": "fused", "env.NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
-    "float8.switch": "converters", "float8.recipe": "rowwise",
+    "float8.switch": "converters",
 }
 
 

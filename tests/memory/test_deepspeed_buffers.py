@@ -1,3 +1,4 @@
+import math
 """DeepSpeed buffer terms, against hand-computed values."""
 from memlint.facts import deepspeed as facts
 from memlint.memory import deepspeed_buffers as B
@@ -99,7 +100,7 @@ def test_the_output_layer_is_a_module_the_live_ceiling_cannot_split():
 
     def live(*extra):
         sets = ["framework=deepspeed", "zero=3", "world_size=8", "precision=bf16",
-                "micro_batch=1", "seq_len=2048", "recompute=full", *extra]
+                "micro_batch=1", "seq_len=2048", "recompute=none", *extra]
         scenario, diagnostics = build([overrides_partial(sets, model="llama3-8b")])
         assert not [d for d in diagnostics if d.severity.label == "error"]
         return estimate(scenario).stages[0].term("buffers.zero3_live_parameters")
@@ -127,3 +128,87 @@ def test_the_assumed_deepspeed_version_is_named_where_it_decides():
     for extra in ((), ("model_init=cpu", "deepspeed.version=0.14.2"),
                   ("model_init=cpu", "recompute=full"), ("model_init=cpu", "zero=2")):
         assert "deepspeed.version" not in assumed(*extra), extra
+
+
+def _ds_estimate(*sets, model="llama3-8b"):
+    from memlint.memory.estimate import estimate
+    from memlint.scenario import build, overrides_partial
+
+    scenario, diagnostics = build([overrides_partial(list(sets), model=model)])
+    assert not [d for d in diagnostics if d.severity.label == "error"]
+    return estimate(scenario)
+
+
+def _phase_terms(est, phase):
+    return {t.name: t for p in est.stages[0].phases if p.name == phase for t in p.terms}
+
+
+def test_zero2_accumulation_holds_a_second_gradient_partition():
+    """stage_1_and_2.py (v0.14.2): from the second micro-batch on, the backward's
+    copy_grads_in_partition allocates a new grads_in_partition while averaged_gradients holds the
+    accumulated one: one more partition in every backward phase, none in the optimizer step, and
+    none with one micro-batch, optimizer offload (the gradients go to the host), ZeRO-3 (one
+    persistent flat buffer) or contiguous_gradients off."""
+    base = ["framework=deepspeed", "zero=2", "world_size=8", "precision=bf16", "micro_batch=1",
+            "seq_len=2048", "recompute=full"]
+    name = "gradients.zero2_accumulation"
+    est = _ds_estimate(*base, "grad_accum=4")
+    for phase in ("backward_start", "backward_recompute"):
+        terms = _phase_terms(est, phase)
+        assert terms[name].bytes == terms["gradients"].bytes, phase
+        assert terms[name].component == "gradients"
+    grads = terms["gradients"]
+    assert grads.bytes == math.ceil(grads.inputs["params"] / 8) * 2    # the bf16 partition
+    for phase in ("forward_end", "optimizer"):
+        assert name not in _phase_terms(est, phase), phase
+    for extra in (("grad_accum=1",), ("grad_accum=4", "offload_optimizer=cpu"),
+                  ("grad_accum=4", "zero=3"),
+                  ("grad_accum=4", "deepspeed.contiguous_gradients=false")):
+        assert name not in _phase_terms(_ds_estimate(*base, *extra), "backward_start"), extra
+
+
+def test_zero3_gathered_parameters_under_full_recompute_follow_the_reuse_rule():
+    """LLaMA-7B's numbers (32 layers of 202,383,360, LM head 131,072,000, largest linear
+    4096 x 11008): at the loss the head and the last layer are kept (3·0 + 2·head + layer -
+    largest = 419M < 1e9), the one before is not (3 x 202M + 2 x 131M + 157M > 1e9); the
+    prefetcher adds its bucket. Mid-backward only the recomputed layer and the prefetch."""
+    layers, head, largest = [202_383_360] * 32, 131_072_000, 4096 * 11008
+    at_loss = B.stage3_gathered_recompute("backward_start", layers, head, largest,
+                                          10**9, 50_000_000, 10**9)
+    assert at_loss.inputs["kept_layers"] == 1
+    assert at_loss.bytes == (head + layers[0] + 50_000_000) * 2
+    mid = B.stage3_gathered_recompute("backward_recompute", layers, head, largest,
+                                      10**9, 50_000_000, 10**9)
+    assert mid.bytes == (layers[0] + 50_000_000) * 2
+    wider = B.stage3_gathered_recompute("backward_start", layers, head, largest,
+                                        3 * 10**9, 50_000_000, 10**9)
+    assert wider.inputs["kept_layers"] > 1
+    # the prefetch is capped by what max_live_parameters leaves
+    capped = B.stage3_gathered_recompute("backward_start", layers, head, largest,
+                                         10**9, 50_000_000, head + layers[0] + 10)
+    assert capped.inputs["prefetch_elements"] == 10
+    # an output layer above max_live_parameters is still kept whole, with no prefetch beside it
+    big = B.stage3_gathered_recompute("backward_start", layers, 300_000 * 4096, largest,
+                                      10**9, 50_000_000, 10**9)
+    assert big.bytes == 300_000 * 4096 * 2 and big.inputs["kept_layers"] == 0
+    assert SOURCE_REUSE_PINNED in at_loss.source
+
+
+SOURCE_REUSE_PINNED = "partitioned_param_coordinator.py"
+
+
+def test_zero3_full_recompute_uses_the_reuse_rule_and_reads_its_keys():
+    base = ["framework=deepspeed", "zero=3", "world_size=8", "precision=bf16", "micro_batch=1",
+            "seq_len=2048", "recompute=full"]
+    est = _ds_estimate(*base)
+    for phase in ("forward_end", "backward_start", "backward_recompute"):
+        terms = _phase_terms(est, phase)
+        assert "buffers.zero3_gathered_parameters" in terms, phase
+        assert "buffers.zero3_live_parameters" not in terms, phase
+    far = _ds_estimate(*base, "deepspeed.stage3_max_reuse_distance=100000000000")
+    near = _phase_terms(est, "backward_start")["buffers.zero3_gathered_parameters"]
+    wide = _phase_terms(far, "backward_start")["buffers.zero3_gathered_parameters"]
+    assert wide.inputs["kept_layers"] == 32 > near.inputs["kept_layers"]
+    small = _ds_estimate(*base, "deepspeed.stage3_prefetch_bucket_size=1000")
+    assert _phase_terms(small, "backward_start")[
+        "buffers.zero3_gathered_parameters"].inputs["prefetch_elements"] == 1000

@@ -117,7 +117,7 @@ def test_a_recipe_gathers_the_weights_in_bf16():
     text = ('[model]\nconverters = ["float8"]\n[float8]\nrecipe_name = "rowwise"\n'
             'enable_fsdp_float8_all_gather = true\n')
     partial = _load(text=text)
-    assert partial.extra["float8.recipe"].value == "rowwise"
+    assert partial.extra["torchtitan.float8.recipe_name"].value == "rowwise"
     assert "fsdp.allgather_dtype_bytes" not in partial.extra
     tensorwise = _load(text=text.replace('recipe_name = "rowwise"\n', ""))
     assert tensorwise.extra["fsdp.allgather_dtype_bytes"].value == 1

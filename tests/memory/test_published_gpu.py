@@ -72,18 +72,40 @@ def test_qwen_qlora_rows_run_as_their_script(rows):
 
 def test_deepspeed_rows_run_transformers_modules(rows):
     """The gist's LLaMA-7B rows run transformers' modules under DeepSpeed (the hf activation
-    model): without checkpointing ZeRO-2 is within 10%; ZeRO-3 without checkpointing is within 5%
-    once the gathered linear weights DeepSpeed 0.14.2's standard linear layers keep are counted
-    (#8189); the ZeRO-3 checkpointed rows stay within 10%."""
+    model), in a loop that keeps the fp32 logits (`loop.held_logits=fp32`), with the gradient
+    accumulation of its BS column: ZeRO-3 without checkpointing within 5% once the gathered linear
+    weights DeepSpeed 0.14.2's standard linear layers keep are counted (#8189); every row but the
+    two ZeRO-2 rows of 8 micro-batches within 3%."""
     ds = {r["id"]: r for r in rows if r["group"] == "deepspeed-gist"}
-    assert abs(ds["ds-llama7b-z2-mbs1"]["error"]) < 0.10
     z3 = ds["ds-llama7b-z3-mbs2"]
     assert abs(z3["error"]) < 0.05, z3["error"]
     assert "buffers.zero3_saved_gathered_weights" in z3["terms"]
     for name in ("ds-llama7b-z3-ckpt-mbs2", "ds-llama7b-z3-ckpt-optoff-mbs2",
                  "ds-llama7b-z3-ckpt-mbs8"):
-        assert abs(ds[name]["error"]) < 0.10, (name, ds[name]["error"])
         assert "buffers.zero3_saved_gathered_weights" not in ds[name]["terms"]
+        assert "buffers.zero3_gathered_parameters" in ds[name]["terms"]
+    for name, row in ds.items():
+        assert "logits.loop_outputs" in row["terms"], name
+        if name not in FIRST_STEP_ROWS:
+            assert abs(row["error"]) < 0.03, (name, row["error"])
+    assert "gradients.zero2_accumulation" in ds["ds-llama7b-z2-ckpt-mbs4"]["terms"]
+    assert "gradients.zero2_accumulation" not in ds["ds-llama7b-z2-ckpt-optoff-mbs1"]["terms"]
+
+
+# The gist's two ZeRO-2 rows of 8 micro-batches per step (BS 1/64 on 8 GPUs), read before their
+# first optimizer step (the README of the set gives the evidence): DeepSpeed 0.14.2 creates Adam's
+# moments in the first step, so those runs never held them.
+FIRST_STEP_ROWS = ("ds-llama7b-z2-mbs1", "ds-llama7b-z2-ckpt-mbs1")
+LLAMA_7B_MOMENTS = 2 * 4 * 6_738_415_616 // 8     # exp_avg + exp_avg_sq, fp32, 1/8 partition
+
+
+def test_the_zero2_rows_of_8_micro_batches_are_over_by_the_moments_they_never_held(rows):
+    ds = {r["id"]: r for r in rows if r["group"] == "deepspeed-gist"}
+    for name in FIRST_STEP_ROWS:
+        row = ds[name]
+        assert row["error"] > 0, name          # over, the safe side
+        before_step = row["allocated"] - LLAMA_7B_MOMENTS
+        assert abs(before_step / row["measured"] - 1) < 0.04, (name, before_step / 2**30)
 
 
 def test_qwen_rows_read_qwen_v1_configs():

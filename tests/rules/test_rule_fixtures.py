@@ -144,3 +144,57 @@ def test_doc_example_bad_fires_good_is_silent(rule, example, repo):
     fired, estimate = run(rule, str(path), example.settings)
     assert bool(fired) == example.fires, (example.head, fired)
     assert estimate is not None or example.fires or not judges_estimate(rule), "not estimated"
+
+
+def _without(requirement: str, ctx):
+    """`ctx` changed so that `requirement` (memlint.rules.base.REQUIRES) no longer holds."""
+    from memlint.records import replace
+    from memlint.rules.base import EXTRA, Context
+
+    scenario, estimate = ctx.scenario, ctx.estimate
+    if requirement == "estimate":
+        estimate = None
+    elif requirement == "model":
+        scenario, estimate = replace(scenario, model=None), None
+    elif requirement == "rl":
+        estimate = replace(estimate, rl=None)
+    elif requirement == "tp>1":
+        scenario = replace(scenario, parallelism=replace(scenario.parallelism, tp=1))
+    else:
+        assert requirement.startswith(EXTRA), requirement
+        extra = dict(scenario.extra)
+        extra.pop(requirement[len(EXTRA):], None)
+        scenario = replace(scenario, extra=extra)
+    return Context(scenario=scenario, estimate=estimate, options=ctx.options,
+                   formats=ctx.formats)
+
+
+GATED = [case for case in _cases("bad") if case.values[0].requires]
+
+
+@pytest.mark.parametrize("rule,path", GATED)
+def test_a_rule_finds_nothing_where_its_requires_fail(rule, path, monkeypatch):
+    """The engine calls a rule only where its `requires` hold (and a check imports the rule's
+    module only then): on each bad fixture, the run made to fail any one of them leaves the rule
+    silent, as the engine's skipping it does."""
+    from memlint import engine
+    from memlint.rules.base import Context
+
+    monkeypatch.chdir(ROOT)
+    directory, name = os.path.split(path)
+    settings = (_meta(os.path.join(directory, "_expect.yaml")).get("args") or {}).get(name, ())
+    seen = []
+    real = engine.lint
+
+    def spy(scenario, estimate, config=None, reg=None, pre=(), suppressions=None, formats=(),
+            **kwargs):
+        seen.append(Context(scenario=scenario, estimate=estimate,
+                            options=engine._default_options(rule), formats=tuple(formats),
+                            resolved=kwargs.get("resolved")))
+        return real(scenario, estimate, config, reg, pre, suppressions, formats, **kwargs)
+
+    monkeypatch.setattr(engine, "lint", spy)
+    assert lint(rule, path, settings) and seen, "the bad fixture fires"
+    for ctx in seen:
+        for requirement in rule.requires:
+            assert list(rule.check(_without(requirement, ctx)) or ()) == [], requirement

@@ -31,14 +31,24 @@ class RLSummary:
     padding_free: bool = False
     prompt_len: int = 0
     response_len: int = 0
-    # (stage, phase) -> bytes with one-token prompts and responses (padding-free runs only)
-    floors: dict = field(default_factory=dict)
-    # (stage, phase) -> the longest average sequence at which it fits (over-the-GPU phases)
-    fits_up_to: dict = field(default_factory=dict)
+    # padding-free runs only: what `floors` and `fits_up_to` read, estimated on first use
+    # (memory/rl/step.py _Lengths)
+    lengths: Any = field(default=None, repr=False, compare=False)
 
     @property
     def sequence_len(self) -> int:
         return self.prompt_len + self.response_len
+
+    @property
+    def floors(self) -> dict:
+        """(stage, phase) -> bytes with one-token prompts and responses (padding-free runs)."""
+        return self.lengths.floors() if self.lengths is not None else {}
+
+    @property
+    def fits_up_to(self) -> dict:
+        """(stage, phase) -> the longest average sequence at which it fits (the phases over
+        the GPU that fit at the shortest sequences)."""
+        return self.lengths.fits_up_to() if self.lengths is not None else {}
 
     def break_even(self, stage: int, phase, capacity: int) -> Optional[int]:
         """The average sequence length (prompt + response tokens) up to which `phase` of `stage`

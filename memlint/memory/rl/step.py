@@ -4,7 +4,7 @@ Built by `rl_estimate` (memory/rl/__init__.py): the plan (memory/rl/plan.py) giv
 engine and tokens; each group of GPUs (all of them when the roles share every GPU, else each
 role's own) becomes a stage whose phases are memory/rl/phases.py's; for padding-free runs the
 length-dependent phases are also estimated at the shortest sequences and the longest average
-sequence each fits at is found by bisection (memory/rl/result.py).
+sequence each fits at is found by bisection (memory/rl/result.py), both when a rule first asks.
 """
 from __future__ import annotations
 
@@ -91,25 +91,9 @@ def _group_runtime(runtime: list, plan, group) -> list:
 
 def _summary(scenario, context, model, plan, stages):
     rl, eng = scenario.rl, scenario.engine
-    floors, fits_up_to = {}, {}
     length = (rl.prompt_len or 0) + (rl.response_len or 0)
-    if rl.padding_free and length > 2:
-        floors = _totals_at(scenario, context, model, 2)
-        capacity = scenario.hardware.gpu_memory
-        # the totals at each length tried, for every phase at once: the bisections of the
-        # phases probe the same lengths (16 phases of a 671B run cost 130 estimates, 0.9 s)
-        at: dict = {2: floors}
-
-        def totals(tokens: int) -> dict:
-            if tokens not in at:
-                at[tokens] = _totals_at(scenario, context, model, tokens)
-            return at[tokens]
-
-        for stage in stages:
-            for phase in stage.phases:
-                key = (stage.stage, phase.name)
-                if phase.total > capacity and floors.get(key, capacity + 1) <= capacity:
-                    fits_up_to[key] = _longest_fitting(totals, key, capacity, length)
+    lengths = (_Lengths(scenario, context, model, stages, length)
+               if rl.padding_free and length > 2 else None)
     engine_gpus = eng.tp * eng.pp * eng.dp
     engines = eng.instances or max(1, (plan.world or 1) // max(1, engine_gpus))
     sequences = rl.prompts_per_step * rl.samples_per_prompt if rl.prompts_per_step else 0
@@ -123,7 +107,45 @@ def _summary(scenario, context, model, plan, stages):
         sleep_level=eng.sleep_level, engine_gpus=engine_gpus, engines=engines,
         kv_demand_tokens=per_engine * tokens, sequences_per_engine=per_engine,
         padding_free=rl.padding_free, prompt_len=rl.prompt_len or 0,
-        response_len=rl.response_len or 0, floors=floors, fits_up_to=fits_up_to)
+        response_len=rl.response_len or 0, lengths=lengths)
+
+
+class _Lengths:
+    """A padding-free run's length-dependent phases at shorter sequences (RLSummary's floors and
+    fits_up_to), estimated on first use: only the RL rules read them, and only for a phase over
+    the GPU, so a run that fits, and a rule's re-estimate of a variant, estimate no other
+    length. The values are those an eager computation gives: the memory model is a pure
+    function of the scenario, and the model's errors do not depend on the lengths."""
+
+    def __init__(self, scenario, context, model, stages, length: int):
+        self.scenario, self.context, self.model = scenario, context, model
+        self.stages, self.length = stages, length
+        # the totals at each length tried, for every phase at once: the bisections of the
+        # phases probe the same lengths (16 phases of a 671B run cost 130 estimates, 0.9 s)
+        self.at: dict = {}
+        self._fits = None
+
+    def totals(self, tokens: int) -> dict:
+        if tokens not in self.at:
+            self.at[tokens] = _totals_at(self.scenario, self.context, self.model, tokens)
+        return self.at[tokens]
+
+    def floors(self) -> dict:
+        """(stage, phase) -> total with one-token prompts and responses."""
+        return self.totals(2)
+
+    def fits_up_to(self) -> dict:
+        """(stage, phase) -> the longest average sequence at which a phase over the GPU fits."""
+        if self._fits is None:
+            floors, capacity = self.floors(), self.scenario.hardware.gpu_memory
+            fits = {}
+            for stage in self.stages:
+                for phase in stage.phases:
+                    key = (stage.stage, phase.name)
+                    if phase.total > capacity and floors.get(key, capacity + 1) <= capacity:
+                        fits[key] = _longest_fitting(self.totals, key, capacity, self.length)
+            self._fits = fits
+        return self._fits
 
 
 def _totals_at(scenario, context, model, length: int) -> dict:
