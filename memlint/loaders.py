@@ -709,6 +709,36 @@ def _yaml_loaders(yaml) -> list:
 
 
 def load_yaml(path: str, text: str) -> Document:
+    """YAML with positions. A document in the plain subset that configs use is read without
+    PyYAML (memlint/yaml_subset.py: the same data, positions and diagnostics; no import of
+    PyYAML, issue 29); everything else, invalid documents included, by PyYAML (_load_pyyaml)."""
+    # start-up: the subset reader loads when a YAML file is read
+    from memlint import yaml_subset
+
+    read = yaml_subset.read(text, MAX_ITEM_POSITIONS)
+    if read is None:
+        return _load_pyyaml(path, text)
+    doc = Document(path=path, text=text)
+    doc.data, doc.positions, duplicates = read
+    for key, child, where, first in duplicates:
+        _duplicate_yaml_key(doc, key, child, where, first)
+    return doc
+
+
+def _duplicate_yaml_key(doc: Document, key, child: tuple, where: tuple, first: tuple) -> None:
+    """The diagnostic of a duplicate key at `where` (line, column), first at `first`."""
+    # PyYAML's safe_load (accelerate, axolotl, Megatron's test configs) keeps the later value
+    # without a word: a likely mistake, not a launch failure; memlint's own files reject it
+    own = str(doc.path).endswith((".memlint.yaml", ".memlint.yml"))
+    doc.diagnostics.append(make(
+        DUPLICATE_KEY, Severity.ERROR if own else Severity.WARNING,
+        f"duplicate key {key!r} (first at line {first[0]}); the later value wins "
+        "silently in most YAML loaders",
+        Provenance(doc.path, where[0], where[1], ".".join(map(str, child)))))
+
+
+def _load_pyyaml(path: str, text: str) -> Document:
+    """load_yaml by PyYAML's safe composer (libyaml's when the document is not too deep)."""
     yaml = _pyyaml()
     doc = Document(path=path, text=text)
     python_loader, c_loader = _yaml_loaders(yaml)
@@ -856,16 +886,8 @@ def _yaml_value(node, path: tuple, doc: Document, safe, budget: list, depth: int
             child = path + (key,)
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             if key in out:
-                first = doc.positions.get(child, (None, None))
-                # PyYAML's safe_load (accelerate, axolotl, Megatron's test configs) keeps the
-                # later value without a word: a likely mistake, not a launch failure; memlint's
-                # own files reject it
-                own = str(doc.path).endswith((".memlint.yaml", ".memlint.yml"))
-                doc.diagnostics.append(make(
-                    DUPLICATE_KEY, Severity.ERROR if own else Severity.WARNING,
-                    f"duplicate key {key!r} (first at line {first[0]}); the later value wins "
-                    "silently in most YAML loaders",
-                    Provenance(doc.path, line, col, ".".join(map(str, child)))))
+                _duplicate_yaml_key(doc, key, child, (line, col),
+                                    doc.positions.get(child, (None, None)))
             doc.positions[child] = (line, col)
             out[key] = _yaml_value(value_node, child, doc, safe, budget, depth + 1)
         return out

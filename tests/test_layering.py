@@ -32,7 +32,7 @@ LAYERS = (
                     "memlint.catalog",
                     "memlint.facts", "memlint.verdicts")),
     ("files", ("memlint.loaders", "memlint.logs", "memlint.safe_write", "memlint.toml_edit",
-               "memlint.toml_subset", "memlint.yaml_resolvers")),
+               "memlint.toml_subset", "memlint.yaml_resolvers", "memlint.yaml_subset")),
     ("adapters", ("memlint.adapters",)),
     ("scenario", ("memlint.scenario", "memlint.assumptions")),
     ("memory", ("memlint.memory", "memlint.planner")),

@@ -76,6 +76,33 @@ class Phase:
     def total(self) -> int:
         return sum(term.bytes for term in self.terms)
 
+    @property
+    def allocated_bytes(self) -> int:
+        """Live tensors in this phase (see StageEstimate.allocated_bytes)."""
+        return allocated_of(self.terms)
+
+    @property
+    def reserved_bytes(self) -> int:
+        """`allocated_bytes` plus the caching allocator's slack (StageEstimate.reserved_bytes)."""
+        return reserved_of(self.terms)
+
+    @property
+    def device_bytes(self) -> int:
+        """Everything on the device in this phase: `total`."""
+        return self.total
+
+
+def allocated_of(terms) -> int:
+    """Of a phase's terms: live tensors, everything PyTorch's caching allocator hands out (every
+    term but `runtime`)."""
+    return sum(term.bytes for term in terms if term.component != "runtime")
+
+
+def reserved_of(terms) -> int:
+    """Of a phase's terms: `allocated_bytes` plus the caching allocator's rounding and
+    fragmentation (`runtime.allocator*`)."""
+    return allocated_of(terms) + sum(t.bytes for t in terms if is_reserved_term(t.name))
+
 
 @record(frozen=True)
 class StageEstimate:
@@ -95,14 +122,13 @@ class StageEstimate:
     def allocated_bytes(self) -> int:
         """Live tensors at the peak, everything PyTorch's caching allocator hands out (Megatron's
         `mem-max-allocated-bytes`, `torch.cuda.max_memory_allocated()`): every term but `runtime`."""
-        return sum(term.bytes for term in self.terms if term.component != "runtime")
+        return allocated_of(self.terms)
 
     @property
     def reserved_bytes(self) -> int:
         """`allocated_bytes` plus the caching allocator's rounding and fragmentation
         (`runtime.allocator*`): torchtitan's max reserved, `torch.cuda.max_memory_reserved()`."""
-        return self.allocated_bytes + sum(t.bytes for t in self.terms
-                                          if is_reserved_term(t.name))
+        return reserved_of(self.terms)
 
     @property
     def held_bytes(self) -> int:

@@ -24,6 +24,12 @@ __all__ = ["FORMATS", "Report", "display_path", "escape_controls", "get", "locat
 
 FORMATS = ("text", "json", "sarif", "github", "junit", "markdown", "html")
 
+# what each of a stage's three numbers is and which log it matches (text and HTML reports)
+THREE_NUMBERS = ("allocated: tensors at the peak = Megatron's max allocated; reserved: + allocator "
+                 "slack = torchtitan's max reserved;",
+                 "device: + CUDA context and NCCL = nvidia-smi. The OOM verdict compares device "
+                 "with the GPU.")
+
 
 @record
 class Report:

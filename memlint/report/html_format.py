@@ -13,7 +13,7 @@ import html
 
 from memlint import __version__
 from memlint.memory.terms import COMPONENTS
-from memlint.report import Report, blocking_errors, phases
+from memlint.report import THREE_NUMBERS, Report, blocking_errors, phases
 from memlint.units import UNITS, fmt
 
 #: One colour per component (colour-blind-safe Okabe-Ito order, then greys).
@@ -198,6 +198,20 @@ def _present(estimate) -> list:
     return [c for c in COMPONENTS if any(_by_component(s.terms)[c] for s in estimate.stages)]
 
 
+# each stage's (and RL phase's) three numbers, as the JSON output gives them
+THREE = ("allocated", "reserved", "device")
+
+
+def _three(held, units: str) -> str:
+    """allocated / reserved / device cells of a stage or phase (report THREE_NUMBERS)."""
+    return "".join(f'<td class="num">{getattr(held, f"{n}_bytes") / UNITS[units]:.2f}</td>'
+                   for n in THREE)
+
+
+def _three_head() -> str:
+    return "".join(f'<th class="num">{n}</th>' for n in THREE)
+
+
 def stage_table(estimate, units: str) -> str:
     shown = _present(estimate)
     head = "".join(f'<th class="num">{_e(c)}</th>' for c in shown)
@@ -207,12 +221,13 @@ def stage_table(estimate, units: str) -> str:
         cells = "".join(f'<td class="num">{_e(f"{parts[c] / UNITS[units]:.2f}")}</td>'
                         for c in shown)
         rows.append(f'<tr><td>{stage.stage}</td><td class="num">{stage.layers}</td>'
-                    f'<td>{_e(stage.phase)}</td>{cells}<td class="num"><b>'
+                    f'<td>{_e(stage.phase)}</td>{cells}{_three(stage, units)}<td class="num"><b>'
                     f'{_e(f"{stage.total_bytes / UNITS[units]:.2f}")}</b></td>'
                     f'<td class="num">{stage.total_bytes / estimate.capacity_bytes:.0%}</td></tr>')
     return (f'<table class="stage-table"><thead><tr><th>stage</th><th class="num">layers</th>'
-            f'<th>phase</th>{head}<th class="num">total ({_e(units)})</th>'
-            f'<th class="num">of GPU</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+            f'<th>phase</th>{head}{_three_head()}<th class="num">total ({_e(units)})</th>'
+            f'<th class="num">of GPU</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<p class="meta">{_e(" ".join(THREE_NUMBERS))}</p>')
 
 
 def _verdict(peak: int, capacity: int, errors: int = 0) -> str:
@@ -269,16 +284,16 @@ def phase_tables(estimate, units: str) -> list:
     for stage in sorted(estimate.stages, key=lambda s: s.stage):
         held = f" ({_e(groups[stage.stage])})" if stage.stage in groups else ""
         rows = []
-        for row in phases.rows(stage, estimate.capacity_bytes):
+        for row, phase in zip(phases.rows(stage, estimate.capacity_bytes), stage.phases):
             mark = " breaks: over the GPU" if row.over else (" (peak)" if row.peak else "")
             cells = "".join(f'<td class="num">{row.parts[c] / UNITS[units]:.2f}</td>'
                             for c in phases.COLUMNS)
             style = ' class="over"' if row.over else (' class="peak"' if row.peak else "")
-            rows.append(f"<tr{style}><td>{_e(row.name)}{_e(mark)}</td>{cells}"
+            rows.append(f"<tr{style}><td>{_e(row.name)}{_e(mark)}</td>{cells}{_three(phase, units)}"
                         f'<td class="num"><b>{row.total / UNITS[units]:.2f}</b></td>'
                         f'<td class="num">{row.total / estimate.capacity_bytes:.0%}</td></tr>')
         out.append(f'<p><b>stage {stage.stage}</b>{held}</p><table class="rl-phases"><thead><tr>'
-                   f'<th>phase</th>{head}<th class="num">total ({_e(units)})</th>'
+                   f'<th>phase</th>{head}{_three_head()}<th class="num">total ({_e(units)})</th>'
                    f'<th class="num">of GPU</th></tr></thead><tbody>{"".join(rows)}</tbody>'
                    "</table>")
     return out

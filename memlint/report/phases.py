@@ -78,6 +78,10 @@ def _number(nbytes: int, units: str) -> str:
 
 def json_phases(stage, capacity: int) -> list:
     return [{"phase": phase.name, "total_bytes": int(phase.total),
+             # the three numbers of each phase, as each stage has them (json_format.py)
+             "allocated_bytes": int(phase.allocated_bytes),
+             "reserved_bytes": int(phase.reserved_bytes),
+             "device_bytes": int(phase.device_bytes),
              "peak": phase.name == stage.phase, "over_capacity": bool(capacity)
              and phase.total > capacity,
              "components": {c: int(v) for c, v in row.parts.items()},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from memlint import lazy_import
 from memlint.escape import one_line
-from memlint.report import location
+from memlint.report import THREE_NUMBERS, location
 from memlint.units import UNITS, fmt
 
 # start-up: the phase and host lines load when an estimate is printed (most checks have none)
@@ -137,12 +137,6 @@ def estimate_lines(estimate, report) -> list:
         lines.append([(f"note: {note}", "dim")])
     lines.extend(assumed_lines(estimate))
     return lines
-
-
-THREE_NUMBERS = ("allocated: tensors at the peak = Megatron's max allocated; reserved: + allocator "
-                 "slack = torchtitan's max reserved;",
-                 "device: + CUDA context and NCCL = nvidia-smi. The OOM verdict compares device "
-                 "with the GPU.")
 
 
 def three_numbers_lines(stages, units: str) -> list:

@@ -12,6 +12,7 @@ before any rule runs (`memlint.diagnostics`, ML0xx) are registered as pseudo-rul
 """
 from __future__ import annotations
 
+import _thread
 
 from memlint import lazy_import, lazy_re
 from memlint import plugins as _plugins
@@ -142,6 +143,7 @@ class Registry:
         self._known: dict = {}   # code -> Rule, or the Entry of a module not imported yet
         self._names: dict = {}   # name -> the same
         self._pending: set = set()   # built-in modules the index lists, not imported yet
+        self._lock = _thread.RLock()
         self.diagnostics: list = []
         self._order: Optional[tuple] = None   # the rules (or entries) by code: made once
 
@@ -250,14 +252,16 @@ class Registry:
     def _load_pending(self, module_name: str) -> None:
         if module_name not in self._pending:
             return
-        self._pending.discard(module_name)
-        self.load_module(module_name, builtin=True)
-        stale = [code for code, rule in self._known.items()
-                 if isinstance(rule, Entry) and rule.module == module_name]
-        for code in stale:   # not in its module (it failed to import, or the index is old)
-            del self._names[self._known.pop(code).name]
-        if stale:
+        with self._lock:   # (a library caller's threads share the registry)
+            if module_name not in self._pending:
+                return
+            self.load_module(module_name, builtin=True)
+            stale = [code for code, rule in self._known.items()
+                     if isinstance(rule, Entry) and rule.module == module_name]
+            for code in stale:   # not in its module (it failed to import, or the index is old)
+                del self._names[self._known.pop(code).name]
             self._order = None
+            self._pending.discard(module_name)
 
     def load_module(self, module_name: str, builtin: bool) -> None:
         try:

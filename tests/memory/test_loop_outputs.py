@@ -65,3 +65,25 @@ def test_a_bad_value_is_a_diagnostic_not_a_traceback():
     scenario, diagnostics = build([overrides_partial(
         ["framework=deepspeed", *BASE, "loop.held_logits=maybe"], model="llama3-8b")])
     assert any("loop.held_logits" in d.message for d in diagnostics)
+
+
+def test_explain_prints_the_new_deepspeed_terms_with_their_sources(capsys):
+    """--explain shows each new term with its formula, inputs and source, and the assumed loop."""
+    from memlint.cli import main
+
+    common = ["estimate", "--model", "llama3-8b", "--explain", "--set", "framework=deepspeed",
+              "--set", "world_size=8", "--set", "micro_batch=1", "--set", "seq_len=2048",
+              "--set", "recompute=full"]
+    main(common + ["--set", "zero=2", "--set", "grad_accum=4", "--set", "loop.held_logits=fp32"])
+    out = capsys.readouterr().out
+    for name, source in (("logits.loop_outputs", "modeling_llama.py"),
+                         ("gradients.zero2_accumulation", "stage_1_and_2.py")):
+        block = out[out.index(f"  {name} ["):]
+        block = block[:block.index("\n      = ")]
+        assert "formula:" in block and "inputs:" in block and source in block, name
+    main(common + ["--set", "zero=3"])
+    out = capsys.readouterr().out
+    block = out[out.index("  buffers.zero3_gathered_parameters ["):]
+    assert "max_reuse_distance" in block[:2000]
+    assert "partitioned_param_coordinator.py" in block[:2000]
+    assert "loop.held_logits = none" in out

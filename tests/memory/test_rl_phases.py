@@ -248,3 +248,27 @@ def test_llamafactory_lora_ppo_reference_is_the_adapter_disabled():
     assert est.scenario.rl.reference == "adapter"
     assert [p.name for p in stage.phases] == ["logprob_reference", "update_actor"]
     assert not [t for p in stage.phases for t in p.terms if t.name.startswith("reference.")]
+
+
+def test_json_phases_carry_the_three_numbers(capsys):
+    """Each RL phase in the JSON has allocated / reserved / device bytes, as each stage has: the
+    peak phase's are its stage's, device is the phase's total, allocated leaves the runtime out."""
+    from memlint.cli import main
+
+    main(["estimate", os.path.join(CORPUS, VERL_PPO), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    stage = data["estimates"][0]["stages"][0]
+    runtime = {p["phase"]: sum(t["bytes"] for t in p["terms"] if t["component"] == "runtime")
+               for p in stage["phases"]}
+    reserved = {p["phase"]: sum(t["bytes"] for t in p["terms"]
+                                if t["name"] == "runtime.allocator"
+                                or t["name"].startswith("runtime.allocator."))
+                for p in stage["phases"]}
+    for phase in stage["phases"]:
+        assert phase["device_bytes"] == phase["total_bytes"]
+        assert phase["allocated_bytes"] == phase["total_bytes"] - runtime[phase["phase"]]
+        assert phase["reserved_bytes"] == phase["allocated_bytes"] + reserved[phase["phase"]]
+        if phase["peak"]:
+            assert (phase["allocated_bytes"], phase["reserved_bytes"], phase["device_bytes"]) \
+                == (stage["allocated_bytes"], stage["reserved_bytes"], stage["device_bytes"])
+    assert any(phase["allocated_bytes"] < phase["device_bytes"] for phase in stage["phases"])

@@ -208,3 +208,32 @@ def test_chromium_renders_the_bundled_example(tmp_path, capsys):
     assert counts.get(_hex(CAPACITY_COLOR), 0) > 40
     # the page is mostly background: a blank or broken render fails here
     assert counts.get((255, 255, 255), 0) > width * height // 3
+
+
+def _cells(row: str) -> list:
+    return [c.split("</td>")[0].replace("<b>", "").replace("</b>", "")
+            for c in row.split('<td class="num">')[1:]]
+
+
+def test_stage_table_has_the_three_numbers_of_the_json(capsys):
+    """The stage table's allocated / reserved / device columns are the JSON output's
+    allocated_bytes / reserved_bytes / device_bytes of each stage (here in GiB, 2 decimals)."""
+    import json
+
+    code, text, _outline = page(capsys, "estimate", MIXTRAL, "--format", "html")
+    assert code in (0, 1)
+    table = text.split('<table class="stage-table">')[1].split("</table>")[0]
+    head = table.split("</thead>")[0]
+    assert "<th class=\"num\">allocated</th><th class=\"num\">reserved</th>" \
+           "<th class=\"num\">device</th>" in head
+    columns = [h.split("</th>")[0] for h in head.split('<th class="num">')[1:]]
+    main(["estimate", MIXTRAL, "--format", "json"])
+    stages = json.loads(capsys.readouterr().out)["estimates"][0]["stages"]
+    rows = table.split("<tbody>")[1].split("</tr>")[:-1]
+    assert len(rows) == len(stages) > 1
+    for row, stage in zip(rows, stages):
+        cells = dict(zip(columns[1:], _cells(row)[1:]))   # past "layers"
+        for name in ("allocated", "reserved", "device"):
+            assert cells[name] == f"{stage[f'{name}_bytes'] / 2**30:.2f}", (name, stage["stage"])
+        assert float(cells["allocated"]) <= float(cells["reserved"]) <= float(cells["device"])
+    assert "allocated: tensors at the peak" in text
