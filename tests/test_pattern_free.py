@@ -125,3 +125,67 @@ LEADING_PIECES = ["\ufeff", " ", "\t", "\r", "\n", "#", "# c\n", "//", "/*", "*/
 def test_leading_comments_end_where_the_pattern_ends(head):
     from memlint.adapters import _toplevel
     assert _toplevel.leading_end(head) == _toplevel._LEADING.compiled.match(head).end()
+
+
+FLAG_PIECES = ["--num-layers", "--hidden-size", "--num-attention-heads", "--tensor-model-parallel-size",
+               "--micro-batch-size", "--pipeline-model-parallel-size", "-", "--", "s", "_", "0",
+               "\u00e9", "\u0661", " ", "\t", "\n", "\r", "=", "#", "x"]
+flag_texts = st.lists(st.sampled_from(FLAG_PIECES), max_size=10).map("".join)
+
+
+@SETTINGS
+@given(flag_texts)
+def test_flag_given_is_the_flag_search(text):
+    from memlint.adapters import _neighbours
+    names = _neighbours._MEGATRON_FLAGS
+    anywhere = r"--(%s)\b" % "|".join(map(re.escape, names))
+    assert _neighbours.flag_given(text, names) == bool(re.search(anywhere, text))
+    names = detection._MEGATRON_ARGS_FILE_FLAGS
+    line = r"^[ \t]*--(%s)\b" % "|".join(map(re.escape, names))
+    assert detection.flag_given(text, names, line_start=True) == bool(re.search(line, text, re.M))
+
+
+LAUNCHER_PIECES = ["#", " ", "\t", "\u2003", "\x1c", "launcher:", "LAUNCHER:", "Launcher", ":",
+                   "launcheR:", "torchrun", "x", "\u212a", "(", "\u0131"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(LAUNCHER_PIECES), max_size=8).map("".join))
+def test_launcher_lines_are_the_patterns(line):
+    from memlint.adapters.megatron import readers
+    found = readers._LAUNCHER_LINE.compiled.match(line)
+    assert readers._launcher_start(line) == (found.start(1) if found else None)
+
+
+@SETTINGS
+@given(texts | st.sampled_from(["a  b\tc\r\nd", " --x 1 ", "\u2003a\x1cb"]))
+def test_argument_file_words_are_the_blank_separated_runs(line):
+    from memlint.adapters.megatron import readers
+    if any(c in line for c in readers._SPECIAL_CHARS):
+        return   # the shell reader's lines
+    got = [(w, p.column) for w, p, _ in readers._line_words("f", line, 1, 4)]
+    assert got == [(m.group(0), 4 + m.start() + 1) for m in re.finditer(r"[^ \t\r\n]+", line)]
+
+
+NODE_PIECES = ["${", "}", ":-", "-", " ", "SLURM_NNODES", "nnodes", "Num_Nodes", "WORLD_SIZE",
+               "node_count", "NODES", "X", "\u017f", "$", "{"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(NODE_PIECES), max_size=8).map("".join))
+def test_node_default_pre_test_never_hides_a_match(text):
+    from memlint.adapters import megatron
+    if megatron._NODE_DEFAULT.compiled.search(text):
+        assert megatron._may_default_nodes(text)
+
+
+ENTRY_PIECES = ["pretrain_", "train", "finetune", "_training", "main", "gpt", "_", "\n", "x"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(ENTRY_PIECES), max_size=5).map("".join))
+def test_training_entry_names(stem):
+    from memlint.adapters.megatron import entry
+    if stem.startswith(("pretrain_", "train", "finetune")) and "\n" not in stem:
+        # the shortcut in entry.kind answers "training" only where the pattern does
+        assert entry._TRAINING.compiled.match(stem)

@@ -128,7 +128,7 @@ KIND = {
 #: reader's parts for another kind of file or a flag the file does not give.
 _NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                      "memlint.catalog.presets", "memlint.adapters.megatron.layouts",
-                     "memlint.facts.hybrid_pattern")
+                     "memlint.facts.hybrid_pattern", "memlint.memory.rl.frameworks")
 #: PyYAML, which a YAML file in memlint.yaml_subset's plain subset never needs
 _NO_PYYAML = ("yaml", "yaml.constructor", "memlint.yaml_resolvers")
 UNUSED = {
@@ -137,12 +137,15 @@ UNUSED = {
                                "memlint.adapters.megatron.entry"),
     "Megatron YAML": (*_NOT_MEGATRON_RUN, "memlint.adapters.megatron.entry",
                       "memlint.adapters._shell", *_NO_PYYAML),
-    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NO_PYYAML),
+    # the RL records (memory/rl/frameworks.py) load for an RL run only
+    "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NO_PYYAML,
+                     "memlint.memory.rl.frameworks"),
     "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
-                      "memlint.catalog.presets", *_NO_PYYAML),
+                      "memlint.catalog.presets", *_NO_PYYAML, "memlint.memory.rl.frameworks"),
     "accelerate YAML": _NO_PYYAML,
-    "LLaMA-Factory YAML": _NO_PYYAML,
-    "HF Trainer / TRL recipe": _NO_PYYAML,
+    "LLaMA-Factory YAML": (*_NO_PYYAML, "memlint.memory.rl.frameworks"),
+    "HF Trainer / TRL recipe": (*_NO_PYYAML, "memlint.memory.rl.frameworks"),
+    "memlint.toml (estimate)": ("memlint.memory.rl.frameworks",),
     "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }
 PROBE = ("import sys\nbefore = set(sys.modules)\n{code}\n"

@@ -59,17 +59,36 @@ def training_arguments(text: str) -> bool:
 # tensor_model_parallel_size=4 ...`) names Megatron in its dotted overrides, but they are the
 # trainer's config tree, not Megatron-LM flags. Megatron's own scripts pass `--flag value`.
 _OVERRIDE = lazy_re.compile(r"^[ \t]*\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+=", re.M)
-_MEGATRON_FLAG = lazy_re.compile(
-    r"--(tensor-model-parallel-size|num-layers|hidden-size|"
-    r"micro-batch-size|num-attention-heads|pipeline-model-parallel-size)\b")
+_MEGATRON_FLAGS = ("tensor-model-parallel-size", "num-layers", "hidden-size", "micro-batch-size",
+                   "num-attention-heads", "pipeline-model-parallel-size")
 _ENTRY = lazy_re.compile(r"\bpretrain_[a-z0-9_]+\.py\b")
+
+
+def flag_given(text: str, names, line_start: bool = False) -> bool:
+    r"""Whether `text` holds `--NAME` for one of `names` (each ending in a letter), not followed
+    by a word character: re.search(r"--(n1|n2|...)\b", text), without compiling a pattern
+    (start-up: each costs a one-file check about 0.5M instructions). A word character is what
+    `\w` matches in a str pattern: str.isalnum() or "_". `line_start`: only a flag that begins
+    its line after blanks, re.search(r"^[ \t]*--(n1|n2|...)\b", text, re.M)."""
+    end = len(text)
+    for name in names:
+        flag = "--" + name
+        at = text.find(flag)
+        while at >= 0:
+            after = at + len(flag)
+            if (after == end or not (text[after].isalnum() or text[after] == "_")) and (
+                    not line_start or not text[text.rfind("\n", 0, at) + 1:at].strip(" \t")):
+                return True
+            at = text.find(flag, at + 1)
+    return False
 
 
 def hydra_launch(text: str) -> bool:
     """True for a shell script that launches a trainer with Hydra dotted overrides (five or more
     `a.b=value` lines) and passes no Megatron-LM flag nor a pretrain_*.py entry point."""
     head = text[:65536]
-    if _MEGATRON_FLAG.search(text) or _ENTRY.search(text):   # anywhere, as Megatron's detect
+    # anywhere, as Megatron's detect
+    if flag_given(text, _MEGATRON_FLAGS) or ("pretrain_" in text and _ENTRY.search(text)):
         return False
     return len(_OVERRIDE.findall(head)) >= 5
 
@@ -165,6 +184,10 @@ def neighbour_format(path: str, text: str) -> Optional[Neighbour]:
     name = os.path.basename(path).lower()
     head = text[:65536]
     if name.endswith(_SCRIPT):
+        # each of _BRIDGE_ENTRY's alternatives holds one of these (start-up: most scripts hold
+        # none, and the pattern is not compiled)
+        if not any(s in text for s in ("run_recipe.py", "megatron_mimo_training_", "BRIDGE_ROOT")):
+            return None
         return MEGATRON_BRIDGE_LAUNCH if _BRIDGE_ENTRY.search(text) else None
     if name.endswith((".yaml", ".yml")):
         return _yaml_neighbour(top_level_keys(head), head)

@@ -19,7 +19,7 @@ import os
 import re
 
 from memlint import lazy_re
-from memlint.adapters._neighbours import ARGUMENT_KEYS, training_arguments
+from memlint.adapters._neighbours import ARGUMENT_KEYS, flag_given, training_arguments
 from memlint.adapters._toplevel import top_level_keys
 from memlint.loaders import load_json
 
@@ -84,7 +84,9 @@ def easyr1(path: str, text: str) -> bool:
                     and re.search(r"^\s+(actor|rollout):\s*$", head, re.M)
                     and re.search(r"^(algorithm|trainer|data):\s*$", head, re.M))
     if name.endswith(SCRIPT_EXT) or "." not in name:
-        return bool(_EASYR1_ENTRY.search(head)) and ("config=" in head or "worker." in head)
+        # the entry point's name first (start-up: the pattern compiles only where it can match)
+        return ("verl.trainer.main" in head and bool(_EASYR1_ENTRY.search(head))
+                and ("config=" in head or "worker." in head))
     return False
 
 
@@ -133,9 +135,13 @@ def verl(path: str, text: str) -> bool:
             re.search(r"^actor_rollout_ref:\s*$", head, re.M) and re.search(
                 r"^(trainer|data|algorithm|critic):\s*$", head, re.M))
     if name.endswith(SCRIPT_EXT) or "." not in name:
-        # each entry point _VERL_ENTRY names holds "verl" or "recipe." (bulk speed: most do not)
-        return ("verl" in head or "recipe." in head) and bool(_VERL_ENTRY.search(head)) and not (
-            re.search(r"-m[ \t]+verl\.trainer\.main[ \t\\]", head)) and not _verl_not_rl(head)
+        # each entry point _VERL_ENTRY names holds one of these (bulk speed, start-up: most
+        # scripts hold none, and the pattern is not compiled)
+        return (("verl.trainer.main_" in head or "verl/trainer/main_ppo.py" in head
+                 or ("recipe." in head and ".main_" in head))
+                and bool(_VERL_ENTRY.search(head))
+                and not re.search(r"-m[ \t]+verl\.trainer\.main[ \t\\]", head)
+                and not _verl_not_rl(head))
     return False
 
 
@@ -334,9 +340,17 @@ _HF_NOT_MEGATRON = ("--tensor-model-parallel-size", "pretrain_gpt.py", "--num-la
                     "--micro-batch-size")
 
 
+#: a literal each match of _HF_ARG holds (start-up: the pattern compiles only where one is)
+_HF_ARG_WORDS = ("--per_device_train_batch_size", "--per-device-train-batch-size",
+                 "--gradient_accumulation_steps", "--model_name_or_path", "--model-name-or-path",
+                 "llamafactory-cli")
+
+
 def _hf_launch(text: str) -> bool:
-    if _HF_ARG.search(text):
+    if any(w in text for w in _HF_ARG_WORDS) and _HF_ARG.search(text):
         return True
+    if ".py" not in text or not (".json" in text or ".yml" in text or ".yaml" in text):
+        return False   # what each match of _HF_ARGUMENTS_FILE holds
     for found in _HF_ARGUMENTS_FILE.finditer(text):
         start = text.rfind("\n", 0, found.start()) + 1
         if _HF_LAUNCHER.search(text, start, found.start()):
@@ -349,7 +363,7 @@ def hf_trainer(path: str, text: str) -> bool:
     head = text[:65536]
     if name.endswith(SCRIPT_EXT) or ("." not in name and head.startswith("#!")):
         # the whole script, as Megatron's detect reads it: a launch line may follow 64 KB
-        return _hf_launch(text) and not any(s in text for s in _HF_NOT_MEGATRON)
+        return not any(s in text for s in _HF_NOT_MEGATRON) and _hf_launch(text)
     if name.endswith((".yaml", ".yml")):
         if "distributed_type:" in head or line_starts(head, "finetuning_type:", "stage:",
                                                       "base_model:"):
@@ -452,9 +466,9 @@ def torchtitan(path: str, text: str) -> bool:
     return False
 
 
-_MEGATRON_ARGS_FILE_FLAG = lazy_re.compile(r"^[ \t]*--(tensor-model-parallel-size|num-layers|"
-                                           r"hidden-size|micro-batch-size|num-attention-heads)\b",
-                                           re.M)
+#: an argument file's flags, one of which begins a line (after blanks)
+_MEGATRON_ARGS_FILE_FLAGS = ("tensor-model-parallel-size", "num-layers", "hidden-size",
+                             "micro-batch-size", "num-attention-heads")
 _MEGATRON_SENTINELS = ("--tensor-model-parallel-size", "--num-layers",
                        "--pipeline-model-parallel-size", "--micro-batch-size", "--hidden-size",
                        "pretrain_gpt.py", "pretrain_mamba.py")
@@ -467,7 +481,7 @@ def megatron(path: str, text: str) -> bool:
         # the whole script: a launch line may follow 64 KB of preamble (issue 30); `in` is linear
         return any(s in text for s in _MEGATRON_SENTINELS)
     if name.endswith((".txt", ".args")) or "." not in name:
-        return "--" in head and _MEGATRON_ARGS_FILE_FLAG.search(head) is not None
+        return flag_given(head, _MEGATRON_ARGS_FILE_FLAGS, line_start=True)
     if name.endswith((".yaml", ".yml")):
         if line_starts(head, "MODEL_ARGS:"):
             return True

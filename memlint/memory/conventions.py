@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 
 from memlint.facts import deepspeed as ds_facts
-from memlint.memory.rl.frameworks import conventions as rl_conventions
 from memlint.ir import RL, Provenance
 from memlint.keys import version_numbers
+from memlint.memory.rl.names import is_rl
 from memlint.records import record
 
 TYPE_CHECKING = False   # start-up: typing is for the type checker only
@@ -263,7 +263,8 @@ class Conventions:
     world_size_assumed: bool      # the launcher reader assumed the world size
     seq: int                      # tokens per sample, image tokens included
     seq_local: int                # per GPU: split over context parallelism
-    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py)
+    # -- RL post-training: the RL framework's own record (memory/rl/frameworks.py); None for a
+    # run that is not RL (the phase model, its only reader, runs for RL runs only)
     rl: Any = None
 
 
@@ -276,7 +277,6 @@ def _partition_counts_embeddings(keys) -> bool:
     return isinstance(method, str) and method.startswith("type:") and "embedding" in method
 
 
-
 def _torchtitan_loop(framework: str, tr, keys: dict) -> dict:
     """torchtitan's loop: its op-level SAC (FSDP2, selective without an every-N option), its
     `del pred` (convention loop.frees_logits; op-level SAC is torchtitan's), the float8 spelling
@@ -285,6 +285,17 @@ def _torchtitan_loop(framework: str, tr, keys: dict) -> dict:
     return {"op_level_sac": op_sac,
             "logits_freed": op_sac or keys.get("loop.frees_logits") is True,
             "float8_switch": keys.get("float8.switch")}
+
+
+def _rl_record(scenario):
+    """The RL framework's record of an RL run, else None (start-up: a run that is not RL never
+    loads the RL records)."""
+    if not is_rl(scenario):
+        return None
+    # start-up: the RL records load for an RL run only
+    from memlint.memory.rl.frameworks import conventions as rl_conventions
+
+    return rl_conventions(scenario.rl.framework)
 
 
 def build(scenario, context) -> Conventions:
@@ -384,7 +395,7 @@ def build(scenario, context) -> Conventions:
         world_size_assumed=keys.get("world_size.assumed") is True,
         seq=seq,
         seq_local=seq_per_gpu(seq, topo.cp),
-        rl=rl_conventions(scenario.rl.framework),
+        rl=_rl_record(scenario),
     )
 
 

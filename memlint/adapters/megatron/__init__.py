@@ -142,9 +142,27 @@ _NODE_DEFAULT = lazy_re.compile(
          r"NODE_COUNT)\s*:?-", re.I)
 
 
+_NODE_NAMES = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "NNODES", "NUM_NODES", "NODES",
+               "PET_NNODES", "WORLD_SIZE", "NODE_COUNT")
+
+
+def _may_default_nodes(text: str) -> bool:
+    """False where _NODE_DEFAULT cannot match: no `${` followed by one of its names (in ASCII
+    text, where re.I is str.upper(); other text goes to the pattern). Start-up: most scripts'
+    `${...}` name something else, and the pattern is not compiled."""
+    if not text.isascii():
+        return True
+    at = text.find("${")
+    while at >= 0:
+        if text[at + 2:at + 22].upper().startswith(_NODE_NAMES):
+            return True
+        at = text.find("${", at + 2)
+    return False
+
+
 def _mark_default_world_size(partial: Partial, text: str) -> None:
     world = partial.settings.get("world_size")
-    if world is None or "${" not in text or not _NODE_DEFAULT.search(text):   # start-up
+    if world is None or not _may_default_nodes(text) or not _NODE_DEFAULT.search(text):
         return
     partial.set_extra("world_size.assumed", True, world.prov)
     partial.diagnostics.append(make(

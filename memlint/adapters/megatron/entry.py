@@ -61,6 +61,8 @@ def kind(script: str, task: Optional[str] = None) -> Optional[str]:
         return "text generation"   # tasks/msdp/main.py: prompting and evaluation, no training
     if stem == "main" and task is not None and task.strip("'\"") in EVALUATION_TASKS:
         return "evaluation"
+    if stem.startswith(("pretrain_", "train", "finetune")) and "\n" not in stem:
+        return None   # what _TRAINING matches first, without compiling it (start-up)
     if _TRAINING.match(stem):
         return None
     for label, pattern in _KINDS:

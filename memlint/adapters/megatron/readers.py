@@ -117,16 +117,33 @@ def describe(unresolved: tuple) -> str:
 _LAUNCHER_LINE = lazy_re.compile(r"^\s*#\s*launcher:\s*(.*)$", re.I)
 
 
+def _launcher_start(line: str) -> Optional[int]:
+    """Where the body of a `# launcher: ...` line starts, or None for another line:
+    _LAUNCHER_LINE.match(line).start(1) (\\s is str.isspace, which strip() removes), compiled
+    only for a line whose word is not ASCII (start-up: re.I beyond ASCII)."""
+    rest = line.lstrip()
+    if not rest.startswith("#"):
+        return None
+    after = rest[1:].lstrip()
+    word = after[:9]
+    if not word.isascii():
+        header = _LAUNCHER_LINE.match(line)
+        return header.start(1) if header else None
+    if word.lower() != "launcher:":
+        return None
+    return len(line) - len(after[9:].lstrip())
+
+
 def read_args_file(path: str, text: str) -> Read:
     read = Read()
     words: list = []
     for number, line in enumerate(text.splitlines(), start=1):
-        header = _LAUNCHER_LINE.match(line)
-        if header:
-            body = header.group(1)
+        start = _launcher_start(line)
+        if start is not None:
+            body = line[start:]
             cut = body.find("(")
             body = body if cut < 0 else body[:cut]
-            _launcher_words(_line_words(path, body, number, header.start(1)), read, whole=True)
+            _launcher_words(_line_words(path, body, number, start), read, whole=True)
             continue
         stripped = line.lstrip()
         if not stripped or stripped.startswith("#"):
@@ -138,7 +155,6 @@ def read_args_file(path: str, text: str) -> Read:
 
 _SPECIAL = lazy_re.compile(r"[\\'\"$`#]")
 _SPECIAL_CHARS = "\\'\"$`#"
-_BLANK_SEPARATED = lazy_re.compile(r"[^ \t\r\n]+")
 
 
 def _line_words(path: str, line: str, number: int, col0: int, read: Optional[Read] = None,
@@ -147,8 +163,14 @@ def _line_words(path: str, line: str, number: int, col0: int, read: Optional[Rea
     if not any(char in line for char in _SPECIAL_CHARS):   # _SPECIAL.search(line), uncompiled
         # no quote, escape, `$`, backquote or comment: the words are what blanks separate (most
         # lines of an argument file; the shell reader per line cost ~25 us each)
-        return [(m.group(0), Provenance(path, number, col0 + m.start() + 1, None), ())
-                for m in _BLANK_SEPARATED.finditer(line)]
+        # the runs of [^ \t\r\n], without compiling a pattern: the blanks as spaces (same
+        # offsets), split
+        out, at = [], 0
+        for word in line.replace("\t", " ").replace("\r", " ").replace("\n", " ").split(" "):
+            if word:
+                out.append((word, Provenance(path, number, col0 + at + 1, None), ()))
+            at += len(word) + 1
+        return out
     try:
         script = _shell.parse(line, shell=False)
     except _shell.ShellError as exc:
@@ -256,6 +278,8 @@ def read_script(path: str, text: str) -> Read:
 def _sbatch_env(text: str, script) -> dict:
     """`#SBATCH --nodes=N` etc. become the SLURM_* variables srun would see."""
     env: dict = {}
+    if "#SBATCH" not in text:   # start-up: what each match holds; the pattern is not compiled
+        return env
     for match in _SBATCH.finditer(text):
         body = match.group(1).split("#")[0]
         start = match.start(1)

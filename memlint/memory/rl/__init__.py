@@ -9,15 +9,9 @@ memory/rl/passes.py (no-grad passes, RL logits) and memlint's training model (th
 """
 from __future__ import annotations
 
-from memlint.memory.rl.names import LENGTH_INDEPENDENT, PREFERENCE
+from memlint.memory.rl.names import LENGTH_INDEPENDENT, PREFERENCE, is_rl
 
 __all__ = ["LENGTH_INDEPENDENT", "PREFERENCE", "is_rl", "rl_estimate"]
-
-
-def is_rl(scenario) -> bool:
-    rl = scenario.rl
-    return (scenario.engine.name != "none" or rl.critic or rl.reference != "none"
-            or bool(rl.reward_model) or rl.paired or (rl.algorithm or "") in PREFERENCE)
 
 
 def rl_estimate(scenario, context=None):
