@@ -38,6 +38,9 @@ Measured per block, in bytes per token per hidden unit (bytes / (b·s·d)):
 - `fsdp2`: four op-SAC blocks under FSDP2 (rank 0 of 8 on the fake process group), bf16 linears
   eager and compiled, and with --float8 torchao float8 linears with bf16 and float8 all-gathers:
   the bytes held per layer after the forward (the unsharded weights are freed by FSDP2).
+- `--float8-sac OUT` (with --float8): eager op-SAC float8 blocks under both torchtitan save lists
+  (9dec370's with aten.abs, e7c0cae's without), tensorwise and rowwise, alone and under FSDP2
+  with bf16 and float8 all-gathers (bench/data/compile/float8_sac.torch-2.13.json).
 """
 from __future__ import annotations
 

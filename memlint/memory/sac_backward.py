@@ -75,9 +75,10 @@ SRC_ROOT_GRAD = ("FSDP2 fully_shard: the root unit's post-backward (its reduce-s
 
 def root_gradient_term(model, plan) -> Term:
     """While the layers' backward runs (the last layer's recompute under op-level SAC or full
-    AC, FSDP's mid-backward unit without AC: memory/training.py), the gradients of the LM head and the final norm
-    (written by the output projection's backward just before) are held: unsharded in the compute
-    dtype under FSDP2 until the root's reduce-scatter at the end, else in the gradients' dtype.
+    AC, FSDP's mid-backward unit without AC: memory/training.py), the gradients of the LM head
+    and the final norm (written by the output projection's backward before) are held: unsharded
+    in the compute dtype under FSDP2 until the root's reduce-scatter at the end, else in the
+    gradients' dtype.
     A tied head's gradient is the embedding's."""
     counts, tp = model.counts, model.topo.tp
     params = -(-(counts.final_norm + (counts.lm_head or counts.embedding)) // tp)

@@ -196,7 +196,8 @@ def training_estimate(scenario, context=None) -> Estimate:
     notes = [model.dt.note]
     notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     notes += instances_note(scenario, model.topo)
-    abs_assumed, abs_notes = ((), []) if not model.op_sac else sac_backward.float8_abs_assumed(model)
+    # eager float8 under op-level SAC: the SAC list's aten.abs (memory/sac_backward.py)
+    abs_assumed, abs_notes = sac_backward.float8_abs_assumed(model) if model.op_sac else ((), [])
     notes += abs_notes
     if model.profile == "seed":  # a label of the profile; the model reads its values
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
