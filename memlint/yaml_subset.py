@@ -320,20 +320,22 @@ class _Reader:
         """The next position with content in a flow collection (blanks, line ends and comments
         skipped): (line index, position)."""
         index, pos = self.at
-        lines = self.lines
-        while True:
-            line = lines[index]
-            pos = _skip(line, pos)
-            if pos < len(line):
-                if line[pos] != "#":
-                    self.at = (index, pos)
-                    return index, pos
-                if pos > 0 and line[pos - 1] != " ":   # a '#' right after a token
-                    raise _Outside
+        lines, indents = self.lines, self.indents
+        line = lines[index]
+        pos = _skip(line, pos)
+        if pos < len(line):
+            if line[pos] != "#":
+                self.at = (index, pos)
+                return index, pos
+            if pos > 0 and line[pos - 1] != " ":   # a '#' right after a token
+                raise _Outside
+        while True:   # the next line with content (not a blank or comment line)
             index += 1
-            if index >= len(lines) or self.indents[index] == -2:
+            if index >= len(lines) or indents[index] == -2:
                 raise _Outside   # the end of the document inside a flow collection
-            pos = 0
+            if indents[index] >= 0:
+                self.at = (index, indents[index])
+                return self.at
 
     def _flow_collection(self, opening: str, path: tuple, depth: int):
         self._count(depth)
@@ -427,8 +429,9 @@ class _Reader:
 
 
 def _skip(line: str, pos: int) -> int:
-    while pos < len(line) and line[pos] == " ":
-        pos += 1
+    """The first position at or after `pos` that is not a blank."""
+    if pos < len(line) and line[pos] == " ":
+        return len(line) - len(line[pos:].lstrip(" "))
     return pos
 
 

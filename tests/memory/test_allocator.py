@@ -212,6 +212,24 @@ def test_qlora_fsdp_gathers_the_stored_four_bit_base():
     assert terms["buffers.fsdp.root_unsharded"].inputs["b_compute"] == 2
 
 
+def test_qlora_fsdp2_mid_backward_prefetches_four_bit_and_reduces_only_the_adapters():
+    """A unit's backward under QLoRA + FSDP2: the unit prefetched before it is gathered in the
+    stored dtype like the forward's, and only the adapters get gradients (FSDP2's
+    foreach_reduce takes the FSDPParams whose gradient is not None)."""
+    sets = ["framework=fsdp2", "fsdp=full", "world_size=8", "lora_rank=16", "train_base=false",
+            "base_quant=nf4", "recompute=none"]
+    result = estimate(_scenario(sets, model=LLAMA8B))
+    terms = {t.name: t for t in _phase(result, "backward_layer").terms}
+    nf4 = 0.5 + 1 / 64 + 4 / (64 * 256)
+    prefetch = terms["buffers.fsdp.backward_prefetch"]
+    assert prefetch.inputs["b_gather"] == nf4
+    assert prefetch.bytes == int(prefetch.inputs["P_unit"] * nf4)
+    # Llama-3.1-8B, r 16 on q, k, v, o (memlint's default targets): 16 x (in + out) each
+    adapters = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2)
+    assert terms["buffers.fsdp.unsharded_grads"].bytes == 2 * adapters
+    assert terms["buffers.fsdp.reduce_scatter_input"].bytes == 4 * adapters
+
+
 # -- where the allocation order is not modeled, the estimate says so ---------------------------
 
 MEGATRON_CI = os.path.join(ROOT, "bench", "data", "calibration", "gpu-megatron-ci")
