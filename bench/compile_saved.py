@@ -38,6 +38,9 @@ Measured per block, in bytes per token per hidden unit (bytes / (b·s·d)):
 - `fsdp2`: four op-SAC blocks under FSDP2 (rank 0 of 8 on the fake process group), bf16 linears
   eager and compiled, and with --float8 torchao float8 linears with bf16 and float8 all-gathers:
   the bytes held per layer after the forward (the unsharded weights are freed by FSDP2).
+- `--float8-sac OUT` (with --float8): eager op-SAC float8 blocks under both torchtitan save lists
+  (9dec370's with aten.abs, e7c0cae's without), tensorwise and rowwise, alone and under FSDP2
+  with bf16 and float8 all-gathers (bench/data/compile/float8_sac.torch-2.13.json).
 """
 from __future__ import annotations
 
@@ -118,13 +121,23 @@ def freqs_table(seq):
     return torch.polar(torch.ones_like(ang), ang)
 
 
-# torchtitan's op-level SAC list (parallelize_llama.py _save_list), plus the CPU's flash kernel
+# torchtitan's op-level SAC list (parallelize_llama.py _save_list), plus the CPU's flash kernel.
+# aten.abs was in it from bcebc0de5 (2024-11-26, 9dec370's) to 88247277c (2025-02-06, "Remove abs
+# from save list for per op AC ... float8"); e7c0cae's list has max but not abs.
 aten = torch.ops.aten
-SAVE_LIST = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
-             aten._scaled_dot_product_flash_attention.default,
-             aten._scaled_dot_product_flash_attention_for_cpu.default,
-             torch.ops._c10d_functional.reduce_scatter_tensor.default,
-             aten.abs.default, aten.max.default}
+SAVE_LIST_E7C0CAE = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
+                     aten._scaled_dot_product_flash_attention.default,
+                     aten._scaled_dot_product_flash_attention_for_cpu.default,
+                     torch.ops._c10d_functional.reduce_scatter_tensor.default,
+                     aten.max.default}
+SAVE_LIST_9DEC370 = SAVE_LIST_E7C0CAE | {aten.abs.default}
+SAVE_LISTS = {"9dec370": SAVE_LIST_9DEC370, "e7c0cae": SAVE_LIST_E7C0CAE}
+SAVE_LIST = set(SAVE_LIST_9DEC370)  # the list the measurements use (set_save_list changes it)
+
+
+def set_save_list(name):
+    SAVE_LIST.clear()
+    SAVE_LIST.update(SAVE_LISTS[name])
 SAC_LOG: list = []  # (func, MUST_SAVE?) per forward-mode call, for the per-op table
 
 
@@ -221,15 +234,25 @@ def per_unit(nbytes):
     return round(nbytes / (BATCH * SEQ * DIM), 4)
 
 
-def measure(ac, compiled, float8=False, seed=0):
+def float8_config(recipe=None, all_gather=False):
+    """torchao's Float8LinearConfig as torchtitan's float8 converter builds it: the default
+    (tensorwise dynamic scaling) or `Float8LinearConfig.from_recipe_name(recipe)`."""
+    from torchao.float8 import Float8LinearConfig
+    if recipe and recipe != "tensorwise":
+        return Float8LinearConfig.from_recipe_name(recipe)
+    return Float8LinearConfig(enable_fsdp_float8_all_gather=all_gather)
+
+
+def measure(ac, compiled, float8=False, seed=0, recipe=None):
     """One block's forward: what it leaves allocated for its backward, named per tensor.
     `float8`: the block's linears converted by torchao's convert_to_float8_training (tensorwise
-    dynamic scaling, as torchtitan's float8 converter; torchao must be importable)."""
+    dynamic scaling, as torchtitan's float8 converter, or `recipe`; torchao must be
+    importable)."""
     torch.manual_seed(seed)
     block = Block().to(DTYPE)
     if float8:
         from torchao.float8 import convert_to_float8_training
-        convert_to_float8_training(block)
+        convert_to_float8_training(block, config=float8_config(recipe))
     freqs = freqs_table(SEQ)
     mod = wrap(block, ac)
     if compiled:
@@ -308,6 +331,7 @@ def measure(ac, compiled, float8=False, seed=0):
     held = live + (x.untyped_storage().nbytes() if holds_x else 0)
     named = sum(i["bytes"] or 0 for i in items)
     return {"ac": ac, "compiled": compiled, "float8": float8,
+            **({"recipe": recipe or "tensorwise"} if float8 else {}),
             "held_bytes": held, "held_per_token_hidden": per_unit(held),
             "named_bytes": named if all(i["bytes"] is not None for i in items) else None,
             "fwd_transient_bytes": peak - net,
@@ -317,7 +341,7 @@ def measure(ac, compiled, float8=False, seed=0):
                              else per_unit(i["bytes"])) for i in items]}
 
 
-def measure_fsdp(linears, compiled, ranks=8, layers=4):
+def measure_fsdp(linears, compiled, ranks=8, layers=4, recipe=None):
     """Blocks as torchtitan runs them: op-level SAC, then torch.compile, then FSDP2
     fully_shard per block and at the root (MixedPrecisionPolicy bf16 params, fp32 reduce), rank 0
     of `ranks` on the fake process group (collectives skipped, allocations real). `linears`:
@@ -344,9 +368,9 @@ def measure_fsdp(linears, compiled, ranks=8, layers=4):
 
     model = Stack()
     if linears != "bf16":
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-        convert_to_float8_training(model, config=Float8LinearConfig(
-            enable_fsdp_float8_all_gather=linears == "float8_all_gather"))
+        from torchao.float8 import convert_to_float8_training
+        convert_to_float8_training(model, config=float8_config(
+            recipe, all_gather=linears == "float8_all_gather"))
     for i, block in enumerate(model.layers):
         block = wrap(block, "op")
         model.layers[i] = torch.compile(block, fullgraph=True) if compiled else block
@@ -361,6 +385,7 @@ def measure_fsdp(linears, compiled, ranks=8, layers=4):
     held = net - out.untyped_storage().nbytes()
     out.float().sum().backward()
     return {"linears": linears, "compiled": compiled, "ranks": ranks, "layers": layers,
+            **({"recipe": recipe or "tensorwise"} if linears != "bf16" else {}),
             "held_per_layer_per_token_hidden": per_unit(held / layers)}
 
 
@@ -415,6 +440,45 @@ def bwd_scaling(out, float8):
     return 0
 
 
+def float8_sac(out, torchao):
+    """Eager op-level SAC with torchao float8 linears under both of torchtitan's save lists
+    (9dec370's with aten.abs, e7c0cae's without), tensorwise and rowwise recipes: what the block
+    keeps (the policy caches abs(input) and abs(weight) of every cast with abs in the list), its
+    backward's peak, and per layer under FSDP2 (rank 0 of 8, fake process group) with bf16 and
+    float8 all-gathers (the weight's cast then runs in FSDP2's pre-all-gather, outside the
+    checkpointed region)."""
+    import os
+    rows, fsdp = [measure("op", False)], []
+    for name in ("9dec370", "e7c0cae"):
+        set_save_list(name)
+        for recipe in ("tensorwise", "rowwise"):
+            r = measure("op", False, float8=True, recipe=recipe)
+            rows.append(dict(r, save_list=name))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "tensors"}), flush=True)
+        for kind in ("float8", "float8_all_gather"):
+            fsdp.append(dict(measure_fsdp(kind, False), save_list=name))
+            print(json.dumps(fsdp[-1]), flush=True)
+        fsdp.append(dict(measure_fsdp("float8", False, recipe="rowwise"), save_list=name))
+        print(json.dumps(fsdp[-1]), flush=True)
+    set_save_list("9dec370")
+    fsdp.append(measure_fsdp("bf16", False))
+    result = {"what": "eager op-level SAC with torchao float8 linears: what a torchtitan-style "
+                      "Llama-3 block keeps per torchtitan save list and recipe",
+              "script": "bench/compile_saved.py --float8-sac", "torch": torch.__version__,
+              "python": platform.python_version(), "torchao": torchao,
+              "save_lists": {"9dec370": "mm, SDPA, reduce_scatter, abs, max (torchtitan "
+                                        "bcebc0de5..88247277c, 2024-11-26..2025-02-06)",
+                             "e7c0cae": "mm, SDPA, reduce_scatter, max (from 88247277c)"},
+              "shape": {"batch": BATCH, "seq": SEQ, "dim": DIM, "heads": HEADS,
+                        "kv_heads": KV_HEADS, "ffn": FFN, "dtype": "bfloat16"},
+              "unit": "bytes per token per hidden unit: bytes / (batch * seq * dim)",
+              "rows": rows, "fsdp2": fsdp}
+    with open(out + ".tmp", "w") as f:
+        f.write(json.dumps(result, indent=1) + "\n")
+    os.replace(out + ".tmp", out)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the JSON result here")
@@ -424,6 +488,9 @@ def main(argv=None):
     ap.add_argument("--bwd-scaling", metavar="OUT",
                     help="instead: the op-SAC block's backward peak at 1024, 2048 and 4096 tokens "
                          "(batch 2, 4, 8), eager and compiled (and float8 with --float8), to OUT")
+    ap.add_argument("--float8-sac", metavar="OUT",
+                    help="instead: eager op-SAC float8 blocks per torchtitan save list and "
+                         "recipe, alone and under FSDP2 (needs --float8), to OUT")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     # every block is partitioned afresh (a cache hit would skip the partitioner)
@@ -432,6 +499,8 @@ def main(argv=None):
     aot_config.enable_autograd_cache = False
     inductor_config.fx_graph_cache = False
     capture_partitioner()
+    if args.float8_sac:
+        return float8_sac(args.float8_sac, args.float8)
     if args.bwd_scaling:
         return bwd_scaling(args.bwd_scaling, args.float8)
     rows = [measure(ac, c) for ac in ("op", "full", "none") for c in (False, True)]

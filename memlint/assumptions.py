@@ -103,6 +103,15 @@ _LIST = [
                "pinned host buffers are rounded up to a power of two (PyTorch's caching host "
                "allocator); false where PyTorch is configured not to round",
                "aten/src/ATen/core/CachingHostAllocator.h; pytorch/pytorch#95823"),
+    Assumption("sac.float8_abs", lambda v: _choice(v, ("recomputed", "saved")),
+               "eager torchao float8 linears under torchtitan's op-level SAC, where the file's "
+               "spelling does not date its torchtitan: whether the policy's list names aten.abs "
+               "(saved: torchtitan bcebc0de5..88247277c, 2024-11-26..2025-02-06, which caches "
+               "abs(input) and abs(weight) of every float8 cast; recomputed: every torchtitan "
+               "since, and every file that spells float8 as model.converters)",
+               "pytorch/torchtitan parallelize_llama.py _save_list at 9dec370 and e7c0cae; "
+               "measured: bench/compile_saved.py --float8-sac (bench/data/compile/"
+               "float8_sac.torch-2.13.json); memory/activations.py float8_abs_items"),
     Assumption("ssm.kernels", lambda v: _choice(v, ("auto", "fused", "torch")),
                "the kernels transformers' Mamba / Gated DeltaNet / short-conv layers run: fused "
                "(mamba_ssm, causal-conv1d, flash-linear-attention installed), torch (the "
@@ -163,6 +172,7 @@ PROFILES: dict = {
         "compile.loss_saved": "eager",
         "compile.block_saved": "eager",
         "host.pinned_pow2_rounding": True,
+        "sac.float8_abs": "recomputed",
         "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
         "engine.non_torch_tp_bytes": 2150 * MiB,
@@ -188,6 +198,7 @@ PROFILES: dict = {
         "compile.loss_saved": "logits",
         "compile.block_saved": "eager",
         "host.pinned_pow2_rounding": True,
+        "sac.float8_abs": "recomputed",
         "ssm.kernels": "auto",
         "engine.non_torch_bytes": 256 * MiB,
         "engine.non_torch_tp_bytes": 2150 * MiB,

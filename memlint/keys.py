@@ -824,6 +824,14 @@ _CONVENTION_KEYS = [
         "torchtitan disable_loss_parallel ([parallelism], [training] before 2025): under tensor "
         "parallelism the output layer's logits are gathered to the full vocabulary on every rank "
         "and the loss runs on them (recorded by the torchtitan adapter)"),
+    _convention("loop.frees_logits", to_bool,
+        "the training loop drops its logits before backward (torchtitan train.py `del pred`), "
+        "so the layers' backward runs after the loss's backward freed them (recorded by the "
+        "torchtitan adapter)"),
+    _convention("float8.switch", choice("enable_float8_linear", "converters"),
+        "how a torchtitan file turns torchao float8 linears on: [float8] enable_float8_linear "
+        "(torchtitan 2024-07-17..2025-02-15) or model.converters (from 2025-02-15); dates the "
+        "op-level SAC list (recorded by the torchtitan adapter)"),
     _convention("fsdp.allgather_dtype_bytes", positive_int,
         "bytes per linear weight FSDP all-gathers: 1 with torchao's float8 all-gather "
         "(torchtitan enable_fsdp_float8_all_gather; recorded by the torchtitan adapter)"),

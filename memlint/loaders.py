@@ -904,7 +904,46 @@ _TOML_PART = r"""(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z0-9_\-]+)"""
 _TOML_KEY = lazy_re.compile(r"[ \t]*(%s(?:[ \t]*\.[ \t]*%s)*)[ \t]*=" % (_TOML_PART, _TOML_PART))
 
 
+def _toml_header(line: str) -> Optional[str]:
+    """_TOML_HEADER.fullmatch(line).group(1) of a line (no "\\n"), or None; without compiling it
+    (start-up): the name runs to the first `]`, after `[` or `[[`."""
+    rest = line.lstrip(" \t")
+    if not rest.startswith("["):
+        return None
+    body = rest[2:] if rest.startswith("[[") else rest[1:]
+    end = body.find("]")
+    if end < 0:
+        return None
+    tail = body[end + 1:]
+    tail = (tail[1:] if tail.startswith("]") else tail).lstrip(" \t")
+    return body[:end] if not tail or tail.startswith("#") else None
+
+
+_TOML_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _toml_key(line: str) -> Optional[tuple]:
+    """(group(1), end()) of _TOML_KEY.match(line) (a line without "\\n"), or None. A key of bare
+    parts is read without the pattern (start-up); a quoted one by it."""
+    rest = line.lstrip(" \t")
+    equals = rest.find("=")
+    if equals < 0:
+        return None
+    key = rest[:equals].rstrip(" \t")
+    if '"' in key or "'" in key:
+        found = _TOML_KEY.match(line)
+        return (found.group(1), found.end()) if found else None
+    if not all(part.strip(" \t") and _TOML_BARE.issuperset(part.strip(" \t"))
+               for part in key.split(".")):
+        return None
+    return key, len(line) - len(rest) + equals + 1
+
+
 def _toml_key_parts(raw: str) -> tuple:
+    if '"' not in raw and "'" not in raw:
+        # no quoted part: the pattern's runs of [^.]+ are the pieces between dots (start-up: the
+        # pattern compiles for a quoted key only)
+        return tuple(part.strip() for part in raw.split(".") if part.strip())
     parts = []
     for part in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', raw):
         part = part.strip()
@@ -922,8 +961,13 @@ _LONG_NUMBER = lazy_re.compile(r"[0-9][0-9_.eE+-]{%d,}" % MAX_NUMBER_CHARS)
 
 def load_toml(path: str, text: str) -> Document:
     doc = Document(path=path, text=text)
-    long = next((m for m in _LONG_NUMBER.finditer(text)
-                 if any(c in m.group(0) for c in ".eE")), None)   # integers: tomllib's limit
+    long = None
+    # a match is a run of MAX_NUMBER_CHARS + 1 characters within a line (start-up: a file whose
+    # lines are all shorter compiles no pattern)
+    if len(text) > MAX_NUMBER_CHARS and any(len(line) > MAX_NUMBER_CHARS
+                                            for line in text.split("\n")):
+        long = next((m for m in _LONG_NUMBER.finditer(text)
+                     if any(c in m.group(0) for c in ".eE")), None)   # integers: tomllib's limit
     if long:
         # tomllib reads it, but float() of 4 MB of digits took 480 MB (issue 30); no config
         # value has a thousand digits (integers that long fail tomllib itself: below)
@@ -951,17 +995,17 @@ def load_toml(path: str, text: str) -> Document:
             if in_multiline in line:
                 in_multiline = None
             continue
-        header = _TOML_HEADER.fullmatch(line)
-        if header:
-            table = _toml_key_parts(header.group(1).strip())
+        header = _toml_header(line)
+        if header is not None:
+            table = _toml_key_parts(header.strip())
             doc.positions.setdefault(table, (number, line.index("[") + 1))
             continue
-        key = _TOML_KEY.match(line)
-        if key:
-            parts = _toml_key_parts(key.group(1))
+        key = _toml_key(line)
+        if key is not None:
+            parts = _toml_key_parts(key[0])
             column = len(line) - len(line.lstrip()) + 1
             doc.positions.setdefault(table + parts, (number, column))
-            rest = line[key.end():]
+            rest = line[key[1]:]
             for quote in ('"""', "'''"):
                 if rest.count(quote) == 1:
                     in_multiline = quote

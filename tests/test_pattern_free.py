@@ -189,3 +189,32 @@ def test_training_entry_names(stem):
     if stem.startswith(("pretrain_", "train", "finetune")) and "\n" not in stem:
         # the shortcut in entry.kind answers "training" only where the pattern does
         assert entry._TRAINING.compiled.match(stem)
+
+
+TOML_KEY_PIECES = ["a", "b_c", ".", " ", "\t", "\u2003", "-", '"q.r"', "'s'", '"', "'", "1"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(TOML_KEY_PIECES), max_size=8).map("".join))
+def test_toml_key_parts_without_quotes_are_the_patterns(raw):
+    from memlint import loaders
+    parts = []
+    for part in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', raw):
+        part = part.strip()
+        if part:
+            parts.append(part[1:-1] if part[:1] in "\"'" else part)
+    assert loaders._toml_key_parts(raw) == tuple(parts)
+
+
+TOML_LINE_PIECES = ["[", "]", "[[", "]]", " ", "\t", "#", "a", "b-c", ".", "=", '"q"', "'s'", '"',
+                    "x y", "\u00e9", "1", "\u2003", "# c"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(TOML_LINE_PIECES), max_size=9).map("".join))
+def test_toml_line_tests_are_the_patterns(line):
+    from memlint import loaders
+    header = loaders._TOML_HEADER.compiled.fullmatch(line)
+    assert loaders._toml_header(line) == (header.group(1) if header else None)
+    key = loaders._TOML_KEY.compiled.match(line)
+    assert loaders._toml_key(line) == ((key.group(1), key.end()) if key else None)

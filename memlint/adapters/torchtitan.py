@@ -194,6 +194,11 @@ def apply(facts: Facts, partial: Partial, anchor: Callable[[str], Provenance],
                                    f"{section}.{key} (torchtitan default)"))
 
     partial.set("framework", "fsdp2", anchor("parallelism"))
+    # torchtitan's train.py forward_backward_step (9dec370, e7c0cae): `del pred` before
+    # loss.backward(), so the logits live only in the loss's autograd graph
+    base = anchor("training")
+    partial.set_extra("loop.frees_logits", True,
+                      Provenance(base.file, base.line, base.column, "torchtitan train.py del pred"))
     _derive_parallel(facts, partial, anchor)
     _derive_recompute(facts, partial)
     _derive_offload(facts, partial)
@@ -453,9 +458,21 @@ def _derive_float8(facts: Facts, partial: Partial) -> None:
     if not enabled and old_style is not None and old_style[0] is True:
         enabled, converters = True, old_style   # torchtitan 2024: [float8] enable_float8_linear
     if enabled:
-        # torchao Float8Linear (dynamic tensorwise scaling) over bf16 weights: precision=fp8
+        # torchao Float8Linear (dynamic tensorwise scaling) over bf16 weights: precision=fp8.
+        # The spelling dates the file: `[float8] enable_float8_linear` 2024-07-17 (69fe8defc) to
+        # 2025-02-15 (57387af0e, the ModelConverter `converters`), which brackets the op-level
+        # SAC list's aten.abs (bcebc0de5 2024-11-26 .. 88247277c 2025-02-06; memory/
+        # activations.py float8_abs_items)
         partial.set("precision", "fp8", converters[1])
-    if enabled and gather is not None and gather[0] is True:
+        partial.set_extra("float8.switch",
+                          "enable_float8_linear" if old_style is converters else "converters",
+                          converters[1])
+    # Float8LinearConfig.from_recipe_name (torchtitan components/quantization/float8.py
+    # @e7c0cae): a recipe asserts `not enable_fsdp_float8_all_gather`, so the weights are
+    # all-gathered in bf16 (the recipe itself: a not-modeled key, facts/coverage)
+    recipe = facts.find("recipe_name", "float8", "quantize.linear.float8")
+    if enabled and (recipe is None or not recipe[0]) and gather is not None \
+            and gather[0] is True:
         # FSDP all-gathers float8 weights (1 byte per parameter) instead of bf16
         partial.set_extra("fsdp.allgather_dtype_bytes", 1, gather[1])
 

@@ -235,6 +235,36 @@ def op_sac_items(sh: Shapes, c: int, tp: int = 1, compiled: bool = False) -> lis
     ]
 
 
+SRC_FLOAT8_ABS = ("torchtitan op-level SAC _save_list with aten.abs (bcebc0de5 2024-11-26 .. "
+                  "88247277c 2025-02-06, 'Remove abs from save list ... float8'; 9dec370 "
+                  "parallelisms/parallelize_llama.py); torchao float8 casts amax = "
+                  "max(abs(x)) per input and weight (float8_utils.py tensor_to_amax, "
+                  "pytorch/ao@0afa4c1); torch/utils/checkpoint.py _CachingTorchDispatchMode "
+                  "caches every MUST_SAVE output; measured 41.125 = 15.625 + 19.0 (inputs) + "
+                  "6.5 (weights) B per token per hidden unit, 34.625 under float8 all-gather "
+                  "(bench/compile_saved.py --float8-sac)")
+
+
+def float8_abs_items(sh: Shapes, c: int, tp: int, tokens: int, weights_cast: bool) -> list:
+    """Eager torchao float8 linears under a torchtitan op-level SAC list that names aten.abs:
+    every float8 cast computes amax = max(abs(x)), and the policy caches abs's output, the size
+    of what is cast, in its dtype: each linear's input (q, k and v each cast the norm's output;
+    wo the attention output; w1 and w3 the norm's; w2 the FFN product) and, where the weight is
+    cast inside the block (not under float8 all-gather, which casts it in FSDP2's
+    pre-all-gather hook, outside the checkpointed region), each weight: weight-sized, over the
+    layer's `tokens`. Rowwise recipes cache the same (abs before amax). Sharded over tp like
+    the other saved tensors."""
+    mlp_in = (2 if sh.gated else 1) * sh.d
+    inputs = c * (3 * sh.d + sh.do + mlp_in + sh.ffn) / tp
+    items = [Item("float8 casts: abs(input) of each linear (SAC list with aten.abs)", inputs)]
+    if weights_cast and tokens > 0:
+        weights = sh.d * (sh.dq + sh.dk + sh.dv) + sh.do * sh.d \
+            + (3 if sh.gated else 2) * sh.d * sh.ffn
+        items.append(Item("float8 casts: abs(weight) of each linear (weight-sized / tokens)",
+                          c * weights / tp / tokens))
+    return items
+
+
 def recompute_items(c: int, d: int, tp: int, sp: bool) -> list:
     """Full recompute keeps only each layer's input (seed 000 CH 5.2: 'the input hidden state')."""
     return [Item("layer input (checkpoint)", c * d / (tp if sp else 1))]

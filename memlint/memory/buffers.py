@@ -58,7 +58,9 @@ def buffer_terms(model: Model, plan: StagePlan, phase: str) -> list:
         # a unit's backward: the prefetched unit before it, its unsharded grads and the
         # reduce-scatter buffers in the reduce dtype (= the sharded grads' dtype)
         terms += fsdp.backward_unit_buffers(unit, compute, model.dt.grad, topo.shard,
-                                            prefetched=1 if par.reshard_after_forward else 0)
+                                            prefetched=1 if par.reshard_after_forward else 0,
+                                            gather_bytes=gather,
+                                            grad_params=fsdp_grad_unit(model, plan))
     # P_unit and P_root are per GPU: tensor parallelism divided them first
     return [replace(term, formula=f"{term.formula}  (P: parameters / tp {topo.tp})")
             for term in terms if term.bytes]
@@ -74,6 +76,17 @@ def fsdp_gather_bytes(model: Model) -> float:
     # torchao's float8 all-gather (conventions gather_bytes 1): the linear weights are gathered,
     # and stay unsharded, as 1-byte Float8 data (norms: a rounding)
     return model.conv.gather_bytes
+
+
+def fsdp_grad_unit(model: Model, plan: StagePlan) -> int:
+    """The parameters of the largest unit that get gradients in a unit's backward: under FSDP2
+    with LoRA only the adapters (FSDP2 reduce-scatters the FSDPParams that have a gradient:
+    _fsdp_param_group.py post_backward); -1: all of them (FSDP1's FlatParameter gets a
+    gradient as a whole, the frozen parts zero-filled)."""
+    if not model.lora or model.conv.fsdp_version != 2:
+        return -1
+    tp = model.topo.tp
+    return max([math.ceil(model.lora_per_layer[i] / tp) for i in plan.layers] or [0])
 
 
 def fsdp_root_and_unit(model: Model, plan: StagePlan) -> tuple:

@@ -192,6 +192,11 @@ class Conventions:
     torch_modules: bool           # transformers / PyTorch modules (HF Trainer, FSDP2)
     eager_modules: bool           # ... run op by op without tensor parallelism (HF; FSDP2 tp 1)
     op_level_sac: bool            # torchtitan's op-level selective activation checkpointing
+    float8_switch: Optional[str]  # torchtitan's float8 spelling ("enable_float8_linear",
+    #                               "converters"): dates its op-level SAC list; None: unstated
+    logits_freed: bool            # the loop drops its logits before backward (torchtitan `del
+    #                               pred`; torchtitan's op-level SAC): the layers' backward runs
+    #                               after the loss's has freed them
     autocast_weight_copies: bool  # torch.autocast caches low-precision copies of fp32 weights
     te_fp8: bool                  # FP8 through Transformer Engine (not torchao float8)
     flash_head_dim_multiple: int  # flash/fused attention needs head_dim % this == 0 (0: any)
@@ -272,6 +277,16 @@ def _partition_counts_embeddings(keys) -> bool:
     return isinstance(method, str) and method.startswith("type:") and "embedding" in method
 
 
+def _torchtitan_loop(framework: str, tr, keys: dict) -> dict:
+    """torchtitan's loop: its op-level SAC (FSDP2, selective without an every-N option), its
+    `del pred` (convention loop.frees_logits; op-level SAC is torchtitan's), the float8 spelling
+    that dates its SAC list (convention float8.switch)."""
+    op_sac = framework == FSDP2 and tr.recompute == "selective" and tr.recompute_every <= 1
+    return {"op_level_sac": op_sac,
+            "logits_freed": op_sac or keys.get("loop.frees_logits") is True,
+            "float8_switch": keys.get("float8.switch")}
+
+
 def _rl_record(scenario):
     """The RL framework's record of an RL run, else None (start-up: a run that is not RL never
     loads the RL records)."""
@@ -315,8 +330,7 @@ def build(scenario, context) -> Conventions:
         # given, which for an HF config is transformers' (gpt-neox's is its own fused code)
         eager_modules=framework == HF or (framework == FSDP2 and topo.tp == 1)
         or (framework == DEEPSPEED and topo.tp == 1 and "gpt_neox.config" not in keys),
-        op_level_sac=(framework == FSDP2 and tr.recompute == "selective"
-                      and tr.recompute_every <= 1),
+        **_torchtitan_loop(framework, tr, keys),
         autocast_weight_copies=framework == HF,
         te_fp8=framework != FSDP2,
         flash_head_dim_multiple=8 if megatron and not local else 0,

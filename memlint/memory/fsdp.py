@@ -63,7 +63,8 @@ SRC_BACKWARD = ("PyTorch FSDP2 _fsdp_param_group.py pre_backward/_backward_prefe
 
 
 def backward_unit_buffers(unit_params: int, compute_bytes: int, reduce_bytes: int, shard: int,
-                          prefetched: int = 1) -> list:
+                          prefetched: int = 1, gather_bytes: float = 0,
+                          grad_params: int = -1) -> list:
     """What one FSDP2 unit's backward adds besides the units already unsharded.
 
     `pre_backward` of unit k all-gathers the unit before it in post-forward order
@@ -74,21 +75,33 @@ def backward_unit_buffers(unit_params: int, compute_bytes: int, reduce_bytes: in
     the gradients into it before freeing them, and the output (P · b_reduce / shard). The input is
     kept in `ReduceScatterState` until the next unit's reduce-scatter, so it is alive while the
     next unit computes its gradients: one unit's input and one unit's unsharded grads at once.
+
+    `gather_bytes` (default: `compute_bytes`): the width the prefetched unit is all-gathered in,
+    as for the forward's units (torchao's float8 all-gather, a QLoRA base's stored dtype).
+    `grad_params` (default: `unit_params`): the unit's parameters that get gradients: FSDP2's
+    `foreach_reduce` takes only the FSDPParams whose gradient is not None
+    (_fsdp_param_group.py post_backward), so a frozen base (LoRA) has none.
     """
+    gather = gather_bytes or compute_bytes
+    grads = unit_params if grad_params < 0 else grad_params
     return [
-        _term("backward_prefetch", prefetched * unit_params * compute_bytes,
-              "prefetched · P_unit · b_compute",
-              {"P_unit": unit_params, "b_compute": compute_bytes, "prefetched": prefetched},
+        _term("backward_prefetch", int(prefetched * unit_params * gather),
+              "prefetched · P_unit · b_gather" if gather != compute_bytes
+              else "prefetched · P_unit · b_compute",
+              {"P_unit": unit_params, "b_gather": gather, "prefetched": prefetched},
               SRC_BACKWARD),
-        _term("unsharded_grads", unit_params * compute_bytes,
-              "P_unit · b_compute  (one unit's gradients before the reduce-scatter)",
-              {"P_unit": unit_params, "b_compute": compute_bytes}, SRC_BACKWARD),
-        _term("reduce_scatter_input", unit_params * reduce_bytes,
-              "P_unit · b_reduce  (kept until the next reduce-scatter)",
-              {"P_unit": unit_params, "b_reduce": reduce_bytes}, SRC_BACKWARD),
-        _term("reduce_scatter_output", _ceil_div(unit_params * reduce_bytes, shard),
-              f"ceil(P_unit · b_reduce / shard {shard})",
-              {"P_unit": unit_params, "b_reduce": reduce_bytes, "shard": shard}, SRC_BACKWARD),
+        _term("unsharded_grads", grads * compute_bytes,
+              ("P_grad" if grads != unit_params else "P_unit")
+              + " · b_compute  (one unit's gradients before the reduce-scatter)",
+              {"P_unit": grads, "b_compute": compute_bytes}, SRC_BACKWARD),
+        _term("reduce_scatter_input", grads * reduce_bytes,
+              ("P_grad" if grads != unit_params else "P_unit")
+              + " · b_reduce  (kept until the next reduce-scatter)",
+              {"P_unit": grads, "b_reduce": reduce_bytes}, SRC_BACKWARD),
+        _term("reduce_scatter_output", _ceil_div(grads * reduce_bytes, shard),
+              ("ceil(P_grad" if grads != unit_params else "ceil(P_unit")
+              + f" · b_reduce / shard {shard})",
+              {"P_unit": grads, "b_reduce": reduce_bytes, "shard": shard}, SRC_BACKWARD),
     ]
 
 

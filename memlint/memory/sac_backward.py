@@ -23,6 +23,7 @@ its own term (stage_activations.py `activations.recomputed_layer`).
 """
 from __future__ import annotations
 
+from memlint.memory import activations as act
 from memlint.memory.terms import Term
 
 # bytes per token per hidden unit, bf16 compute (bench/data/compile/saved_llama_block.torch-2.13.json)
@@ -73,9 +74,11 @@ SRC_ROOT_GRAD = ("FSDP2 fully_shard: the root unit's post-backward (its reduce-s
 
 
 def root_gradient_term(model, plan) -> Term:
-    """While the last layer's backward runs, the gradients of the LM head and the final norm
-    (written by the output projection's backward just before) are held: unsharded in the compute
-    dtype under FSDP2 until the root's reduce-scatter at the end, else in the gradients' dtype.
+    """While the layers' backward runs (the last layer's recompute under op-level SAC or full
+    AC, FSDP's mid-backward unit without AC: memory/training.py), the gradients of the LM head
+    and the final norm (written by the output projection's backward before) are held: unsharded
+    in the compute dtype under FSDP2 until the root's reduce-scatter at the end, else in the
+    gradients' dtype.
     A tied head's gradient is the embedding's."""
     counts, tp = model.counts, model.topo.tp
     params = -(-(counts.final_norm + (counts.lm_head or counts.embedding)) // tp)
@@ -86,3 +89,43 @@ def root_gradient_term(model, plan) -> Term:
         inputs={"params": params, "bytes_per_param": b, "tp": tp},
         source=SRC_ROOT_GRAD if model.fsdp_sharded else
         "autograd writes each parameter's .grad when its backward runs (the LM head's first)")
+
+
+def float8_abs_applies(model) -> bool:
+    """Whether the run's saved set could hold the float8 casts' abs outputs: eager torchao
+    float8 linears under torchtitan's op-level SAC whose file does not date its torchtitan after
+    the list lost aten.abs (`model.converters` came 2025-02-15, after 88247277c 2025-02-06).
+    Compiled blocks keep only what their backward reads (the min-cut partitioner; measured:
+    13.625 B per token per hidden unit with the abs list too, bench/data/compile/)."""
+    return bool(model.op_sac and model.tr.precision == "fp8" and not model.conv.te_fp8
+                and not model.tr.compile and model.conv.float8_switch != "converters")
+
+
+def float8_abs_saved(model) -> bool:
+    """The casts' abs outputs are counted (assumption sac.float8_abs = saved)."""
+    return float8_abs_applies(model) and model.assume["sac.float8_abs"] == "saved"
+
+
+def float8_abs_assumed(model) -> tuple:
+    """The estimate's `assumed` entry and note for sac.float8_abs, where it applies."""
+    if not float8_abs_applies(model):
+        return (), []
+    arch, tr, topo = model.arch, model.tr, model.topo
+    tokens = tr.micro_batch * model.seq_local
+    items = act.float8_abs_items(act.shapes(arch, False), model.dt.compute, topo.tp, tokens,
+                                 weights_cast=model.conv.gather_bytes != 1)
+    layers = -(-arch.layers // max(1, model.par.pp))
+    extra = sum(i.per_token for i in items) * tokens * layers
+    value = model.assume["sac.float8_abs"]
+    entry = {"key": "sac.float8_abs", "value": value,
+             "source": "assumption (memlint/assumptions.py): the file's float8 switch "
+                       f"({model.conv.float8_switch or 'not stated'}) does not date its "
+                       "torchtitan; " + act.SRC_FLOAT8_ABS}
+    gib = extra / 2 ** 30
+    note = ("eager float8 under torchtitan's op-level SAC: "
+            + ("the float8 casts' abs outputs are counted (assumption sac.float8_abs=saved)"
+               if value == "saved" else
+               f"a torchtitan of 2024-11-26..2025-02-06 (aten.abs in its SAC list) also keeps "
+               f"abs() of every float8 cast, {gib:.1f} GiB more per GPU here; not counted "
+               "(assumption sac.float8_abs=recomputed; --set sac.float8_abs=saved)"))
+    return (entry,), [note]

@@ -332,6 +332,10 @@ def _layer_bytes_per_token(model: Model, plan: StagePlan, per_layer: list) -> tu
             if model.op_sac and not moe_layer:
                 items = act.op_sac_items(sh, model.dt.compute, topo.tp,
                                          compiled_block_saves_cut(model))
+                if _sac_backward.float8_abs_saved(model):
+                    items = items + act.float8_abs_items(
+                        sh, model.dt.compute, topo.tp, tr.micro_batch * seq_local,
+                        weights_cast=model.conv.gather_bytes != 1)
             elif eager_modules:
                 items = eager.hf_layer_items(sh, hf_run(model, first))
             else:

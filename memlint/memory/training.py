@@ -12,8 +12,11 @@ then compute each stage's terms in each phase of a step and keep the phase with 
 - backward attention (Transformer Engine's deterministic cuDNN attention): the last layer's
   attention backward with the dP matrix in cuDNN's workspace (memory/attention_workspace.py);
 - backward through a recomputed layer (full recompute): checkpoints plus one layer's full set;
-  under torchtitan's op-level SAC the last layer's measured recompute and gradient transients,
-  the logits freed and the LM head's gradient held (memory/sac_backward.py);
+  under torchtitan's op-level SAC the last layer's measured recompute and gradient transients
+  (memory/sac_backward.py). Where the loop drops its logits before backward (torchtitan's
+  `del pred`: convention loop.frees_logits), this phase comes after the loss's backward: the
+  logits are freed and the LM head's gradient is held (sac_backward.root_gradient_term), as in
+  FSDP's mid-backward phase;
 - optimizer step: every gradient, the states and the optimizer implementation's temporaries.
 Gradients of frameworks that allocate them lazily (`zero_grad(set_to_none=True)`: HF, FSDP2) exist
 only from the backward on, unless gradient accumulation keeps them: `.grad` accumulates over the
@@ -90,18 +93,24 @@ def _phase_terms(model: Model, plan: StagePlan, phase: str, weights, gradients, 
         terms += list(gradients)
         terms += zero2_accumulation_terms(model, gradients, phase)
     terms += workspaces
+    # the layers' backward after the loss's and the output projection's: the LM head's gradient
+    # is written (FSDP2's root holds it unsharded to the end: memory/sac_backward.py)
+    head_grad = plan.last and not grads_now
     if phase == "backward_layer":
         # FSDP mid-backward (memory/fsdp.py backward_unit_buffers): the logits and the last
         # layer's saved tensors are freed, the other layers' are still held
         terms += fsdp_layer_freed(activation_terms(model, plan, phase), len(plan.layers))
+        if head_grad:
+            terms.append(sac_backward.root_gradient_term(model, plan))
         terms += buffer_terms(model, plan, phase)
         terms += dequant_terms(model, plan, phase)
     elif phase != "optimizer":
         terms += activation_terms(model, plan, phase)
-        if phase == "backward_recompute" and model.op_sac and plan.last:
-            # torchtitan's last layer's backward (memory/sac_backward.py): the logits and
-            # their gradient are freed (`del pred`), the LM head's gradient is held
-            if not grads_now:
+        if phase == "backward_recompute" and model.conv.logits_freed and plan.last:
+            # the last layer's backward under activation checkpointing (op-level SAC:
+            # memory/sac_backward.py; full: its recompute) comes after the loss's: the logits and
+            # their gradient are freed (torchtitan `del pred`), the LM head's gradient is held
+            if head_grad:
                 terms.append(sac_backward.root_gradient_term(model, plan))
         elif plan.last and model.assume["logits.enabled"]:
             terms += logits_terms(model, phase)
@@ -187,6 +196,9 @@ def training_estimate(scenario, context=None) -> Estimate:
     notes = [model.dt.note]
     notes += compile_notes(scenario.training)  # memory/compile.py: what is not modeled
     notes += instances_note(scenario, model.topo)
+    # eager float8 under op-level SAC: the SAC list's aten.abs (memory/sac_backward.py)
+    abs_assumed, abs_notes = sac_backward.float8_abs_assumed(model) if model.op_sac else ((), [])
+    notes += abs_notes
     if model.profile == "seed":  # a label of the profile; the model reads its values
         notes.append("seed profile: the articles' formulas (decimal GB), no logits, no runtime")
     return Estimate(profile=model.profile, sources=tuple(scenario.sources),
@@ -194,7 +206,8 @@ def training_estimate(scenario, context=None) -> Estimate:
                     capacity_bytes=scenario.hardware.gpu_memory, stages=tuple(stages),
                     notes=tuple(notes),
                     assumed=inputs.assumed(scenario, model.topo, model.conv)
-                    + compile_assumed(scenario, model.conv) + allocator_assumed(model)
+                    + compile_assumed(scenario, model.conv) + abs_assumed
+                    + allocator_assumed(model)
                     + saved_weights_assumed(model) + held_logits_assumed(model),
                     scenario=scenario, context=model.context)
 

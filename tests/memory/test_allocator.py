@@ -197,19 +197,39 @@ def test_peft_adapters_are_fp32_under_autocast_over_a_bf16_base():
     assert lora.inputs["bytes_per_param"] == 4 and "autocast_adapter_dtype" in lora.source
 
 
+NF4 = 0.5 + 1 / 64 + 4 / (64 * 256)   # nf4 with its absmax scales, per parameter
+
+
+def _qlora_fsdp_phase(recompute: str, phase: str) -> dict:
+    """QLoRA (nf4 base, r 16) on Llama-3.1-8B under FSDP2 over 8 ranks: one phase's terms."""
+    sets = ["framework=fsdp2", "fsdp=full", "world_size=8", "lora_rank=16", "train_base=false",
+            "base_quant=nf4", f"recompute={recompute}"]
+    return {t.name: t for t in _phase(estimate(_scenario(sets, model=LLAMA8B)), phase).terms}
+
+
 def test_qlora_fsdp_gathers_the_stored_four_bit_base():
     """QLoRA + FSDP (bnb_4bit_quant_storage): a layer's all-gather moves the packed nf4 base
     (0.5 B + its absmax scales), not 2 B per parameter; the root (embedding, LM head) is not
     quantized and is gathered in bf16."""
-    sets = ["framework=fsdp2", "fsdp=full", "world_size=8", "lora_rank=16", "train_base=false",
-            "base_quant=nf4", "recompute=full"]
-    result = estimate(_scenario(sets, model=LLAMA8B))
-    terms = {t.name: t for t in _phase(result, "forward_end").terms}
-    nf4 = 0.5 + 1 / 64 + 4 / (64 * 256)
+    terms = _qlora_fsdp_phase("full", "forward_end")
     unit = terms["buffers.fsdp.allgather_units"]
-    assert unit.inputs["b_compute"] == nf4
-    assert unit.bytes == int(unit.inputs["P_unit"] * nf4)
+    assert unit.inputs["b_compute"] == NF4
+    assert unit.bytes == int(unit.inputs["P_unit"] * NF4)
     assert terms["buffers.fsdp.root_unsharded"].inputs["b_compute"] == 2
+
+
+def test_qlora_fsdp2_mid_backward_prefetches_four_bit_and_reduces_only_the_adapters():
+    """A unit's backward under QLoRA + FSDP2: the unit prefetched before it is gathered in the
+    stored dtype like the forward's, and only the adapters get gradients (FSDP2's
+    foreach_reduce takes the FSDPParams whose gradient is not None)."""
+    terms = _qlora_fsdp_phase("none", "backward_layer")
+    prefetch = terms["buffers.fsdp.backward_prefetch"]
+    assert prefetch.inputs["b_gather"] == NF4
+    assert prefetch.bytes == int(prefetch.inputs["P_unit"] * NF4)
+    # Llama-3.1-8B, r 16 on q, k, v, o (memlint's default targets): 16 x (in + out) each
+    adapters = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2)
+    assert terms["buffers.fsdp.unsharded_grads"].bytes == 2 * adapters
+    assert terms["buffers.fsdp.reduce_scatter_input"].bytes == 4 * adapters
 
 
 # -- where the allocation order is not modeled, the estimate says so ---------------------------

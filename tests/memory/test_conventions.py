@@ -134,6 +134,7 @@ SAMPLES = {
     "megatron.offload-modules": "core_attn expert_fc1", "megatron.min-offloaded-tensor-size": "1048576",
     "megatron.activation-offload-fraction": "0.5",
     "megatron.attention-backend": "fused", "env.NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
+    "float8.switch": "converters",
 }
 
 

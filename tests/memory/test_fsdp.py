@@ -98,6 +98,17 @@ def test_backward_unit_buffers_hand_checked():
                      "buffers.fsdp.reduce_scatter_output": 4 * LAYER // 8}
 
 
+def test_backward_unit_buffers_gather_and_gradient_widths():
+    """The prefetched unit in the gather width (float8 all-gather: 1 B); gradients only for
+    the parameters that have them (FSDP2 + LoRA: the adapters)."""
+    named = {t.name: t.bytes for t in F.backward_unit_buffers(LAYER, 2, 4, 8, gather_bytes=1,
+                                                              grad_params=1000)}
+    assert named == {"buffers.fsdp.backward_prefetch": LAYER,
+                     "buffers.fsdp.unsharded_grads": 2 * 1000,
+                     "buffers.fsdp.reduce_scatter_input": 4 * 1000,
+                     "buffers.fsdp.reduce_scatter_output": 4 * 1000 // 8}
+
+
 def _fsdp_estimate(sets):
     from memlint.memory.estimate import estimate
     from memlint.scenario import build, overrides_partial
@@ -119,6 +130,9 @@ def test_backward_layer_phase_on_a_real_model():
     assert names["buffers.fsdp.backward_prefetch"].bytes == 2 * layer
     assert names["buffers.fsdp.reduce_scatter_input"].bytes == 4 * layer
     assert "logits" not in names
+    float8 = _fsdp_estimate(["fsdp.allgather_dtype_bytes=1"])
+    f8 = {t.name: t for t in {p.name: p for p in float8.stages[0].phases}["backward_layer"].terms}
+    assert f8["buffers.fsdp.backward_prefetch"].bytes == layer   # float8 all-gather: 1 B
     start = {p.name: p for p in stage.phases}["backward_start"]
     acts = next(t for t in start.terms if t.name == "activations")
     assert names["activations"].bytes == acts.bytes * 31 // 32

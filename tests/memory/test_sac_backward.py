@@ -68,7 +68,27 @@ def test_at_the_last_layers_backward_the_logits_are_gone_and_the_head_gradient_h
     assert "gradients.lm_head" not in start
 
 
-def test_full_ac_is_left_to_its_own_terms():
+def test_full_ac_recomputes_its_layer_after_the_loss_freed_the_logits():
+    """Full AC: the layer's own recompute term, not op-SAC's measured one; the same `del pred`
+    physics (the logits gone, the LM head's gradient held unsharded by FSDP2's root)."""
     terms = _phase(["--set", "recompute=full"], "backward_recompute")
-    assert "activations.backward_layer" not in terms and "gradients.lm_head" not in terms
-    assert "activations.recomputed_layer" in terms and "logits" in terms
+    assert "activations.backward_layer" not in terms
+    assert "activations.recomputed_layer" in terms and "logits" not in terms
+    assert terms["gradients.lm_head"].bytes == (VOCAB * D + D) * 2
+    assert "logits" in _phase(["--set", "recompute=full"], "backward_start")
+
+
+def test_fsdp2_mid_backward_without_ac_holds_the_head_gradient():
+    """No AC: FSDP2's mid-backward phase (a unit's backward) holds the root's unsharded LM head
+    gradient beside the unit's, and no logits."""
+    terms = _phase(["--set", "recompute=none"], "backward_layer")
+    assert "logits" not in terms
+    assert terms["gradients.lm_head"].bytes == (VOCAB * D + D) * 2
+    assert "_root_post_backward_final_callback" in terms["gradients.lm_head"].source
+    assert "buffers.fsdp.unsharded_grads" in terms
+
+
+def test_gradient_accumulation_counts_the_head_gradient_once():
+    """With the gradients persistent (micro-batches > 1), the head's is among them."""
+    terms = _phase(["--set", "recompute=full", "--set", "global_batch=32"], "backward_recompute")
+    assert "gradients.lm_head" not in terms
