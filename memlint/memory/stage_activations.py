@@ -20,9 +20,8 @@ from memlint.memory.softmax import softmax_bytes
 from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Term
 
-# start-up: what only some runs use loads when one does (fine-grained offload, an MoE imbalance,
-# a layer layout, a vision tower)
-# start-up: the HF eager items load where an HF eager layer is estimated
+# start-up: what only some runs use loads when one does (an HF eager layer's items, fine-grained
+# offload, an MoE imbalance, a layer layout, a vision tower)
 eager = lazy_import.module("memlint.memory.activations_eager")
 fine_offload = lazy_import.module("memlint.memory.fine_offload")
 moe_balance = lazy_import.module("memlint.memory.moe_balance")
