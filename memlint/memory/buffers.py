@@ -143,7 +143,7 @@ def _deepspeed_buffers(model: Model, plan: StagePlan, layer_params: list, phase:
                 and phase in ("forward_end", "backward_start", "backward_recompute")):
             # transformers' gradient checkpointing: what the coordinator's reuse rule keeps
             live = ds.stage3_gathered_recompute(
-                phase, layer_params, head, largest_linear(model),
+                phase, layer_params, head, model.largest_linear(),
                 size(zero.max_reuse_distance, facts.MAX_REUSE_DISTANCE, facts.MAX_REUSE_DISTANCE),
                 size(zero.prefetch_bucket_size, facts.PREFETCH_BUCKET_SIZE, 0.9 * d * d),
                 max_live, param_dtype)
@@ -195,11 +195,3 @@ def zero2_accumulation_terms(model: Model, gradients, phase: str) -> list:
     if not partition:
         return []
     return [ds.zero2_accumulation_partition(partition, model.microbatches)]
-
-
-def largest_linear(model: Model) -> int:
-    """Elements of a decoder layer's largest linear module per GPU: an MLP projection (d x ffn)
-    or the query / output projection (d x heads·head_dim), divided by tp."""
-    arch = model.arch
-    return math.ceil(max(arch.hidden * arch.ffn, arch.hidden * arch.heads * arch.head_dim)
-                     / model.topo.tp)

@@ -95,10 +95,7 @@ def dequant_terms(model: Model, plan: StagePlan, phase: str = "") -> list:
         size = arch.hidden * arch.hidden
         formula = f"2 B × d² = 2 × {arch.hidden}²"
     else:
-        widths = [arch.hidden * arch.heads * arch.head_dim, arch.hidden * arch.ffn]
-        if arch.moe is not None:
-            widths.append(arch.hidden * arch.moe.expert_ffn)
-        size = max(widths) // model.topo.tp
+        size = model.largest_linear()
         formula = f"2 B × largest linear {size:,} elements"
     return [Term("buffers.dequantized_weight", "buffers", 2 * size, formula,
                  {"elements": size}, "Dettmers et al. 2023 (QLoRA); bitsandbytes dequantizes per matmul")]
@@ -116,11 +113,7 @@ def gptq_dequant_terms(model: Model, plan: StagePlan, phase: str) -> list:
     int32 and int8 (4 + 1 B per element alive together, the largest linear) and multiplies by
     the fp16 weight it rebuilt, which matmul saves for the input gradient: under recompute the
     recomputed layer's linears (backward_recompute), without it every layer's (2 B each)."""
-    arch, tp = model.arch, model.topo.tp
-    widths = [arch.hidden * arch.heads * arch.head_dim, arch.hidden * arch.ffn]
-    if arch.moe is not None:
-        widths.append(arch.hidden * arch.moe.expert_ffn)
-    largest = max(widths) // tp
+    largest = model.largest_linear()
     terms = [Term("buffers.dequantized_weight", "buffers", 5 * largest,
                   f"GPTQ unpack: (int32 4 B + int8 1 B) × largest linear {largest:,} elements",
                   {"elements": largest, "group_size": GPTQ_GROUP}, SRC_GPTQ)]
@@ -128,7 +121,7 @@ def gptq_dequant_terms(model: Model, plan: StagePlan, phase: str) -> list:
         saved_layers = list(plan.layers) if phase in ("forward_end", "backward_start") else []
     else:
         saved_layers = plan.layers[-1:] if phase == "backward_recompute" else []
-    saved = sum(sum(_quantized_linears(model, i)) for i in saved_layers) // tp
+    saved = sum(sum(_quantized_linears(model, i)) for i in saved_layers) // model.topo.tp
     if saved:
         terms.append(Term("activations.gptq_dequantized_weights", "activations", 2 * saved,
                           f"{len(saved_layers)} layer(s) × their GPTQ linears' fp16 weights "

@@ -157,6 +157,17 @@ class Model:
     def total_params(self) -> int:
         return self.total_override if self.total_override is not None else self.counts.total
 
+    def largest_linear(self) -> int:
+        """Elements per GPU of a decoder layer's largest linear weight: the query / output
+        projection (d x heads·head_dim), an MLP projection (d x ffn) or a routed expert's
+        (d x expert_ffn), divided by tp (bitsandbytes and auto-gptq dequantize one at a time;
+        ZeRO-3's reuse rule counts from the end of a layer's largest module)."""
+        arch = self.arch
+        widths = [arch.hidden * arch.heads * arch.head_dim, arch.hidden * arch.ffn]
+        if arch.moe is not None:
+            widths.append(arch.hidden * arch.moe.expert_ffn)
+        return max(widths) // self.topo.tp
+
     def expert_params(self) -> int:
         if self.expert_override is not None:
             return self.expert_override
