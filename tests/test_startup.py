@@ -131,12 +131,10 @@ _NOT_MEGATRON_RUN = ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                      "memlint.facts.hybrid_pattern")
 #: PyYAML, which a YAML file in memlint.yaml_subset's plain subset never needs
 _NO_PYYAML = ("yaml", "yaml.constructor", "memlint.yaml_resolvers")
-#: An estimate's parts for some runs only: TE's FP8 weights (an fp8 run), its userbuffers
-#: (--tp-comm-overlap), the node catalog (a named node), the RL frameworks' records (an RL run)
-#: and the HF eager layer items (an HF eager layer); Megatron's global buffer (its own modules or
-#: experts).
-_SOME_RUNS = ("memlint.memory.userbuffers", "memlint.catalog.nodes",
-              "memlint.memory.rl.frameworks")
+#: An estimate's parts for some runs only: TE's FP8 weights (an fp8 run), the node catalog (a
+#: named node), the RL frameworks' records (an RL run) and the HF eager layer items (an HF eager
+#: layer).
+_SOME_RUNS = ("memlint.catalog.nodes", "memlint.memory.rl.frameworks")
 _NOT_FP8 = (*_SOME_RUNS, "memlint.memory.fp8")
 _NOT_HF = (*_NOT_FP8, "memlint.memory.activations_eager")
 UNUSED = {
@@ -148,12 +146,12 @@ UNUSED = {
     "Megatron YAML": (*_NOT_MEGATRON_RUN, *_NOT_HF, "memlint.adapters.megatron.entry",
                       "memlint.adapters._shell", *_NO_PYYAML),
     "axolotl YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp", *_NO_PYYAML,
-                     *_NOT_FP8, "memlint.memory.global_buffer"),
+                     *_NOT_FP8),
     "gpt-neox YAML": ("memlint.memory.deepspeed_buffers", "memlint.memory.fsdp",
                       "memlint.catalog.presets", *_NO_PYYAML, *_NOT_HF),
     "accelerate YAML": _NO_PYYAML,
-    "LLaMA-Factory YAML": (*_NO_PYYAML, *_NOT_FP8, "memlint.memory.global_buffer"),
-    "HF Trainer / TRL recipe": (*_NO_PYYAML, *_NOT_FP8, "memlint.memory.global_buffer"),
+    "LLaMA-Factory YAML": (*_NO_PYYAML, *_NOT_FP8),
+    "HF Trainer / TRL recipe": (*_NO_PYYAML, *_NOT_FP8),
     "memlint.toml (estimate)": _NOT_HF,
     "DeepSpeed JSON": ("memlint.catalog", "memlint.catalog.presets"),
 }

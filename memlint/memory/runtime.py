@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import re
 
-from memlint import lazy_import
 from memlint.memory.model import Model
 from memlint.memory.terms import Term
-
-# start-up: Transformer Engine's userbuffers load only under --tp-comm-overlap
-userbuffers = lazy_import.module("memlint.memory.userbuffers")
+from memlint.memory.userbuffers import userbuffer_terms
 
 
 MiB = 1024**2
@@ -37,9 +34,7 @@ def runtime_terms(model: Model) -> list:
                           f"{groups} process groups × {per // MiB} MiB",
                           {"groups": groups, "bytes_per_group": per},
                           "NCCL buffers: NCCL_BUFFSIZE 4 MiB × channels per communicator"))
-    if model.conv.tp_comm_overlap is None:
-        return terms
-    return terms + userbuffers.userbuffer_terms(model)
+    return terms + userbuffer_terms(model)
 
 
 def allocator_terms(model: Model, terms) -> list:

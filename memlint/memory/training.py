@@ -46,6 +46,7 @@ from memlint.memory.compile import compile_assumed, compile_notes
 from memlint.memory.conventions import optimizer_instances
 from memlint.memory.logits import held_logits_assumed, held_logits_terms, logits_terms
 from memlint.memory.lora import dequant_terms
+from memlint.memory.global_buffer import global_buffer_terms
 from memlint.memory.model import EstimateError, Model, UnsupportedModel
 from memlint.memory.optimizer_step import optimizer_step_terms
 from memlint.memory.result import Estimate
@@ -57,8 +58,6 @@ from memlint.memory.stages import StagePlan
 from memlint.memory.terms import Phase, StageEstimate, Term
 from memlint.records import replace
 
-# start-up: the global buffer loads for Megatron's own modules or a model with experts
-global_buffer = lazy_import.module("memlint.memory.global_buffer")
 sac_backward = lazy_import.module("memlint.memory.sac_backward")
 
 __all__ = ["EstimateError", "UnsupportedModel", "Model", "training_estimate", "fsdp_layer_freed"]
@@ -170,8 +169,7 @@ def training_estimate(scenario, context=None) -> Estimate:
                 names.insert(2, "backward_layer")  # FSDP: a unit's backward (memory/fsdp.py)
         phases = []
         backward = None
-        kept = workspaces + (global_buffer.global_buffer_terms(model, plan)
-                             if model.conv.megatron_modules or model.arch.moe else [])
+        kept = workspaces + global_buffer_terms(model, plan)
         for name in names:
             terms = _phase_terms(model, plan, name, weights, gradients, optimizer, kept)
             terms = [t for t in terms if t.bytes or t.component in ("weights",)]
